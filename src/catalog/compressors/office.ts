@@ -1,0 +1,15 @@
+import { perMegabyte } from '../costing.ts';
+import { resizeSchema } from '../options.ts';
+import type { CompressorEntry } from '../types.ts';
+
+export const office: CompressorEntry = {
+  job: 'document.office-compress',
+  category: 'documents',
+  path: '/compress/office',
+  inputFormats: ['docx', 'pptx'],
+  outputsFor: (input) => [input],
+  optionProperties: { resize: resizeSchema },
+  costing: perMegabyte(1, 5),
+  worker: 'office',
+  maxConcurrentJobs: 4,
+};

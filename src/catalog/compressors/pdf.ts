@@ -1,0 +1,14 @@
+import { perMegabyte } from '../costing.ts';
+import type { CompressorEntry } from '../types.ts';
+
+export const pdf: CompressorEntry = {
+  job: 'document.pdf-compress',
+  category: 'documents',
+  path: '/compress/pdf',
+  inputFormats: ['pdf'],
+  outputsFor: () => ['pdf'],
+  optionProperties: {},
+  costing: perMegabyte(1, 5),
+  worker: 'pdf',
+  maxConcurrentJobs: 4,
+};

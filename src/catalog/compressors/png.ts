@@ -1,0 +1,15 @@
+import { perMegabyte } from '../costing.ts';
+import { compressionSchema, resizeSchema } from '../options.ts';
+import type { CompressorEntry } from '../types.ts';
+
+export const png: CompressorEntry = {
+  job: 'image.png-compress',
+  category: 'images',
+  path: '/compress/png',
+  inputFormats: ['png'],
+  outputsFor: () => ['png'],
+  optionProperties: { resize: resizeSchema, compression: compressionSchema },
+  costing: perMegabyte(1, 5),
+  worker: 'png',
+  maxConcurrentJobs: 6,
+};

@@ -1,0 +1,48 @@
+export type Category = 'images' | 'documents';
+
+export interface Costing {
+  strategy: 'PerMegabyte' | 'Fixed';
+  baseCost: number;
+  increment: number | null;
+  incrementUnit: 'mb' | null;
+  displaySuffix: string;
+}
+
+export type JsonSchema = Record<string, unknown>;
+
+export interface CompressorEntry {
+  /** Job type, e.g. `image.jpg-compress`. */
+  job: string;
+  category: Category;
+  /** Dedicated submission path, e.g. `/compress/png`. */
+  path: string;
+  /** Dotless input extensions, in the order they are listed. */
+  inputFormats: string[];
+  /** Dotless formats this compressor may produce for a given input format. */
+  outputsFor(inputFormat: string): string[];
+  /** Option JSON Schema (draft 2020-12) `properties`; the catalog wraps them. */
+  optionProperties: Record<string, JsonSchema>;
+  costing: Costing;
+  /** Name of the module under workers/ that runs this job type. */
+  worker: string;
+  maxConcurrentJobs: number;
+}
+
+/** Options after validation, as workers receive them. */
+export interface ResizeOptions {
+  enabled?: boolean;
+  mode?: 'pixels' | 'percentage';
+  preset?: 'off' | '4k' | '2k' | '1080p' | '720p' | 'custom';
+  value?: number | null;
+}
+
+export interface CompressionOptions {
+  enabled?: boolean;
+  mode?: 'lossy' | 'lossless';
+}
+
+export interface JobOptions {
+  _schemaVersion?: number;
+  resize?: ResizeOptions;
+  compression?: CompressionOptions;
+}
