@@ -1,0 +1,214 @@
+import sharp from 'sharp';
+import type { CreateRaw, JpegOptions, OutputInfo, Sharp } from 'sharp';
+import { ssimOfLuma, luma, type Pixels } from './ssim.ts';
+
+/**
+ * The perceptual target of automatic JPEG quality: the mean luma SSIM (8×8 windows, full
+ * resolution, see ssim.ts) the encoded image must reach against the pixels it was made from.
+ */
+export const JPEG_TARGET_SSIM = 0.98;
+/** Quality bounds of the search: below 40 blocking shows whatever SSIM says; above 95 bytes explode for nothing. */
+const MIN_QUALITY = 40;
+const MAX_QUALITY = 95;
+/** Chroma is kept at full resolution from this quality up, where fine colour detail is part of the promise. */
+const FULL_CHROMA_FROM = 90;
+
+export interface JpegEncoded {
+  data: Buffer;
+  quality: number;
+  width: number;
+  height: number;
+}
+
+/** mozjpeg with trellis quantisation and progressive scans, the settings every encode here uses. */
+export function jpegOptions(quality: number): JpegOptions {
+  return {
+    quality,
+    mozjpeg: true,
+    progressive: true,
+    chromaSubsampling: quality >= FULL_CHROMA_FROM ? '4:4:4' : '4:2:0',
+  };
+}
+
+/**
+ * Encodes a pipeline as JPEG at the lowest quality whose SSIM against the pipeline's own pixels
+ * reaches JPEG_TARGET_SSIM. The quality is searched on a proxy of about 1 MP made of full-
+ * resolution tiles sampled across the image (a downscaled proxy would hide exactly the
+ * artefacts the metric must see), then the full image is encoded once.
+ * CMYK inputs come out as sRGB (sharp converts through the embedded or a standard CMYK profile);
+ * transparency is flattened onto white. With keepMetadata, EXIF (orientation included), ICC and
+ * XMP are carried over and the pixels are not rotated.
+ */
+export async function encodeJpegAuto(img: Sharp, opts: { keepMetadata?: boolean } = {}): Promise<JpegEncoded> {
+  const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
+  const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
+  const quality = await chooseJpegQuality({ data, width: info.width, height: info.height, channels: info.channels });
+  const encoder = opts.keepMetadata ? base.clone().keepMetadata() : sharp(data, { raw: rawOf(info) });
+  const out = await encoder.jpeg(jpegOptions(quality)).toBuffer({ resolveWithObject: true });
+  return { data: out.data, quality, width: out.info.width, height: out.info.height };
+}
+
+function rawOf(info: OutputInfo): CreateRaw {
+  return { width: info.width, height: info.height, channels: info.channels as 1 | 2 | 3 | 4 };
+}
+
+/** The lowest quality in [MIN_QUALITY, MAX_QUALITY] whose proxy SSIM reaches the target. */
+export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM): Promise<number> {
+  const proxy = proxyOf(pixels);
+  const reference = luma(proxy);
+  const cache = new Map<number, number>();
+  const score = async (q: number): Promise<number> => {
+    const hit = cache.get(q);
+    if (hit !== undefined) return hit;
+    const encoded = await sharp(proxy.data, { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } })
+      .jpeg(jpegOptions(q))
+      .toBuffer();
+    const decoded = await sharp(encoded).raw().toBuffer({ resolveWithObject: true });
+    const s = ssimOfLuma(reference, luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels }), proxy.width, proxy.height);
+    cache.set(q, s);
+    return s;
+  };
+  // Invariant: lo fails the target (or is the floor), hi passes it (or is the ceiling).
+  let lo = MIN_QUALITY;
+  let hi = MAX_QUALITY;
+  let sLo = await score(lo);
+  if (sLo >= target) return lo;
+  let sHi = await score(hi);
+  if (sHi < target) return hi;
+  while (hi - lo > 1) {
+    // Interpolate on log(1 - SSIM), nearly linear in quality, then keep the guess inside the bracket.
+    const a = Math.log(1 - sLo);
+    const b = Math.log(1 - sHi);
+    const t = (a - Math.log(1 - target)) / (a - b);
+    let q = Math.round(lo + t * (hi - lo));
+    q = Math.min(hi - 1, Math.max(lo + 1, q));
+    const s = await score(q);
+    if (s >= target) {
+      hi = q;
+      sHi = s;
+    } else {
+      lo = q;
+      sLo = s;
+    }
+  }
+  return hi;
+}
+
+const TILE = 128;
+const PROXY_TILES = 64;
+
+/**
+ * About 1 MP of the image: a grid of 128×128 full-resolution tiles, aligned to the 16-pixel
+ * JPEG MCU grid, spread evenly over the image and laid side by side. Small images are their own proxy.
+ */
+export function proxyOf(p: Pixels): Pixels {
+  const channels = p.channels;
+  const cols = Math.floor(p.width / TILE);
+  const rows = Math.floor(p.height / TILE);
+  if (cols * rows <= PROXY_TILES * 1.25) return p;
+  const aspect = p.width / p.height;
+  let gx = Math.max(1, Math.min(cols, Math.round(Math.sqrt(PROXY_TILES * aspect))));
+  let gy = Math.max(1, Math.min(rows, Math.round(PROXY_TILES / gx)));
+  gx = Math.max(1, Math.min(cols, Math.round(PROXY_TILES / gy)));
+  const width = gx * TILE;
+  const height = gy * TILE;
+  const data = new Uint8Array(width * height * channels);
+  const rowBytes = TILE * channels;
+  for (let ty = 0; ty < gy; ty++) {
+    const sy = alignedStart(ty, gy, p.height);
+    for (let tx = 0; tx < gx; tx++) {
+      const sx = alignedStart(tx, gx, p.width);
+      for (let y = 0; y < TILE; y++) {
+        const from = ((sy + y) * p.width + sx) * channels;
+        const to = ((ty * TILE + y) * width + tx * TILE) * channels;
+        data.set(p.data.subarray(from, from + rowBytes), to);
+      }
+    }
+  }
+  return { data, width, height, channels };
+}
+
+/** Start of tile i of n centred in its share of an edge of `size` pixels, rounded down to 16. */
+function alignedStart(i: number, n: number, size: number): number {
+  const centre = ((i + 0.5) * size) / n;
+  const start = Math.floor((centre - TILE / 2) / 16) * 16;
+  return Math.max(0, Math.min(size - TILE, start));
+}
+
+export interface PngEncoded {
+  data: Buffer;
+  width: number;
+  height: number;
+}
+
+/**
+ * PNG of a pipeline. `lossless` keeps every pixel (exact palette when the image has at most 256
+ * colours, otherwise zlib level 9 with adaptive filtering); `lossy` quantises to a palette
+ * (libimagequant) at the quality the perceptual search in png-quant.ts picks.
+ */
+export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless'): Promise<PngEncoded> {
+  const { data, info } = await img.clone().raw().toBuffer({ resolveWithObject: true });
+  const pixels: Pixels = { data, width: info.width, height: info.height, channels: info.channels };
+  const candidates = mode === 'lossless' ? await losslessCandidates(pixels) : await lossyCandidates(pixels);
+  const best = candidates.reduce((a, b) => (b.length < a.length ? b : a));
+  return { data: best, width: info.width, height: info.height };
+}
+
+function fromRaw(p: Pixels): Sharp {
+  return sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 2 | 3 | 4 } });
+}
+
+/** Truecolour deflate, plus an exact palette when it reproduces every pixel. */
+export async function losslessCandidates(p: Pixels): Promise<Buffer[]> {
+  const out = [await fromRaw(p).png({ compressionLevel: 9, adaptiveFiltering: true }).toBuffer()];
+  if (countColours(p, 257) <= 256) {
+    const pal = await fromRaw(p).png({ palette: true, quality: 100, dither: 0, effort: 10, colours: 256 }).toBuffer();
+    if (await samePixels(p, pal)) out.push(pal);
+  }
+  return out;
+}
+
+/** PNG lossy target: the same perceptual bar as JPEG. */
+export const PNG_TARGET_SSIM = 0.98;
+
+async function lossyCandidates(p: Pixels): Promise<Buffer[]> {
+  const out = await losslessCandidates(p);
+  for (const quality of [60, 75, 90, 100]) {
+    const pal = await fromRaw(p).png({ palette: true, quality, effort: 10, dither: 1 }).toBuffer();
+    const dec = await sharp(pal).ensureAlpha(p.channels === 2 || p.channels === 4 ? 1 : 0).raw().toBuffer({ resolveWithObject: true });
+    if (dec.info.channels === p.channels) {
+      const s = ssimOfLuma(luma(p), luma({ data: dec.data, width: p.width, height: p.height, channels: dec.info.channels }), p.width, p.height);
+      if (s >= PNG_TARGET_SSIM) {
+        out.push(pal);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+/** Number of distinct pixel values, counting no further than `limit`. */
+export function countColours(p: Pixels, limit: number): number {
+  const seen = new Set<number>();
+  const { data, channels: c } = p;
+  for (let o = 0; o < data.length; o += c) {
+    let v = 0;
+    for (let k = 0; k < c; k++) v = v * 256 + data[o + k];
+    seen.add(v);
+    if (seen.size >= limit) break;
+  }
+  return seen.size;
+}
+
+/** Whether a PNG decodes to exactly the given pixels. */
+export async function samePixels(p: Pixels, png: Buffer): Promise<boolean> {
+  const dec = await sharp(png).raw().toBuffer({ resolveWithObject: true });
+  let data = dec.data;
+  if (dec.info.channels !== p.channels) {
+    const conv = await sharp(png).toColourspace(p.channels <= 2 ? 'b-w' : 'srgb');
+    const fixed = await (p.channels === 2 || p.channels === 4 ? conv.ensureAlpha() : conv.removeAlpha()).raw().toBuffer({ resolveWithObject: true });
+    if (fixed.info.channels !== p.channels) return false;
+    data = fixed.data;
+  }
+  return Buffer.compare(Buffer.from(data.buffer, data.byteOffset, data.byteLength), Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength)) === 0;
+}
