@@ -1,0 +1,113 @@
+import { availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+
+/** Every setting of `compressd serve`: a flag `--kebab-name` and its `COMPRESSD_SNAKE_NAME` twin; flags win. */
+export interface ServeConfig {
+  port: number;
+  host: string;
+  dataDir: string;
+  workers: number;
+  publicUrl: string;
+  retentionSeconds: number;
+  jobTimeoutSeconds: number;
+  urlAllow: string;
+  dnsOverrides: string;
+  webhookRetryDelays: number[];
+  rateLimitPerMinute: number;
+  trustProxy: boolean;
+  maxFileSizeBytes: number;
+  site: string;
+}
+
+type Kind = 'int' | 'number' | 'string' | 'bool' | 'numbers';
+
+interface Setting {
+  key: keyof ServeConfig;
+  flag: string;
+  env: string;
+  kind: Kind;
+  help: string;
+  default: (partial: Partial<ServeConfig>) => unknown;
+}
+
+const setting = (key: keyof ServeConfig, kind: Kind, help: string, dflt: Setting['default']): Setting => ({
+  key,
+  kind,
+  help,
+  default: dflt,
+  flag: key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`),
+  env: `COMPRESSD_${key.replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}`,
+});
+
+export const SETTINGS: Setting[] = [
+  setting('port', 'int', 'TCP port to listen on', () => 8080),
+  setting('host', 'string', 'address to listen on', () => '0.0.0.0'),
+  setting('dataDir', 'string', 'data directory (accounts, journals, spool)', () => './data'),
+  setting('workers', 'int', 'compression worker threads', () => availableParallelism()),
+  setting('publicUrl', 'string', 'base URL of presigned download links in webhooks', (c) => `http://${c.host === '0.0.0.0' ? 'localhost' : c.host}:${c.port}`),
+  setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
+  setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
+  setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),
+  setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),
+  setting('webhookRetryDelays', 'numbers', 'seconds before webhook attempts 1-5', () => [0, 1, 5, 30, 120]),
+  setting('rateLimitPerMinute', 'int', 'requests per minute per client IP (0 = off)', () => 3000),
+  setting('trustProxy', 'bool', 'take the client IP from X-Forwarded-For', () => false),
+  setting('maxFileSizeBytes', 'int', 'largest accepted input, upload or URL', () => 1024 * 1024 * 1024),
+  setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
+];
+
+export class ConfigError extends Error {}
+
+function parseValue(s: Setting, raw: string, source: string): unknown {
+  const fail = (what: string) => new ConfigError(`${source}: ${what}, got ${JSON.stringify(raw)}`);
+  switch (s.kind) {
+    case 'int': {
+      const n = Number(raw);
+      if (!Number.isInteger(n) || n < 0) throw fail('expected a whole number ≥ 0');
+      return n;
+    }
+    case 'number': {
+      const n = Number(raw);
+      if (!Number.isFinite(n) || n <= 0) throw fail('expected a number > 0');
+      return n;
+    }
+    case 'bool':
+      if (/^(1|true|yes|on)$/i.test(raw)) return true;
+      if (/^(0|false|no|off|)$/i.test(raw)) return false;
+      throw fail('expected true or false');
+    case 'numbers': {
+      const list = raw.split(',').map((x) => Number(x.trim()));
+      if (list.length === 0 || list.some((n) => !Number.isFinite(n) || n < 0)) throw fail('expected comma-separated seconds');
+      return list;
+    }
+    default:
+      return raw;
+  }
+}
+
+/**
+ * Resolves the configuration from flags (already parsed, as strings or booleans),
+ * then the environment, then the defaults. Throws ConfigError with one clear line.
+ */
+export function resolveConfig(flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv = process.env): ServeConfig {
+  const out: Partial<ServeConfig> = {};
+  for (const s of SETTINGS) {
+    const flag = flags[s.flag];
+    const envValue = env[s.env];
+    let value: unknown;
+    if (flag !== undefined) value = typeof flag === 'boolean' ? flag : parseValue(s, flag, `--${s.flag}`);
+    else if (envValue !== undefined && envValue !== '') value = parseValue(s, envValue, s.env);
+    else value = s.default(out);
+    (out as Record<string, unknown>)[s.key] = value;
+  }
+  const config = out as ServeConfig;
+  if (config.workers < 1) throw new ConfigError('--workers: expected at least 1');
+  if (config.port > 65535) throw new ConfigError('--port: expected at most 65535');
+  config.dataDir = resolve(config.dataDir);
+  config.publicUrl = config.publicUrl.replace(/\/+$/, '');
+  return config;
+}
+
+export function settingsHelp(): string {
+  return SETTINGS.map((s) => `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help}`).join('\n');
+}

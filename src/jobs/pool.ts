@@ -1,0 +1,64 @@
+import { MessageChannel } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import type { CompressJob } from '../../workers/contract.ts';
+import type { CompressOutcome, CompressTask } from '../../workers/compress.ts';
+
+export type { CompressOutcome };
+
+export interface PoolRun {
+  worker: string;
+  job: CompressJob;
+  outDir: string;
+  signal: AbortSignal;
+  onProgress(percent: number, phase: string): void;
+}
+
+/** The worker-thread pool that runs compressors (piscina): one task per job. */
+export class CompressorPool {
+  private readonly piscina: Piscina;
+
+  constructor(readonly threads: number) {
+    this.piscina = new Piscina({
+      filename: new URL('../../workers/compress.ts', import.meta.url).href,
+      minThreads: Math.min(1, threads),
+      maxThreads: threads,
+      idleTimeout: 60_000,
+      // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
+      concurrentTasksPerWorker: 1,
+      resourceLimits: { maxOldGenerationSizeMb: 4096 },
+    });
+  }
+
+  /**
+   * Runs one job. An abort through `signal` terminates the task's thread (its reason is
+   * the outcome's code); a thread that dies fails only this job with `jobs.worker_crashed`.
+   */
+  async run(r: PoolRun): Promise<CompressOutcome> {
+    const { port1, port2 } = new MessageChannel();
+    port1.on('message', (m: { percent: number; phase: string }) => r.onProgress(m.percent, m.phase));
+    const onAbort = () => port1.postMessage('abort');
+    r.signal.addEventListener('abort', onAbort, { once: true });
+    const task: CompressTask = { worker: r.worker, job: r.job, outDir: r.outDir, port: port2 };
+    try {
+      return (await this.piscina.run(task, { transferList: [port2], signal: r.signal })) as CompressOutcome;
+    } catch (err) {
+      if (r.signal.aborted) {
+        const reason = r.signal.reason;
+        return { ok: false, code: typeof reason === 'string' ? reason : 'jobs.aborted', detail: 'The job was stopped.' };
+      }
+      const message = err instanceof Error ? err.message : String(err);
+      return { ok: false, code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}`.slice(0, 256) };
+    } finally {
+      r.signal.removeEventListener('abort', onAbort);
+      port1.close();
+    }
+  }
+
+  get utilization(): number {
+    return this.piscina.utilization;
+  }
+
+  async close(): Promise<void> {
+    await this.piscina.close({ force: true });
+  }
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
+import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
+import { createLogger } from './log.ts';
+import { startService } from './service.ts';
+
+const USAGE = `compressd — self-hosted file compression service
+
+Usage:
+  compressd serve [flags]
+  compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D]
+  compressd keys list [--data-dir D]
+  compressd keys revoke KEY_OR_ID [--data-dir D]
+  compressd credits add --account NAME --amount N [--data-dir D]
+
+Flags of serve (each has an environment twin; flags win):
+${settingsHelp()}
+`;
+
+function fail(message: string): never {
+  console.error(`compressd: ${message}`);
+  process.exit(2);
+}
+
+function dataDirOf(flag: string | undefined): string {
+  return resolve(flag ?? process.env.COMPRESSD_DATA_DIR ?? './data');
+}
+
+async function serveCommand(args: string[]): Promise<void> {
+  const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.kind === 'bool' ? ('boolean' as const) : ('string' as const) }]));
+  const { values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true });
+  if (values.help) {
+    console.log(USAGE);
+    return;
+  }
+  const config = resolveConfig(values as Record<string, string | boolean | undefined>);
+  const log = createLogger();
+  const service = await startService(config, log);
+  if (service.firstKey) {
+    console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
+    console.log(`API key: ${service.firstKey}`);
+  }
+  log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers }, `compressd listening on http://${config.host}:${service.port}`);
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    log.info({ signal }, 'shutting down: finishing running jobs');
+    service.close(10_000).then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+function keysCommand(args: string[]): void {
+  const [sub, ...rest] = args;
+  const { values, positionals } = parseArgs({
+    args: rest,
+    options: {
+      'data-dir': { type: 'string' },
+      account: { type: 'string' },
+      credits: { type: 'string' },
+      'allow-ip': { type: 'string' },
+      guest: { type: 'boolean' },
+    },
+    allowPositionals: true,
+  });
+  const registry = new AccountRegistry(dataDirOf(values['data-dir']));
+  switch (sub) {
+    case 'create': {
+      if (!values.account) fail('keys create needs --account NAME');
+      const credits = values.credits === undefined ? STARTING_CREDITS : Number(values.credits);
+      if (!Number.isInteger(credits) || credits < 0) fail('--credits must be a whole number ≥ 0');
+      const created = registry.ensureAccount(values.account, credits);
+      const { id, key } = registry.createKey(values.account, { guest: values.guest, allowIps: values['allow-ip'] ?? [] });
+      console.log(`${created ? `created account ${values.account} with ${credits} credits; ` : ''}key ${id} for account ${values.account}${values.guest ? ' (guest)' : ''}`);
+      console.log(key);
+      return;
+    }
+    case 'list':
+      for (const k of registry.listKeys()) {
+        console.log([k.id, k.account, k.guest ? 'guest' : 'account', k.revoked ? 'revoked' : 'active', k.allowIps.join(',') || '*', k.createdAt].join('\t'));
+      }
+      return;
+    case 'revoke': {
+      const target = positionals[0];
+      if (!target) fail('keys revoke needs a key or key id');
+      if (!registry.revokeKey(target)) fail(`no active key ${target}`);
+      console.log(`revoked ${target}`);
+      return;
+    }
+    default:
+      fail(`unknown keys command ${sub ?? ''}\n${USAGE}`);
+  }
+}
+
+function creditsCommand(args: string[]): void {
+  const [sub, ...rest] = args;
+  const { values } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, account: { type: 'string' }, amount: { type: 'string' } } });
+  if (sub !== 'add') fail(`unknown credits command ${sub ?? ''}`);
+  if (!values.account || values.amount === undefined) fail('credits add needs --account NAME --amount N');
+  const registry = new AccountRegistry(dataDirOf(values['data-dir']));
+  registry.addCredits(values.account, Number(values.amount));
+  console.log(`added ${values.amount} credits to ${values.account}`);
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...args] = argv;
+  switch (command) {
+    case 'serve':
+      return serveCommand(args);
+    case 'keys':
+      return keysCommand(args);
+    case 'credits':
+      return creditsCommand(args);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      console.log(USAGE);
+      return;
+    default:
+      fail(`unknown command ${command}\n${USAGE}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((err) => {
+  fail(err instanceof ConfigError ? err.message : err instanceof Error ? err.message : String(err));
+});

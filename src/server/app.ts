@@ -1,0 +1,74 @@
+import { Hono, type Context } from 'hono';
+import type { Logger } from 'pino';
+import type { CreditLedger } from '../accounts/ledger.ts';
+import type { Plan } from '../accounts/plan.ts';
+import type { AccountRegistry } from '../accounts/registry.ts';
+import { ApiError } from '../errors.ts';
+import type { JobEngine } from '../jobs/engine.ts';
+import type { Spool } from '../jobs/spool.ts';
+import type { DownloadTokens } from '../webhooks/download-token.ts';
+import type { AppEnv } from './env.ts';
+import { requireApiKey } from './middleware/auth.ts';
+import { clientIp } from './middleware/client-ip.ts';
+import { rateLimit } from './middleware/rate-limit.ts';
+import { pathWithoutVersion, versioning } from './middleware/versioning.ts';
+import { discoveryRoutes, schemaRoutes } from './routes/discovery.ts';
+import { entitlementRoutes } from './routes/entitlements.ts';
+import { jobRoutes } from './routes/jobs.ts';
+import { presignedRoutes } from './routes/presigned.ts';
+import { submitRoutes, type InputFetcher } from './routes/submit.ts';
+
+export interface AppServices {
+  accounts: AccountRegistry;
+  ledger: CreditLedger;
+  engine: JobEngine;
+  spool: Spool;
+  fetcher: InputFetcher;
+  tokens: DownloadTokens;
+  planOf(account: string): Plan;
+  rateLimitPerMinute: number;
+  trustProxy: boolean;
+  log: Logger;
+}
+
+/** Browser calls are first-party only: a request whose Origin is another site is refused. */
+function sameOriginOnly(c: Context<AppEnv>): void {
+  const origin = c.req.header('origin');
+  if (!origin || origin === 'null') return;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    host = '';
+  }
+  if (host !== c.req.header('host')) throw new ApiError('request.cross_origin', 403, 'Browser requests from other sites are not allowed; call the API from a server.');
+}
+
+/** The HTTP face of compressd: route → middleware → validation → engine. */
+export function createApp(s: AppServices): Hono<AppEnv> {
+  const app = new Hono<AppEnv>({ getPath: (req) => pathWithoutVersion(new URL(req.url).pathname) });
+
+  app.onError((err, c) => {
+    if (err instanceof ApiError) {
+      for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
+      return c.json(err.body(), err.status as 400);
+    }
+    s.log.error({ err, path: c.req.path }, 'unexpected error');
+    return c.json({ error: 'server.internal_error', detail: 'An unexpected error occurred.' }, 500);
+  });
+  app.notFound((c) => c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404));
+
+  app.use('*', clientIp(s.trustProxy), rateLimit(s.rateLimitPerMinute), versioning);
+  app.route('/', schemaRoutes());
+  app.route('/', presignedRoutes(s.engine, s.tokens));
+  app.use('*', async (c, next) => {
+    sameOriginOnly(c);
+    await next();
+  });
+  app.use('*', requireApiKey(s.accounts));
+  app.route('/', discoveryRoutes(s.planOf));
+  app.route('/', entitlementRoutes(s.ledger, s.planOf));
+  app.route('/', submitRoutes(s));
+  app.route('/', jobRoutes(s.engine));
+  return app;
+}

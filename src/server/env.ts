@@ -1,0 +1,7 @@
+import type { HttpBindings } from '@hono/node-server';
+import type { Principal } from '../accounts/registry.ts';
+
+export interface AppEnv {
+  Bindings: HttpBindings;
+  Variables: { principal: Principal; version: number; clientIp: string };
+}

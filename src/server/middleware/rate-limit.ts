@@ -1,0 +1,25 @@
+import type { MiddlewareHandler } from 'hono';
+import { LRUCache } from 'lru-cache';
+import { ApiError } from '../../errors.ts';
+import type { AppEnv } from '../env.ts';
+
+/** A fixed one-minute window per client IP; 429 `rate_limited` with Retry-After past the limit. */
+export function rateLimit(perMinute: number): MiddlewareHandler<AppEnv> {
+  const windows = new LRUCache<string, { start: number; count: number }>({ max: 100_000 });
+  return async (c, next) => {
+    if (perMinute > 0) {
+      const ip = c.get('clientIp');
+      const now = Date.now();
+      let w = windows.get(ip);
+      if (!w || now - w.start >= 60_000) {
+        w = { start: now, count: 0 };
+        windows.set(ip, w);
+      }
+      if (++w.count > perMinute) {
+        const retry = Math.max(1, Math.ceil((w.start + 60_000 - now) / 1000));
+        throw new ApiError('rate_limited', 429, `More than ${perMinute} requests per minute from this address.`, {}, { 'Retry-After': String(retry) });
+      }
+    }
+    await next();
+  };
+}

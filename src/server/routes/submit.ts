@@ -1,0 +1,151 @@
+import { randomUUID } from 'node:crypto';
+import { extname } from 'node:path';
+import { Hono, type Context } from 'hono';
+import type { Plan } from '../../accounts/plan.ts';
+import { COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
+import { ApiError } from '../../errors.ts';
+import type { FetchedInput, FetchToFileOptions } from '../../fetch/fetch-input.ts';
+import { validateInputUrl } from '../../fetch/validate-url.ts';
+import type { JobEngine } from '../../jobs/engine.ts';
+import type { Spool } from '../../jobs/spool.ts';
+import { validateWebhook } from '../../webhooks/validate.ts';
+import type { AppEnv } from '../env.ts';
+import { receiveJson, receiveMultipart, tooLarge } from '../multipart.ts';
+import { validateOptions } from '../options.ts';
+import { acceptedView } from '../views.ts';
+
+export interface InputFetcher {
+  fetchToFile(url: string, opts: FetchToFileOptions): Promise<FetchedInput>;
+}
+
+export interface SubmitDeps {
+  engine: JobEngine;
+  spool: Spool;
+  fetcher: InputFetcher;
+  planOf(account: string): Plan;
+}
+
+const dotted = (formats: string[]) => formats.map((f) => `.${f}`);
+
+/**
+ * Which compressor takes `format`: on `POST /compress` the catalog's first match; on a
+ * dedicated path only that compressor, whose refusal is `compress.<name>.validation.unsupported_format`.
+ */
+function resolveCompressor(format: string, dedicated: CompressorEntry | undefined): CompressorEntry {
+  if (dedicated) {
+    if (dedicated.inputFormats.includes(format)) return dedicated;
+    const name = dedicated.path.split('/').pop();
+    throw new ApiError(`compress.${name}.validation.unsupported_format`, 400, `The ${dedicated.job} compressor does not accept "${format}" files.`, {
+      format,
+      supportedFormats: dotted(dedicated.inputFormats),
+    });
+  }
+  const entry = compressorForFormat(format);
+  if (!entry) {
+    throw new ApiError('compress.unsupported_format', 400, `The format "${format}" is not supported.`, {
+      format,
+      supportedFormats: dotted([...new Set(COMPRESSORS.flatMap((c) => c.inputFormats))]),
+    });
+  }
+  return entry;
+}
+
+function formatOfFileName(name: string): string {
+  const ext = extname(name);
+  if (!ext || ext === '.') throw new ApiError('request.invalid_extension', 400, `The file name "${name}" has no extension; the format is read from it.`);
+  return normaliseFormat(ext);
+}
+
+function baseName(name: string): string {
+  const base = name.split(/[\\/]/).pop() ?? '';
+  const ext = extname(base);
+  return (ext ? base.slice(0, -ext.length) : base) || 'file';
+}
+
+const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
+
+export function submitRoutes(deps: SubmitDeps) {
+  const app = new Hono<AppEnv>();
+
+  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined) {
+    const principal = c.get('principal');
+    if (body.outputUrl !== undefined) throw new ApiError('url_fetch.output_url_reserved', 400, 'outputUrl is reserved and must not be sent.', { isRetryable: false });
+    if (principal.guest) throw new ApiError('url_fetch.guest_not_allowed', 403, 'URL input needs a signed-in account; upload the file instead.', { isRetryable: false });
+    const rawFormat = text(body.sourceFormat);
+    if (rawFormat === undefined || rawFormat.trim() === '') {
+      throw new ApiError('url_fetch.missing_source_format', 400, 'sourceFormat is required with inputUrl.', { isRetryable: false });
+    }
+    const format = normaliseFormat(rawFormat);
+    const entry = resolveCompressor(format, dedicated);
+    validateInputUrl(body.inputUrl);
+    const options = validateOptions(entry, body.options);
+    const webhook = validateWebhook(body);
+    const plan = deps.planOf(principal.account);
+    deps.engine.assertQueueRoom(principal.account);
+    const destPath = await deps.spool.prepare(id);
+    const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
+    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes: fetched.bytes, options, webhook });
+  }
+
+  function admit(
+    c: Context<AppEnv>,
+    a: { id: string; entry: CompressorEntry; format: string; fileName: string; bytes: number; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
+  ) {
+    const job = deps.engine.submit({
+      id: a.id,
+      account: c.get('principal').account,
+      entry: a.entry,
+      format: a.format,
+      fileName: a.fileName,
+      options: a.options,
+      inputBytes: a.bytes,
+      creditCost: creditsFor(a.entry.costing, a.bytes),
+      webhook: a.webhook,
+    });
+    return c.json(acceptedView(job), 202);
+  }
+
+  async function submit(c: Context<AppEnv>, dedicated?: CompressorEntry) {
+    const contentType = (c.req.header('content-type') ?? '').toLowerCase();
+    const id = randomUUID();
+    const principal = c.get('principal');
+    try {
+      if (contentType.startsWith('application/json')) return await submitUrl(c, id, await receiveJson(c.env.incoming), dedicated);
+      if (!contentType.startsWith('multipart/form-data')) {
+        throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
+      }
+      const plan = deps.planOf(principal.account);
+      deps.engine.assertQueueRoom(principal.account);
+      const declared = Number(c.req.header('content-length'));
+      // A body far beyond the limit is refused before reading it; multipart overhead is small.
+      if (Number.isFinite(declared) && declared > plan.maxFileSizeBytes + 1024 * 1024) throw tooLarge(plan.maxFileSizeBytes);
+      let entry: CompressorEntry | undefined;
+      let format = '';
+      const upload = await receiveMultipart(c.env.incoming, {
+        maxBytes: plan.maxFileSizeBytes,
+        accept: (name) => {
+          format = formatOfFileName(name);
+          entry = resolveCompressor(format, dedicated);
+        },
+        destination: () => deps.spool.prepare(id),
+      });
+      const { fields, file } = upload;
+      if (file && fields.inputUrl !== undefined) throw new ApiError('url_fetch.mutually_exclusive', 400, 'Send either file or inputUrl, not both.', { isRetryable: false });
+      if (!file) {
+        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated);
+        throw new ApiError('request.no_files', 400, 'No file was attached (form field "file").');
+      }
+      if (file.bytes === 0) throw new ApiError('request.empty_file', 400, 'The file is empty.');
+      const options = validateOptions(entry!, fields.options);
+      const webhook = validateWebhook(fields);
+      return admit(c, { id, entry: entry!, format, fileName: baseName(file.name), bytes: file.bytes, options, webhook });
+    } catch (err) {
+      await deps.spool.remove(id);
+      throw err;
+    }
+  }
+
+  app.post('/compress', (c) => submit(c));
+  for (const entry of COMPRESSORS) app.post(entry.path, (c) => submit(c, entry));
+  return app;
+}

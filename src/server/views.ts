@@ -1,0 +1,58 @@
+import { compressorForJob, contentTypeOf } from '../catalog/index.ts';
+import type { Job } from '../jobs/types.ts';
+
+/** The 202 answer of a submission. */
+export function acceptedView(job: Job) {
+  return {
+    id: job.id,
+    status: job.status,
+    fileName: job.fileName,
+    format: job.format,
+    jobType: job.job,
+    createdAt: job.createdAt,
+  };
+}
+
+/** The output format a job has or will have (the universal compressor decides at run time). */
+function outputFormat(job: Job): string {
+  return job.output?.format ?? compressorForJob(job.job)?.outputsFor(job.format)[0] ?? job.format;
+}
+
+export function outputFileName(job: Job): string {
+  return `${job.fileName}.${outputFormat(job)}`;
+}
+
+const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+/** `GET /compress/job/{id}`: the spec's status fields, plus timestamps and `expired`. */
+export function statusView(job: Job) {
+  const succeeded = job.status === 'Succeeded';
+  const outputBytes = succeeded && job.output ? job.output.bytes : 0;
+  const ratio = succeeded && job.inputBytes > 0 ? outputBytes / job.inputBytes : 0;
+  const format = outputFormat(job);
+  return {
+    id: job.id,
+    status: job.status,
+    format: job.format,
+    jobType: job.job,
+    progress: job.progress,
+    metrics: {
+      inputBytes: job.inputBytes,
+      outputBytes,
+      creditCost: job.status === 'Failed' || job.status === 'Canceled' ? 0 : job.creditCost,
+      compressionRatio: round(ratio, 4),
+      savingsPercent: succeeded ? round((1 - ratio) * 100, 2) : 0,
+    },
+    error: job.status === 'Failed' ? job.error : null,
+    output: {
+      fileName: `${job.fileName}.${format}`,
+      contentType: job.output?.contentType ?? contentTypeOf(format),
+      fileCount: succeeded && !job.expired ? 1 : 0,
+    },
+    createdAt: job.createdAt,
+    startedAt: job.startedAt,
+    completedAt: job.completedAt,
+    expiresAt: job.expiresAt,
+    expired: job.expired,
+  };
+}

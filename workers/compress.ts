@@ -1,0 +1,49 @@
+import type { MessagePort } from 'node:worker_threads';
+import { COMPRESSORS } from '../src/catalog/index.ts';
+import { type Compress, type CompressJob, type CompressResult, JobError } from './contract.ts';
+
+/** One task of the pool: which compressor module to run on which files. */
+export interface CompressTask {
+  worker: string;
+  job: CompressJob;
+  outDir: string;
+  /** Progress goes out as `{ percent, phase }`; the string `abort` comes in. */
+  port: MessagePort;
+}
+
+export type CompressOutcome = { ok: true; result: CompressResult } | { ok: false; code: string; detail: string };
+
+const WORKER_MODULES = new Set(COMPRESSORS.map((c) => c.worker));
+const loaded = new Map<string, Promise<{ compress: Compress }>>();
+
+/** Compressor modules are named by the catalog and loaded once per worker thread. */
+function load(worker: string): Promise<{ compress: Compress }> {
+  if (!WORKER_MODULES.has(worker)) throw new JobError('jobs.unknown_compressor', `No compressor module named ${worker}.`);
+  let mod = loaded.get(worker);
+  if (!mod) {
+    mod = import(new URL(`./${worker}.ts`, import.meta.url).href) as Promise<{ compress: Compress }>;
+    loaded.set(worker, mod);
+  }
+  return mod;
+}
+
+export default async function run(task: CompressTask): Promise<CompressOutcome> {
+  const controller = new AbortController();
+  task.port.on('message', (m) => {
+    if (m === 'abort') controller.abort();
+  });
+  try {
+    const { compress } = await load(task.worker);
+    const result = await compress(task.job, { dir: task.outDir }, {
+      signal: controller.signal,
+      progress: (percent, phase) => task.port.postMessage({ percent: Math.max(0, Math.min(100, Math.round(percent))), phase }),
+    });
+    return { ok: true, result };
+  } catch (err) {
+    if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message.slice(0, 256) };
+    const message = err instanceof Error ? err.message : String(err);
+    return { ok: false, code: 'jobs.worker_error', detail: `Compression failed: ${message}`.slice(0, 256) };
+  } finally {
+    task.port.close();
+  }
+}
