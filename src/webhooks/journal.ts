@@ -91,6 +91,9 @@ export class Journal<R> {
     if (this.flushing) return;
     this.flushing = this.drain().finally(() => {
       this.flushing = null;
+      // An op queued between drain()'s last look at the queue and this callback found the
+      // flush still running and did not start one.
+      if (this.queue.length > 0) this.kick();
     });
   }
 
