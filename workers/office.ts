@@ -1,0 +1,38 @@
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { contentTypeOf, normaliseFormat } from '../src/catalog/index.ts';
+import type { Compress } from './contract.ts';
+import { analyzePackage } from './office/analyze.ts';
+import { assertZipContainer } from './office/sniff.ts';
+import { writePackage } from './office/write.ts';
+import { openPackage } from './office/zip-read.ts';
+import { keepInputUnlessSmaller } from './shared/never-larger.ts';
+
+/**
+ * `document.office-compress`: DOCX and PPTX with their pictures recompressed (and right-sized to
+ * the size they are shown at), their XML re-deflated, and everything else carried over byte for
+ * byte. Failures: office.not_ooxml, office.encrypted, office.zip_bomb, office.unsafe_entry_name,
+ * office.damaged (see README: Office compressor).
+ */
+export const compress: Compress = async (job, out, ctx) => {
+  const format = normaliseFormat(job.format);
+  const outPath = join(out.dir, `compressed.${format}`);
+  ctx.progress(0, 'analyzing');
+  await assertZipContainer(job.inputPath);
+  const pkg = await openPackage(job.inputPath);
+  try {
+    const analysis = await analyzePackage(pkg, ctx.signal);
+    await writePackage(pkg, analysis, outPath, job.options.resize, ctx);
+  } catch (err) {
+    await rm(outPath, { force: true });
+    throw err;
+  } finally {
+    pkg.zip.close();
+  }
+  ctx.progress(PROGRESS_FINALIZING, 'finalizing');
+  await keepInputUnlessSmaller(job.inputPath, outPath);
+  ctx.progress(100, 'finalizing');
+  return { path: outPath, format, contentType: contentTypeOf(format) };
+};
+
+const PROGRESS_FINALIZING = 96;

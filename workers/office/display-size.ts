@@ -1,0 +1,160 @@
+import type { Readable } from 'node:stream';
+import { SaxesParser, type SaxesAttributeNS } from 'saxes';
+import { xmlText } from './xml-text.ts';
+
+const EMU_PER_INCH = 914_400;
+/** Office's own "Print (220 ppi)" target: sharp on paper and on a 4K screen at page width. */
+export const TARGET_PPI = 220;
+
+/** Pixels a picture needs (before its crop is applied) to keep TARGET_PPI where it is shown. */
+export interface Need {
+  width: number;
+  height: number;
+}
+
+/** One use of an image part in a drawing: its need, or null when the drawing does not say how large it is shown. */
+export interface ImageUse {
+  part: string;
+  need: Need | null;
+}
+
+/** Shapes whose own extent is the displayed size of a picture inside them. */
+const CONTAINERS = new Set(['inline', 'anchor', 'pic', 'sp', 'wsp']);
+
+interface Blip {
+  part: string;
+  crop: { l: number; t: number; r: number; b: number };
+  tiled: boolean;
+}
+
+interface Frame {
+  local: string;
+  /** Group scaling applied to this element's own coordinates. */
+  scale: [number, number];
+  /** Group scaling applied to child shapes: `scale` times this group's ext/chExt. */
+  childScale: [number, number];
+  ext?: [number, number];
+  chExt?: [number, number];
+  pending: Blip[];
+  blips: Blip[];
+}
+
+/**
+ * Reads a drawing-bearing XML part (document, header, slide, layout, diagram drawing…) and
+ * reports every use of an image relationship. A DrawingML picture (`a:blip r:embed`) gets the
+ * extent of the shape that shows it: `wp:extent` or `spPr/xfrm/ext` in EMU, scaled by the groups
+ * around it, divided by the visible fraction left by `a:srcRect` (crop percentages keep their
+ * meaning after a uniform downscale). Any other use — VML, OLE previews, backgrounds, table-cell
+ * and tiled fills — has an unknown display size (need null), which keeps that image at its size.
+ */
+export async function scanImageUses(stream: Readable, imageRels: Map<string, string>): Promise<ImageUse[]> {
+  const uses: ImageUse[] = [];
+  const root: Frame = { local: '#document', scale: [1, 1], childScale: [1, 1], pending: [], blips: [] };
+  const stack: Frame[] = [root];
+  const parser = new SaxesParser({ xmlns: true });
+  const container = (): Frame => {
+    for (let i = stack.length - 1; i > 0; i--) if (CONTAINERS.has(stack[i].local)) return stack[i];
+    return root;
+  };
+
+  parser.on('opentag', (tag) => {
+    const parent = stack[stack.length - 1];
+    const grand = stack[stack.length - 2];
+    const local = tag.local;
+    const attrs = tag.attributes as Record<string, SaxesAttributeNS>;
+    const frame: Frame = { local, scale: parent.childScale, childScale: parent.childScale, pending: [], blips: [] };
+    const value = (name: string): number | undefined => {
+      const a = Object.values(attrs).find((x) => x.local === name && x.uri === '');
+      const n = a ? Number(a.value) : NaN;
+      return Number.isFinite(n) ? n : undefined;
+    };
+
+    for (const attr of Object.values(attrs)) {
+      const part = isRelationshipAttr(attr) ? imageRels.get(attr.value) : undefined;
+      if (!part) continue;
+      if (local === 'blip' && attr.local === 'embed' && parent.local === 'blipFill') {
+        const blip: Blip = { part, crop: { l: 0, t: 0, r: 0, b: 0 }, tiled: false };
+        parent.blips.push(blip);
+        container().pending.push(blip);
+      } else {
+        uses.push({ part, need: null });
+      }
+    }
+
+    if (local === 'srcRect' && parent.local === 'blipFill') {
+      for (const b of parent.blips) b.crop = { l: value('l') ?? 0, t: value('t') ?? 0, r: value('r') ?? 0, b: value('b') ?? 0 };
+    } else if (local === 'tile' && parent.local === 'blipFill') {
+      for (const b of parent.blips) b.tiled = true;
+    } else if (local === 'extent') {
+      const cx = value('cx');
+      const cy = value('cy');
+      const c = container();
+      if (cx !== undefined && cy !== undefined && c !== root && c.ext === undefined) c.ext = [cx * c.scale[0], cy * c.scale[1]];
+    } else if ((local === 'ext' || local === 'chExt') && parent.local === 'xfrm' && grand) {
+      const cx = value('cx');
+      const cy = value('cy');
+      if (cx !== undefined && cy !== undefined) {
+        if (grand.local === 'spPr' && local === 'ext') {
+          const c = container();
+          if (c !== root) c.ext = [cx * c.scale[0], cy * c.scale[1]];
+        } else if (grand.local === 'grpSpPr') {
+          const group = stack[stack.length - 3];
+          if (group) {
+            if (local === 'ext') group.ext = [cx, cy];
+            else group.chExt = [cx, cy];
+            if (group.ext && group.chExt && group.chExt[0] > 0 && group.chExt[1] > 0) {
+              group.childScale = [group.scale[0] * (group.ext[0] / group.chExt[0]), group.scale[1] * (group.ext[1] / group.chExt[1])];
+            }
+          }
+        }
+      }
+    }
+    stack.push(frame);
+    if (tag.isSelfClosing) close();
+  });
+
+  const close = (): void => {
+    const frame = stack.pop();
+    if (!frame || frame.pending.length === 0) return;
+    if (CONTAINERS.has(frame.local) && frame.ext) {
+      for (const blip of frame.pending) uses.push({ part: blip.part, need: needOf(blip, frame.ext) });
+    } else {
+      const outer = container();
+      if (outer === root) for (const blip of frame.pending) uses.push({ part: blip.part, need: null });
+      else outer.pending.push(...frame.pending);
+    }
+  };
+  parser.on('closetag', (tag) => {
+    if (!tag.isSelfClosing) close();
+  });
+
+  for await (const text of xmlText(stream)) parser.write(text);
+  parser.close();
+  for (const blip of root.pending) uses.push({ part: blip.part, need: null });
+  return uses;
+}
+
+function isRelationshipAttr(attr: SaxesAttributeNS): boolean {
+  return attr.uri.endsWith('/relationships');
+}
+
+function needOf(blip: Blip, ext: [number, number]): Need | null {
+  if (blip.tiled) return null;
+  const fx = 1 - (blip.crop.l + blip.crop.r) / 100_000;
+  const fy = 1 - (blip.crop.t + blip.crop.b) / 100_000;
+  const [cx, cy] = ext;
+  if (!(cx > 0 && cy > 0 && fx > 0.01 && fy > 0.01)) return null;
+  return { width: ((cx / EMU_PER_INCH) * TARGET_PPI) / fx, height: ((cy / EMU_PER_INCH) * TARGET_PPI) / fy };
+}
+
+/** Combines every use of each image part: the largest need wins, and one unknown use makes the whole part unknown. */
+export function combineUses(uses: Iterable<ImageUse>): Map<string, Need | null> {
+  const out = new Map<string, Need | null>();
+  for (const { part, need } of uses) {
+    const key = part.toLowerCase();
+    const prev = out.get(key);
+    if (prev === null || need === null) out.set(key, null);
+    else out.set(key, prev ? { width: Math.max(prev.width, need.width), height: Math.max(prev.height, need.height) } : need);
+  }
+  return out;
+}

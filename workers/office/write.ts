@@ -1,0 +1,81 @@
+import { createWriteStream } from 'node:fs';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import yazl from 'yazl';
+import type { ResizeOptions } from '../../src/catalog/index.ts';
+import type { CompressContext } from '../contract.ts';
+import type { Analysis } from './analyze.ts';
+import { LIMITS } from './limits.ts';
+import { recompressImage } from './media.ts';
+import { damaged, openEntryStream, readEntry, type OpenPackage, type PackageEntry } from './zip-read.ts';
+
+/** Recompression costs far more per byte than copying; progress is weighted accordingly. */
+const IMAGE_WEIGHT = 8;
+const PROGRESS_FROM = 10;
+const PROGRESS_TO = 95;
+
+export interface WriteStats {
+  imagesRecompressed: number;
+  imagesKept: number;
+}
+
+/**
+ * Writes the package again: `[Content_Types].xml` first, then every other entry in its original
+ * order under its original name. Image parts are recompressed one at a time; every other part is
+ * streamed through unchanged. Each entry is produced only when yazl reaches it, so at most one
+ * part is in memory. Every entry is deflated at level 9 (no stored entries: a stored entry with a
+ * data descriptor is unreadable to some streaming zip readers).
+ */
+export async function writePackage(
+  pkg: OpenPackage,
+  analysis: Analysis,
+  outPath: string,
+  resize: ResizeOptions | undefined,
+  ctx: CompressContext,
+): Promise<WriteStats> {
+  const stats: WriteStats = { imagesRecompressed: 0, imagesKept: 0 };
+  const order = [analysis.contentTypesEntry, ...pkg.entries.filter((e) => e !== analysis.contentTypesEntry)];
+  const isImage = (e: PackageEntry): boolean => analysis.images.has(e.name.toLowerCase()) && e.uncompressedSize <= LIMITS.maxMediaBytes;
+  const weight = (e: PackageEntry): number => 1 + e.uncompressedSize * (isImage(e) ? IMAGE_WEIGHT : 1);
+  const total = order.reduce((sum, e) => sum + weight(e), 0);
+  let done = 0;
+
+  const zip = new yazl.ZipFile();
+  let failed: (err: unknown) => void = () => {};
+  const failure = new Promise<never>((_, reject) => (failed = reject));
+  zip.on('error', (err) => failed(err));
+
+  const produce = async (entry: PackageEntry): Promise<Readable> => {
+    ctx.signal.throwIfAborted();
+    const image = isImage(entry);
+    ctx.progress(PROGRESS_FROM + ((PROGRESS_TO - PROGRESS_FROM) * done) / total, image ? 'images' : 'writing');
+    done += weight(entry);
+    if (!image) {
+      const stream = await openEntryStream(pkg.zip, entry);
+      stream.on('error', (err) => failed(damaged(err, entry.name)));
+      return stream;
+    }
+    const original = await readEntry(pkg.zip, entry);
+    const smaller = await recompressImage(original, analysis.images.get(entry.name.toLowerCase()) ?? null, resize);
+    if (smaller) stats.imagesRecompressed++;
+    else stats.imagesKept++;
+    return Readable.from([smaller?.data ?? original]);
+  };
+
+  for (const entry of order) {
+    const options = { mtime: entry.mtime, forceDosTimestamp: true };
+    if (entry.isDirectory) {
+      zip.addEmptyDirectory(entry.name, options);
+      continue;
+    }
+    zip.addReadStreamLazy(entry.name, { ...options, compressionLevel: 9 }, (cb) => {
+      produce(entry).then(
+        (stream) => cb(null, stream),
+        (err) => cb(err, Readable.from([])),
+      );
+    });
+  }
+  zip.end();
+  await Promise.race([pipeline(zip.outputStream, createWriteStream(outPath)), failure]);
+  return stats;
+}
