@@ -123,12 +123,12 @@ export class UrlFetcher {
         outcome = status >= 500 || status === 429 ? 'failure' : 'success';
 
         if (REDIRECT_STATUSES.has(status)) {
-          res.body.destroy();
+          discard(res.body);
           visited.push(this.nextHop(res.headers.location, url, visited, hop));
           continue;
         }
         if (status < 200 || status > 299) {
-          const body = EXPIRY_STATUSES.has(status) ? await readSnippet(res.body) : (res.body.destroy(), '');
+          const body = EXPIRY_STATUSES.has(status) ? await readSnippet(res.body) : (discard(res.body), '');
           if (isExpiredPresignedAnswer(status, body, url)) {
             throw urlFetchError('url_expired', `the presigned URL has expired (${host} answered ${status})`, false);
           }
@@ -136,12 +136,12 @@ export class UrlFetcher {
         }
         const fileName = pickFileName(header(res.headers['content-disposition']), [...visited].reverse(), opts.sourceFormat);
         if (!fileName) {
-          res.body.destroy();
+          discard(res.body);
           throw urlFetchError('no_filename', 'no file name in Content-Disposition or in the URL path', false);
         }
         const declared = Number(header(res.headers['content-length']));
         if (Number.isFinite(declared) && declared > opts.maxBytes) {
-          res.body.destroy();
+          discard(res.body);
           throw tooLarge(opts.maxBytes);
         }
         let bytes: number;
@@ -218,6 +218,12 @@ function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** Drops a body we will not read; undici reports that as an abort error nobody needs to hear. */
+function discard(body: Readable): void {
+  body.on('error', () => {});
+  body.destroy();
+}
+
 function tooLarge(maxBytes: number): ApiError {
   return urlFetchError('too_large', `the remote file exceeds the size limit of ${maxBytes} bytes`, false);
 }
@@ -247,7 +253,7 @@ async function readSnippet(body: Readable): Promise<string> {
   } catch {
     // The error body is only a hint; the status alone still gives a sound answer.
   } finally {
-    body.destroy();
+    discard(body);
   }
   return Buffer.concat(chunks).subarray(0, ERROR_BODY_SNIPPET).toString('utf8');
 }
