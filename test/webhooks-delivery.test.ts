@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { once } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
-import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { appendFile, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -12,7 +13,6 @@ import { guardedDispatcher } from '../src/fetch/egress.ts';
 import type { EgressConfig } from '../src/fetch/config.ts';
 import { WebhookOutbox, type AttemptReport, type OutboxOptions, type SettledReport } from '../src/webhooks/outbox.ts';
 import type { JobOutcome } from '../src/webhooks/payload.ts';
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import { validateWebhook, type WebhookConfig } from '../src/webhooks/validate.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
@@ -351,6 +351,24 @@ describe('webhook outbox durability', () => {
     const third = await outbox({ dataDir, retryDelaysSec: delays });
     assert.equal(third.pendingCount, 0);
     assert.equal((await stat(journal)).size, 0, 'compacted on start');
+  });
+
+  test('a torn last journal line (crash mid-append) is dropped on start', async () => {
+    const r = route('/hook/torn', (n) => ({ status: n === 1 ? 500 : 200 }));
+    const dataDir = await tempDir();
+    const delays = [0, 0.2];
+    const first = await outbox({ dataDir, retryDelaysSec: delays });
+    const firstDone = new Promise<void>((resolve) => first.on('attempt', () => resolve()));
+    await first.enqueue(webhook('/hook/torn'), failed('job_torn'));
+    await firstDone;
+    await first.stop();
+    await appendFile(join(dataDir, 'webhooks', 'outbox.jsonl'), '{"op":"start","id":"evt_');
+
+    const second = await outbox({ dataDir, retryDelaysSec: delays });
+    assert.equal(second.pendingCount, 1);
+    const done = await settled(second, 'job_torn');
+    assert.deepEqual([done.delivered, done.attempts], [true, 2]);
+    assert.deepEqual(r.received.map((x) => x.attempt), [1, 2]);
   });
 
   test('a process killed during an attempt never sends that attempt number again', async () => {

@@ -143,15 +143,15 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
     await this.journal.open();
     const now = Date.now();
     for (const p of [...this.pending.values()]) {
-      if (p.next !== null) continue;
-      // The process died during attempt `started`: its outcome is unknown, but it may have reached
-      // the receiver, so that number is spent. Carry on with the next one, or give up after the last.
+      // Also covers a retry schedule shortened since the delivery was queued.
       if (p.started >= this.maxAttempts) {
         this.pending.delete(p.id);
-        this.log({ msg: 'webhook abandoned: last attempt interrupted', eventId: p.id, attempts: p.started });
+        this.log({ msg: 'webhook abandoned: no attempts left after restart', eventId: p.id, attempts: p.started });
         continue;
       }
-      p.next = Math.max(now, (p.startedAt ?? now) + this.delays[p.started]! * 1000);
+      // The process died during attempt `started`: its outcome is unknown, but it may have reached
+      // the receiver, so that number is spent and the schedule carries on with the next one.
+      if (p.next === null) p.next = Math.max(now, (p.startedAt ?? now) + this.delays[p.started]! * 1000);
     }
     await this.compact();
     this.state = 'started';
