@@ -94,7 +94,8 @@ export class UrlFetcher {
     const visited = [first];
     for (let hop = 0; ; hop++) {
       const url = visited[visited.length - 1]!;
-      const host = url.hostname;
+      // One breaker entry per host however it is spelled (`Files.test.` is `files.test`).
+      const host = url.hostname.replace(/\.$/, '');
       const waitMs = this.breaker.admit(host);
       if (waitMs > 0) {
         const seconds = Math.ceil(waitMs / 1000);
@@ -193,8 +194,8 @@ export class UrlFetcher {
     if (err instanceof EgressDeniedError) {
       const error =
         hop === 0
-          ? urlFetchError('private_ip', `${host} is a private or reserved address`, false)
-          : urlFetchError('redirect_denied', `redirect target ${host} is a private or reserved address`, false);
+          ? urlFetchError('private_ip', `${host} is or resolves to a private or reserved address`, false)
+          : urlFetchError('redirect_denied', `redirect target ${host} is or resolves to a private or reserved address`, false);
       return { error, outcome: 'neutral' };
     }
     if (err instanceof DnsFailureError) {
