@@ -147,6 +147,8 @@ export class AccountRegistry {
   authenticate(key: string | undefined, ip: string): Principal | null {
     const parsed = key ? parseApiKey(key.trim()) : null;
     if (!parsed) return null;
+    // A key the CLI created a moment ago may not have been picked up by the watcher yet.
+    if (!this.keys.has(parsed.id)) this.refresh();
     const k = this.keys.get(parsed.id);
     if (!k || !secretMatches(parsed.secret, k.hash) || k.revoked || !ipAllowed(ip, k.allowIps)) return null;
     return { account: k.account, keyId: k.id, guest: k.guest };

@@ -1,0 +1,200 @@
+// Spec: "Submit a job" — every error of a submission, credits, and that refused uploads leave nothing behind.
+import assert from 'node:assert/strict';
+import { readdir, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
+
+let s: TestServer;
+const JPG = join(CORPUS, 'jpg/jpeg420exif.jpg');
+const PNG = join(CORPUS, 'png/baiona_alpha.png');
+
+before(async () => {
+  s = await startTestServer({ workers: '1' });
+});
+after(() => s.stop());
+
+async function spoolIsEmpty() {
+  const ids = await readdir(join(s.dataDir, 'spool')).catch(() => []);
+  const jobs = new Set<string>();
+  for (const id of ids) if ((await s.api(`/compress/job/${id}`)).status === 200) jobs.add(id);
+  assert.deepEqual(ids.filter((id) => !jobs.has(id)), [], 'a refused submission left files in the spool');
+}
+
+type Case = [name: string, build: () => Promise<RequestInit & { path?: string }>, status: number, code: string, check?: (body: any) => void];
+
+const empty = join(tmpdir(), 'compressd-empty.jpg');
+const multipart = (fields: Record<string, string>, files: [string, Blob, string][] = []) => {
+  const form = new FormData();
+  for (const [k, v] of Object.entries(fields)) form.set(k, v);
+  for (const [field, blob, name] of files) form.append(field, blob, name);
+  return { method: 'POST', body: form };
+};
+const jsonBody = (body: unknown) => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+const cases: Case[] = [
+  ['a text/plain body', async () => ({ method: 'POST', headers: { 'content-type': 'text/plain' }, body: 'hello' }), 400, 'request.invalid_content_type'],
+  ['no content type', async () => ({ method: 'POST' }), 400, 'request.invalid_content_type'],
+  ['a form without a file', async () => multipart({ options: '{}' }), 400, 'request.no_files'],
+  ['an empty file', async () => ({ method: 'POST', body: await fileForm(empty) }), 400, 'request.empty_file'],
+  [
+    'two files',
+    async () => multipart({}, [['file', new Blob([new Uint8Array(10)]), 'a.jpg'], ['file', new Blob([new Uint8Array(10)]), 'b.jpg']]),
+    400,
+    'request.multiple_files',
+  ],
+  [
+    'an unsupported extension',
+    async () => multipart({}, [['file', new Blob(['MZ']), 'setup.exe']]),
+    400,
+    'compress.unsupported_format',
+    (b) => {
+      assert.ok(b.supportedFormats.includes('.jpg') && b.supportedFormats.includes('.cr2'));
+      assert.ok(b.supportedFormats.every((f: string) => f.startsWith('.')));
+    },
+  ],
+  ['a file name without extension', async () => multipart({}, [['file', new Blob(['x']), 'README']]), 400, 'request.invalid_extension'],
+  ['options that are not JSON', async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{nope' }) }), 400, 'compress.invalid_options'],
+  ['an unknown option', async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"quality":80}' }) }), 400, 'compress.invalid_options'],
+  [
+    'a PNG-only option on a JPG',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"compression":{"mode":"lossy"}}' }) }),
+    400,
+    'compress.invalid_options',
+  ],
+  [
+    'a percentage over 99',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"resize":{"enabled":true,"mode":"percentage","value":150}}' }) }),
+    400,
+    'compress.invalid_options',
+    (b) => assert.equal(b.path, 'resize.value'),
+  ],
+  ['a pixel value over 10000', async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"resize":{"mode":"pixels","value":10001}}' }) }), 400, 'compress.invalid_options'],
+  ['a wrong schema version', async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"_schemaVersion":2}' }) }), 400, 'compress.invalid_options'],
+  [
+    'an http webhook',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { webhookUrl: 'http://hooks.example.com/x', webhookSecret: 'a'.repeat(20) }) }),
+    400,
+    'compress.invalid_webhook',
+  ],
+  [
+    'a short webhook secret',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { webhookUrl: 'https://hooks.example.com/x', webhookSecret: 'short' }) }),
+    400,
+    'compress.invalid_webhook',
+  ],
+  [
+    'a webhook without secret',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { webhookUrl: 'https://hooks.example.com/x' }) }),
+    400,
+    'compress.invalid_webhook',
+  ],
+  [
+    'a PNG on the JPG path',
+    async () => ({ path: '/compress/jpg', method: 'POST', body: await fileForm(PNG) }),
+    400,
+    'compress.jpg.validation.unsupported_format',
+    (b) => assert.deepEqual(b.supportedFormats, ['.jpg', '.jpeg']),
+  ],
+  ['a JPG on the PDF path', async () => ({ path: '/compress/pdf', method: 'POST', body: await fileForm(JPG) }), 400, 'compress.pdf.validation.unsupported_format'],
+  ['a PDF on the office path', async () => ({ path: '/compress/office', method: 'POST', body: await fileForm(join(CORPUS, 'bad/actually-pdf.jpg'), {}, 'x.pdf') }), 400, 'compress.office.validation.unsupported_format'],
+  [
+    'both file and inputUrl',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { inputUrl: 'https://files.example.com/a.jpg', sourceFormat: 'jpg' }) }),
+    400,
+    'url_fetch.mutually_exclusive',
+  ],
+  ['a JSON body with outputUrl', async () => jsonBody({ inputUrl: 'https://a.example/x.jpg', sourceFormat: 'jpg', outputUrl: 'https://b.example/' }), 400, 'url_fetch.output_url_reserved'],
+  ['a JSON body without sourceFormat', async () => jsonBody({ inputUrl: 'https://a.example/x.jpg' }), 400, 'url_fetch.missing_source_format'],
+  ['a JSON body with an unsupported sourceFormat', async () => jsonBody({ inputUrl: 'https://a.example/x', sourceFormat: 'exe' }), 400, 'compress.unsupported_format'],
+  ['a JSON body with an http URL', async () => jsonBody({ inputUrl: 'http://a.example/x.jpg', sourceFormat: 'jpg' }), 400, 'url_fetch.invalid_scheme'],
+  ['a JSON body with a malformed URL', async () => jsonBody({ inputUrl: 'not a url', sourceFormat: 'jpg' }), 400, 'url_fetch.invalid_url'],
+  ['malformed JSON', async () => ({ method: 'POST', headers: { 'content-type': 'application/json' }, body: '{' }), 400, 'request.invalid_body'],
+];
+
+describe('POST /compress refusals', () => {
+  before(() => writeFile(empty, ''));
+  for (const [name, build, status, code, check] of cases) {
+    it(`answers ${status} ${code} for ${name}`, async () => {
+      const { path = '/compress', ...init } = await build();
+      const res = await s.api(path, init);
+      const body = await json(res);
+      assert.equal(res.status, status, JSON.stringify(body));
+      assert.equal(body.error, code);
+      assert.equal(typeof body.detail, 'string');
+      if (code.startsWith('url_fetch.')) assert.equal(typeof body.isRetryable, 'boolean');
+      check?.(body);
+    });
+  }
+  it('leaves no file behind for any refused submission', spoolIsEmpty);
+
+  it('refuses URL input with a guest key (403)', async () => {
+    const key = s.newKey('guest-acct', { guest: true });
+    const res = await s.api('/compress', { ...jsonBody({ inputUrl: 'https://a.example/x.jpg', sourceFormat: 'jpg' }), key });
+    assert.equal(res.status, 403);
+    assert.equal((await json(res)).error, 'url_fetch.guest_not_allowed');
+  });
+});
+
+describe('size limit', () => {
+  it('answers 413 request.file_too_large with megabytes, while streaming, and keeps nothing', async () => {
+    const small = await startTestServer({ maxFileSizeBytes: String(2 * 1024 * 1024) });
+    try {
+      const res = await small.api('/compress', { method: 'POST', body: await fileForm(JPG.replace('jpeg420exif', 'phone-IMG_20180725_163423')) });
+      assert.equal(res.status, 413);
+      const body = await json(res);
+      assert.equal(body.error, 'request.file_too_large');
+      assert.equal(body.megabytes, 2);
+      assert.deepEqual(await readdir(join(small.dataDir, 'spool')), []);
+    } finally {
+      await small.stop();
+    }
+  });
+});
+
+describe('credits', () => {
+  it('answers 402 with required and available amounts', async () => {
+    const key = s.newKey('broke', { credits: 0 });
+    const res = await s.api('/compress', { method: 'POST', body: await fileForm(JPG), key });
+    assert.equal(res.status, 402);
+    const body = await json(res);
+    assert.equal(body.error, 'entitlements.insufficient_credits');
+    assert.match(body.detail, /needs 1 credits; 0 available/);
+    await spoolIsEmpty();
+  });
+
+  it('never overspends under concurrent submissions', async () => {
+    const key = s.newKey('three-credits', { credits: 3 });
+    const responses = await Promise.all(Array.from({ length: 8 }, async () => s.api('/compress', { method: 'POST', body: await fileForm(JPG), key })));
+    const statuses = responses.map((r) => r.status);
+    assert.ok(statuses.every((r) => r === 202 || r === 402), String(statuses));
+    const accepted = await Promise.all(responses.filter((r) => r.status === 202).map((r) => json(r)));
+    const ended = await Promise.all(accepted.map((a) => waitForJob(s, a.id, undefined, 60_000, key)));
+    const succeeded = ended.filter((j) => j.status === 'Succeeded').length;
+    // A failed job releases its credit, which a later submission may then use: never more than 3 held at once.
+    assert.ok(accepted.length >= 3 && accepted.length - (ended.length - succeeded) <= 3, `${accepted.length} accepted, ${succeeded} succeeded`);
+    const me = await json(await s.api('/compress/entitlements/me', { key }));
+    assert.deepEqual(me.credits, { granted: 3, spent: succeeded, reserved: 0, available: 3 - succeeded });
+  });
+});
+
+describe('accepted submission', () => {
+  it('answers 202 with id, Queued, the name without extension and the format', async () => {
+    const res = await s.api('/compress', { method: 'POST', body: await fileForm(JPG, { options: JSON.stringify({ _schemaVersion: 1, resize: { enabled: false } }) }, 'holiday photo.JPG') });
+    assert.equal(res.status, 202);
+    const body = await json(res);
+    assert.equal(typeof body.id, 'string');
+    assert.equal(body.status, 'Queued');
+    assert.equal(body.fileName, 'holiday photo');
+    assert.equal(body.format, 'jpg');
+  });
+
+  it('never uses the client file name as a path', async () => {
+    const res = await s.api('/compress', { method: 'POST', body: await fileForm(JPG, {}, '../../../../tmp/evil.jpg') });
+    assert.equal(res.status, 202);
+    const body = await json(res);
+    assert.equal(body.fileName, 'evil');
+    assert.deepEqual(await readdir(join(s.dataDir, 'spool', body.id)).then((f) => f.includes('input')), true);
+  });
+});
