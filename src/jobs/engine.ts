@@ -138,7 +138,8 @@ export class JobEngine extends EventEmitter<EngineEvents> {
       throw err;
     }
     this.scheduler.enqueue(job);
-    this.pump();
+    // Started on the next turn, so the submission answers with the job as it was admitted (Queued).
+    setImmediate(() => this.pump());
     return job;
   }
 
