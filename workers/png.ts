@@ -1,0 +1,38 @@
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import sharp from 'sharp';
+import type { Compress } from './contract.ts';
+import { encodePng } from './image/png-encode.ts';
+import { carryColourChunks } from './image/png-chunks.ts';
+import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
+import { applyResize } from './image/resize.ts';
+import { keepInputUnlessSmaller } from './shared/never-larger.ts';
+
+/**
+ * image.png-compress. `compression.mode` lossy (default): perceptual palette quantisation;
+ * lossless: pixel-identical; `compression.enabled: false`: resize (if asked) and lossless only.
+ * Colour chunks (ICC, gamma, sRGB, cHRM, pHYs) are carried over; text chunks are dropped.
+ */
+export const compress: Compress = async (job, out, ctx) => {
+  ctx.progress(2, 'decoding');
+  const meta = await probeImage(job.inputPath, 'png');
+  const { compression, resize } = job.options;
+  const mode = compression?.enabled === false || compression?.mode === 'lossless' ? 'lossless' : 'lossy';
+  // keepIccProfile: pixels stay in their own colour space (no conversion to sRGB), the profile is re-attached below.
+  const img = applyResize(sharp(job.inputPath, inputOptions()).keepIccProfile(), meta.width, meta.height, resize);
+  ctx.progress(10, mode === 'lossy' ? 'analyzing' : 'encoding');
+  let encoded;
+  try {
+    encoded = await encodePng(img, mode);
+  } catch (err) {
+    throw decodeFailed(err);
+  }
+  ctx.signal.throwIfAborted();
+  ctx.progress(90, 'finalizing');
+  const path = join(out.dir, 'output.png');
+  await writeFile(path, carryColourChunks(await readFile(job.inputPath), encoded.data));
+  const keptInput = await keepInputUnlessSmaller(job.inputPath, path);
+  const size = keptInput ? meta : encoded;
+  ctx.progress(100, 'finalizing');
+  return { path, format: 'png', contentType: 'image/png', width: size.width, height: size.height };
+};
