@@ -1,6 +1,7 @@
 import { JobError } from '../contract.ts';
 import { combineUses, scanImageUses, type ImageUse, type Need } from './display-size.ts';
 import { LIMITS } from './limits.ts';
+import { slideScale } from './slide-size.ts';
 import { CONTENT_TYPES_PART, ContentTypes, parseRels, sourceOfRels } from './opc.ts';
 import { decodeXml } from './xml-text.ts';
 import { openEntryStream, readEntry, type OpenPackage, type PackageEntry } from './zip-read.ts';
@@ -30,6 +31,11 @@ export async function analyzePackage(pkg: OpenPackage, signal: AbortSignal): Pro
     if ((types.of(e.name) ?? '').toLowerCase().startsWith('image/')) images.set(e.name.toLowerCase(), null);
   }
 
+  const rootRels = parseRels(decodeXml(await readPackageXml(pkg, byName.get('_rels/.rels')!)), '_rels/.rels', '');
+  const main = rootRels.find((r) => r.type.endsWith('/officeDocument') && r.part)?.part;
+  const mainEntry = main ? byName.get(main.toLowerCase()) : undefined;
+  const scale = mainEntry && mainEntry.uncompressedSize <= LIMITS.maxScanBytes ? await readSlideScale(pkg, mainEntry) : 1;
+
   const uses: ImageUse[] = [];
   for (const rels of pkg.entries.filter((e) => !e.isDirectory && /\.rels$/i.test(e.name))) {
     signal.throwIfAborted();
@@ -45,7 +51,7 @@ export async function analyzePackage(pkg: OpenPackage, signal: AbortSignal): Pro
     // A part that cannot be read as a drawing leaves its pictures at their size.
     uses.push(...(scanned ?? [...imageRels.values()].map((part) => ({ part, need: null }))));
   }
-  for (const [part, need] of combineUses(uses)) if (images.has(part)) images.set(part, need);
+  for (const [part, need] of combineUses(uses.map((u) => ({ part: u.part, need: u.need && { width: u.need.width * scale, height: u.need.height * scale } })))) if (images.has(part)) images.set(part, need);
   return { contentTypesEntry, images };
 }
 
@@ -56,6 +62,17 @@ async function scanPart(pkg: OpenPackage, entry: PackageEntry, imageRels: Map<st
   } catch {
     stream.destroy();
     return null;
+  }
+}
+
+async function readSlideScale(pkg: OpenPackage, entry: PackageEntry): Promise<number> {
+  const stream = await openEntryStream(pkg.zip, entry);
+  try {
+    return await slideScale(stream);
+  } catch {
+    return 1;
+  } finally {
+    stream.destroy();
   }
 }
 

@@ -1,17 +1,32 @@
 import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
-import { encodeJpegAuto, encodePng } from '../image/encode.ts';
+import { encodeJpegAuto } from '../image/encode.ts';
+import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
 import { ssim } from '../image/ssim.ts';
 import type { Need } from './display-size.ts';
 
 /** Right-sizing starts only when a picture has this much more resolution than it needs. */
 const RIGHT_SIZE_SLACK = 1.25;
-/** A palette (lossy) PNG is kept only if it is this much smaller than the lossless one… */
+/**
+ * Lossy PNG policy for documents: one palette version (libimagequant at PNG_LOSSY_QUALITY, with
+ * dithering) is tried only when the lossless PNG is still this large (below it the document gains
+ * little for the seconds quantisation costs)…
+ */
+const PNG_LOSSY_FROM_BYTES = 128 * 1024;
+const PNG_LOSSY_QUALITY = 80;
+/** …and kept only if it is this much smaller than the lossless one… */
 const PNG_LOSSY_MIN_GAIN = 0.15;
-/** …and looks the same: luma SSIM at least this, and colours off by at most this on average (0-255). */
-const PNG_LOSSY_MIN_SSIM = 0.995;
-const PNG_LOSSY_MAX_MEAN_ERROR = 1.5;
+/**
+ * …and indistinguishable: luma SSIM at least this (half the distortion the JPEG quality search
+ * accepts); no 16×16 block whose mean colour moved more than this in any channel (0-255,
+ * premultiplied: catches the local hue shifts that luma SSIM cannot see); alpha off by at most
+ * this on average.
+ */
+const PNG_LOSSY_MIN_SSIM = 0.99;
+const PNG_LOSSY_MAX_BLOCK_SHIFT = 10;
+const PNG_LOSSY_MAX_ALPHA_ERROR = 1;
+const BLOCK = 16;
 
 export type ImageFormat = 'jpeg' | 'png' | 'tiff';
 
@@ -78,25 +93,39 @@ async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean)
 
 /** Lossless unless the palette version is clearly smaller and indistinguishable. */
 async function encodePngForDocument(img: Sharp): Promise<Recompressed> {
-  const lossy = await encodePng(img, 'lossy');
   const lossless = await encodePng(img, 'lossless');
-  if (lossy.data.length < lossless.data.length * (1 - PNG_LOSSY_MIN_GAIN) && (await visuallyClean(img, lossy.data))) return lossy;
+  if (lossless.data.length < PNG_LOSSY_FROM_BYTES) return lossless;
+  const palette = await img.clone().png({ palette: true, quality: PNG_LOSSY_QUALITY, effort: 7, dither: 1 }).toBuffer();
+  if (palette.length < lossless.data.length * (1 - PNG_LOSSY_MIN_GAIN) && (await visuallyClean(img, palette))) {
+    return { data: palette, width: lossless.width, height: lossless.height };
+  }
   return lossless;
 }
 
 async function visuallyClean(img: Sharp, candidate: Buffer): Promise<boolean> {
-  const ref = await img.clone().raw().toBuffer({ resolveWithObject: true });
-  const channels = ref.info.channels;
-  let dec = sharp(candidate);
-  dec = channels === 2 || channels === 4 ? dec.ensureAlpha() : dec.removeAlpha();
-  if (channels <= 2) dec = dec.toColourspace('b-w');
-  const got = await dec.raw().toBuffer({ resolveWithObject: true });
-  if (got.info.channels !== channels || got.info.width !== ref.info.width || got.info.height !== ref.info.height) return false;
-  let error = 0;
-  for (let i = 0; i < ref.data.length; i++) error += Math.abs(ref.data[i] - got.data[i]);
-  if (error / ref.data.length > PNG_LOSSY_MAX_MEAN_ERROR) return false;
-  const a = { data: ref.data, width: ref.info.width, height: ref.info.height, channels };
-  return ssim(a, { ...a, data: got.data }) >= PNG_LOSSY_MIN_SSIM;
+  const rgba = (s: Sharp) => s.toColourspace('srgb').ensureAlpha().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const [ref, got] = await Promise.all([rgba(img.clone()), rgba(sharp(candidate))]);
+  const { width, height } = ref.info;
+  if (got.info.width !== width || got.info.height !== height || ref.info.channels !== 4 || got.info.channels !== 4) return false;
+  const a = ref.data;
+  const b = got.data;
+  let alpha = 0;
+  for (let i = 3; i < a.length; i += 4) alpha += Math.abs(a[i] - b[i]);
+  if (alpha / (width * height) > PNG_LOSSY_MAX_ALPHA_ERROR) return false;
+  for (let by = 0; by < height; by += BLOCK) {
+    for (let bx = 0; bx < width; bx += BLOCK) {
+      const shift = [0, 0, 0];
+      let n = 0;
+      for (let y = by; y < Math.min(height, by + BLOCK); y++) {
+        for (let x = bx, i = (y * width + bx) * 4; x < Math.min(width, bx + BLOCK); x++, i += 4) {
+          for (let k = 0; k < 3; k++) shift[k] += (a[i + k] * a[i + 3] - b[i + k] * b[i + 3]) / 255;
+          n++;
+        }
+      }
+      if (shift.some((s) => Math.abs(s / n) > PNG_LOSSY_MAX_BLOCK_SHIFT)) return false;
+    }
+  }
+  return ssim({ data: a, width, height, channels: 4 }, { data: b, width, height, channels: 4 }) >= PNG_LOSSY_MIN_SSIM;
 }
 
 /** An APNG has an acTL chunk before its first IDAT. */
