@@ -19,7 +19,7 @@ export class CompressorPool {
 
   constructor(readonly threads: number) {
     this.piscina = new Piscina({
-      filename: new URL('../../workers/compress.ts', import.meta.url).href,
+      filename: new URL('../../workers/entry.mjs', import.meta.url).href,
       minThreads: Math.min(1, threads),
       maxThreads: threads,
       idleTimeout: 60_000,

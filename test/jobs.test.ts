@@ -1,0 +1,220 @@
+// Spec: "States and transitions", "Job endpoints", "Limits" — the job lifecycle on real corpus files.
+import assert from 'node:assert/strict';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
+
+const JPG_DIR = join(CORPUS, 'jpg');
+const PHONE = join(JPG_DIR, 'phone-IMG_20180725_163423.jpg');
+const SMALL = join(JPG_DIR, 'jpeg420exif.jpg');
+
+let s: TestServer;
+before(async () => {
+  s = await startTestServer({ workers: '1' });
+});
+after(() => s.stop());
+
+const submit = async (server: TestServer, path: string, init: { key?: string; fields?: Record<string, string> } = {}) =>
+  server.api('/compress', { method: 'POST', body: await fileForm(path, init.fields), key: init.key });
+
+describe('lifecycle on real JPGs', () => {
+  for (const name of ['jpeg420exif.jpg', 'canon-dslr.jpg', 'baiona_cmyk.jpg']) {
+    it(`compresses ${name}: status, metrics, download`, async () => {
+      const path = join(JPG_DIR, name);
+      const inputBytes = (await stat(path)).size;
+      const accepted = await json(await submit(s, path));
+      const job = await waitForJob(s, accepted.id);
+      assert.equal(job.status, 'Succeeded', JSON.stringify(job.error));
+      assert.equal(job.format, 'jpg');
+      assert.deepEqual(job.progress, { percent: 100, phase: 'done' });
+      assert.equal(job.error, null);
+      assert.equal(job.metrics.inputBytes, inputBytes);
+      assert.ok(job.metrics.outputBytes > 0 && job.metrics.outputBytes <= inputBytes);
+      assert.equal(job.metrics.compressionRatio, Math.round((job.metrics.outputBytes / inputBytes) * 1e4) / 1e4);
+      assert.ok(Math.abs(job.metrics.savingsPercent - (1 - job.metrics.outputBytes / inputBytes) * 100) < 0.01);
+      assert.equal(job.metrics.creditCost, 1);
+      assert.deepEqual(job.output, { fileName: name.replace('.jpg', '.jpg'), contentType: 'image/jpeg', fileCount: 1 });
+
+      const res = await s.api(`/compress/job/${accepted.id}/download`);
+      assert.equal(res.status, 200);
+      assert.equal(res.headers.get('content-type'), 'image/jpeg');
+      assert.equal(Number(res.headers.get('content-length')), job.metrics.outputBytes);
+      assert.match(res.headers.get('content-disposition')!, new RegExp(`attachment; filename="${name.replace('.', '\\.')}"`));
+      const bytes = Buffer.from(await res.arrayBuffer());
+      assert.equal(bytes.length, job.metrics.outputBytes);
+      assert.deepEqual([...bytes.subarray(0, 3)], [0xff, 0xd8, 0xff]);
+    });
+  }
+
+  it('charges credits on success', async () => {
+    const key = s.newKey('charged', { credits: 10 });
+    const accepted = await json(await submit(s, SMALL, { key }));
+    await waitForJob(s, accepted.id, undefined, 60_000, key);
+    const me = await json(await s.api('/compress/entitlements/me', { key }));
+    assert.deepEqual(me.credits, { granted: 10, spent: 1, reserved: 0, available: 9 });
+  });
+});
+
+describe('job endpoints', () => {
+  it('answers 404 jobs.not_found with a null detail', async () => {
+    for (const [method, suffix] of [['GET', ''], ['GET', '/download'], ['POST', '/cancel'], ['DELETE', '']]) {
+      const res = await s.api(`/compress/job/does-not-exist${suffix}`, { method });
+      assert.equal(res.status, 404);
+      assert.deepEqual(await json(res), { error: 'jobs.not_found', detail: null });
+    }
+  });
+
+  it("answers 403 jobs.forbidden for another account's job", async () => {
+    const accepted = await json(await submit(s, SMALL));
+    const other = s.newKey('someone-else');
+    for (const [method, suffix] of [['GET', ''], ['GET', '/download'], ['POST', '/cancel'], ['DELETE', '']]) {
+      const res = await s.api(`/compress/job/${accepted.id}${suffix}`, { method, key: other });
+      assert.equal(res.status, 403, `${method} ${suffix}`);
+      assert.equal((await json(res)).error, 'jobs.forbidden');
+    }
+    await waitForJob(s, accepted.id);
+  });
+
+  it('cancels a queued job (409 not_ready before), releases its credits, then refuses a second cancel', async () => {
+    const key = s.newKey('canceller', { credits: 20 });
+    const first = await json(await submit(s, PHONE, { key }));
+    const second = await json(await submit(s, PHONE, { key }));
+    const download = await s.api(`/compress/job/${second.id}/download`, { key });
+    assert.equal(download.status, 409);
+    assert.equal((await json(download)).error, 'jobs.not_ready');
+    const deleting = await s.api(`/compress/job/${second.id}`, { method: 'DELETE', key });
+    assert.equal(deleting.status, 409);
+    assert.equal((await json(deleting)).error, 'jobs.not_deletable');
+
+    const res = await s.api(`/compress/job/${second.id}/cancel`, { method: 'POST', key });
+    assert.equal(res.status, 200);
+    const canceled = await json(res);
+    assert.equal(canceled.status, 'Canceled');
+    assert.equal(canceled.metrics.creditCost, 0);
+    const again = await s.api(`/compress/job/${second.id}/cancel`, { method: 'POST', key });
+    assert.equal(again.status, 409);
+    assert.equal((await json(again)).error, 'jobs.not_cancellable');
+    const compare = await s.api(`/compress/job/${second.id}/compare`, { key });
+    assert.equal(compare.status, 409);
+    assert.equal((await json(compare)).error, 'compare.not_ready');
+
+    await waitForJob(s, first.id, undefined, 60_000, key);
+    const me = await json(await s.api('/compress/entitlements/me', { key }));
+    assert.equal(me.credits.spent, 1);
+    assert.equal(me.credits.reserved, 0);
+  });
+
+  it('cancels a running job by aborting its worker', async () => {
+    const accepted = await json(await submit(s, PHONE));
+    await waitForJob(s, accepted.id, ['Running', 'Succeeded', 'Failed']);
+    const res = await s.api(`/compress/job/${accepted.id}/cancel`, { method: 'POST' });
+    assert.equal(res.status, 200);
+    assert.equal((await json(res)).status, 'Canceled');
+    assert.equal((await json(await s.api(`/compress/job/${accepted.id}`))).status, 'Canceled');
+    // The pool carries on with the next job.
+    const next = await json(await submit(s, SMALL));
+    assert.equal((await waitForJob(s, next.id)).status, 'Succeeded');
+  });
+
+  it('deletes a finished job and its files', async () => {
+    const accepted = await json(await submit(s, SMALL));
+    await waitForJob(s, accepted.id);
+    const res = await s.api(`/compress/job/${accepted.id}`, { method: 'DELETE' });
+    assert.equal(res.status, 200);
+    assert.equal((await s.api(`/compress/job/${accepted.id}`)).status, 404);
+    assert.ok(!(await readdir(join(s.dataDir, 'spool'))).includes(accepted.id));
+  });
+});
+
+describe('bad inputs', () => {
+  for (const name of ['actually-pdf.jpg', 'truncated.jpg', 'bad-crc.png', 'huge-dimensions.png', 'empty.jpg', 'zip-bomb.docx']) {
+    it(`${name} gets a 4xx or a Failed job with a code, never a 5xx`, async () => {
+      const res = await submit(s, join(CORPUS, 'bad', name));
+      assert.ok(res.status < 500);
+      if (res.status !== 202) {
+        assert.ok(res.status >= 400);
+        assert.equal(typeof (await json(res)).error, 'string');
+        return;
+      }
+      const job = await waitForJob(s, (await json(res)).id);
+      assert.ok(['Failed', 'Succeeded'].includes(job.status));
+      if (job.status === 'Failed') {
+        assert.equal(typeof job.error.code, 'string');
+        assert.ok(job.error.detail.length <= 256);
+        assert.equal(job.metrics.creditCost, 0);
+      }
+    });
+  }
+});
+
+describe('time limit and retention', () => {
+  it('fails a job past COMPRESSD_JOB_TIMEOUT_SECONDS with jobs.timeout and releases its credits', async () => {
+    const t = await startTestServer({ workers: '1', jobTimeoutSeconds: '0.05' });
+    try {
+      const accepted = await json(await submit(t, PHONE));
+      const job = await waitForJob(t, accepted.id);
+      assert.equal(job.status, 'Failed');
+      assert.equal(job.error.code, 'jobs.timeout');
+      assert.equal(job.metrics.creditCost, 0);
+      assert.equal((await json(await t.api('/compress/entitlements/me'))).credits.available, 500);
+    } finally {
+      await t.stop();
+    }
+  });
+
+  it('deletes outputs after COMPRESSD_RETENTION_SECONDS: download 410 jobs.expired, status says expired', async () => {
+    const r = await startTestServer({ workers: '1', retentionSeconds: '1' });
+    try {
+      const accepted = await json(await submit(r, SMALL));
+      const job = await waitForJob(r, accepted.id);
+      assert.equal(job.status, 'Succeeded');
+      assert.ok(Date.parse(job.expiresAt) - Date.parse(job.completedAt) === 1000);
+      await new Promise((res) => setTimeout(res, 1600));
+      const res = await r.api(`/compress/job/${accepted.id}/download`);
+      assert.equal(res.status, 410);
+      assert.equal((await json(res)).error, 'jobs.expired');
+      const after = await json(await r.api(`/compress/job/${accepted.id}`));
+      assert.equal(after.status, 'Succeeded');
+      assert.equal(after.expired, true);
+      assert.equal(after.output.fileCount, 0);
+      assert.ok(!(await readdir(join(r.dataDir, 'spool'))).includes(accepted.id));
+    } finally {
+      await r.stop();
+    }
+  });
+});
+
+describe('per-account limits', () => {
+  it('accepts 18 of 25 quick submissions (429 queue.limit_exceeded + Retry-After), never running more than 6', async () => {
+    const l = await startTestServer({ workers: '8' });
+    try {
+      const body = await readFile(PHONE);
+      const statuses: number[] = [];
+      const ids: string[] = [];
+      let limited: Response | undefined;
+      for (let i = 0; i < 25; i++) {
+        const form = new FormData();
+        form.set('file', new Blob([body]), `p${i}.jpg`);
+        const res = await l.api('/compress', { method: 'POST', body: form });
+        statuses.push(res.status);
+        if (res.status === 202) ids.push((await json(res)).id);
+        else limited = res;
+      }
+      assert.equal(statuses.filter((x) => x === 202).length, 18);
+      assert.equal(statuses.filter((x) => x === 429).length, 7);
+      assert.equal((await json(limited!)).error, 'queue.limit_exceeded');
+      assert.ok(Number(limited!.headers.get('retry-after')) >= 1);
+      let maxRunning = 0;
+      for (;;) {
+        const jobs = await Promise.all(ids.map(async (id) => json(await l.api(`/compress/job/${id}`))));
+        maxRunning = Math.max(maxRunning, jobs.filter((j) => j.status === 'Running').length);
+        if (jobs.every((j) => ['Succeeded', 'Failed', 'Canceled'].includes(j.status))) break;
+        await new Promise((res) => setTimeout(res, 50));
+      }
+      assert.ok(maxRunning <= 6 && maxRunning >= 2, `max running ${maxRunning}`);
+    } finally {
+      await l.stop();
+    }
+  });
+});
