@@ -1,0 +1,84 @@
+// DESIGN "Data directory": a SIGKILLed server restarted on the same data dir finishes every job, with the balance right.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { openAsBlob } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, it } from 'node:test';
+import { CORPUS } from './helpers/server.ts';
+
+const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
+const SMALL = join(CORPUS, 'jpg/jpeg420exif.jpg');
+const children: ChildProcess[] = [];
+after(() => children.forEach((c) => c.kill('SIGKILL')));
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `compressd serve` as a real process; resolves with its first API key (if printed) once it listens. */
+function serve(dataDir: string, port: number): Promise<{ child: ChildProcess; key: string | null }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--data-dir', dataDir, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('listening')) resolve({ child, key: /API key: (\S+)/.exec(out)?.[1] ?? null });
+    });
+    child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
+  });
+}
+
+it('recovers queued and running jobs after SIGKILL, charging each exactly once', async () => {
+  const dataDir = await mkdtemp(join(tmpdir(), 'compressd-recovery-'));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const first = await serve(dataDir, port);
+  const key = first.key!;
+  const headers = { 'x-service-api-key': key };
+  const post = async (path: string) => {
+    const form = new FormData();
+    form.set('file', await openAsBlob(path), 'photo.jpg');
+    const res = await fetch(`${base}/compress`, { method: 'POST', body: form, headers });
+    assert.equal(res.status, 202);
+    return ((await res.json()) as { id: string }).id;
+  };
+  const status = async (id: string) => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
+
+  const done = await post(SMALL);
+  while ((await status(done)).status !== 'Succeeded') await new Promise((r) => setTimeout(r, 50));
+  const ids = [await post(PHONE), await post(PHONE), await post(PHONE)];
+  while ((await status(ids[0])).status !== 'Running') await new Promise((r) => setTimeout(r, 20));
+  first.child.kill('SIGKILL');
+  await new Promise((r) => first.child.once('exit', r));
+
+  const second = await serve(dataDir, port);
+  assert.equal(second.key, null, 'a restart must not create another first key');
+  const final = [];
+  for (const id of ids) {
+    let job = await status(id);
+    for (let i = 0; i < 600 && !['Succeeded', 'Failed', 'Canceled'].includes(job.status); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      job = await status(id);
+    }
+    final.push(job);
+  }
+  assert.deepEqual(final.map((j) => j.status), ['Succeeded', 'Succeeded', 'Succeeded']);
+  const download = await fetch(`${base}/compress/job/${done}/download`, { headers });
+  assert.equal(download.status, 200, 'a job finished before the crash stays downloadable');
+  const me = (await (await fetch(`${base}/compress/entitlements/me`, { headers })).json()) as Record<string, any>;
+  assert.deepEqual(me.credits, { granted: 500, spent: 4, reserved: 0, available: 496 });
+  second.child.kill('SIGTERM');
+  await new Promise((r) => second.child.once('exit', r));
+  await rm(dataDir, { recursive: true, force: true });
+});
