@@ -1,0 +1,170 @@
+import { PDFName, PDFNumber, PDFRawStream } from 'pdf-lib';
+import type { PDFContext, PDFObject, PDFRef } from 'pdf-lib';
+import type { Pixels } from '../image/ssim.ts';
+import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
+import { encodeFlateImage } from './flate.ts';
+import { imageInfo, type ImageInfo } from './image-info.ts';
+import { encodePhoto } from './jpeg.ts';
+import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
+import type { DisplaySize } from './placements.ts';
+import { decodeJpeg, expandPalette, isGrey, looksPhotographic, resample, toGrey } from './pixels.ts';
+
+/** Images drawn above TRIGGER_PPI on the page are resampled to TARGET_PPI (the /ebook class). */
+export const TARGET_PPI = 150;
+export const TRIGGER_PPI = 200;
+/** One image's decoded samples may take at most this much memory; larger images are left as they are. */
+export const MAX_IMAGE_BYTES = 320 * 1024 * 1024;
+/** A lossy re-encode of a JPEG at the same size must save this share, or a generation loss buys too little. */
+const MIN_JPEG_GAIN = 0.1;
+
+/** Flat artwork becomes JPEG only below this share of its lossless size. */
+const JPEG_OVER_FLATE = 0.75;
+
+const UNTOUCHED_FILTERS = new Set(['CCITTFaxDecode', 'JBIG2Decode', 'JPXDecode', 'Crypt']);
+
+type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: string[] };
+
+/**
+ * Recompresses every image XObject, one at a time so memory holds one decoded image at most.
+ * `sizes` gives where each image is drawn (soft masks inherit their image's size). Returns how
+ * many images were replaced.
+ */
+export async function optimizeImages(
+  ctx: PDFContext,
+  sizes: Map<PDFRef, DisplaySize>,
+  onImage: (done: number, total: number) => void,
+  signal: AbortSignal,
+): Promise<number> {
+  const images = rawStreams(ctx).filter(([, s]) => nameOf(ctx, s.dict.get(name('Subtype'))) === 'Image');
+  const smasks = new Set<PDFRef>();
+  const fixedSize = new Set<PDFRef>();
+  for (const [ref, stream] of images) {
+    const info = imageInfo(ctx, stream.dict);
+    if (!info?.smask) continue;
+    smasks.add(info.smask);
+    const own = sizes.get(ref);
+    if (own && !sizes.has(info.smask)) sizes.set(info.smask, own);
+    if (info.matte) fixedSize.add(ref).add(info.smask);
+  }
+  let replaced = 0;
+  for (let i = 0; i < images.length; i++) {
+    signal.throwIfAborted();
+    onImage(i, images.length);
+    const [ref, stream] = images[i];
+    const info = imageInfo(ctx, stream.dict);
+    if (!info) continue;
+    const target = fixedSize.has(ref) ? undefined : targetSize(info, sizes.get(ref));
+    let outcome: Outcome | undefined;
+    try {
+      outcome = await recompress(ctx, stream, info, target, smasks.has(ref));
+    } catch {
+      // An image we cannot decode (corrupt data, over the memory bound) is kept byte for byte.
+      continue;
+    }
+    if (!outcome) continue;
+    const dict = stream.dict.clone(ctx);
+    for (const key of outcome.drop) dict.delete(name(key));
+    for (const [key, value] of Object.entries(outcome.set)) dict.set(name(key), value);
+    replaceStream(ctx, ref, dict, outcome.contents);
+    replaced++;
+  }
+  onImage(images.length, images.length);
+  return replaced;
+}
+
+/** Pixel size an image should be resampled to, or undefined when its resolution is already modest. */
+export function targetSize(info: ImageInfo, display: DisplaySize | undefined): { width: number; height: number } | undefined {
+  if (!display || display.width <= 0 || display.height <= 0) return undefined;
+  const ppi = Math.min(info.width / (display.width / 72), info.height / (display.height / 72));
+  if (!(ppi > TRIGGER_PPI)) return undefined;
+  const scale = TARGET_PPI / ppi;
+  return { width: Math.max(1, Math.round(info.width * scale)), height: Math.max(1, Math.round(info.height * scale)) };
+}
+
+async function recompress(
+  ctx: PDFContext,
+  stream: PDFRawStream,
+  info: ImageInfo,
+  target: { width: number; height: number } | undefined,
+  isSoftMask: boolean,
+): Promise<Outcome | undefined> {
+  const { filters } = info;
+  if (filters.some((f) => UNTOUCHED_FILTERS.has(f.name))) return undefined;
+  const old = stream.contents.length;
+  const last = filters[filters.length - 1];
+  if (last?.name === 'DCTDecode') {
+    if (!filters.slice(0, -1).every(isGeneric) || info.bitsPerComponent !== 8) return undefined;
+    if (info.components !== 1 && info.components !== 3) return undefined;
+    // A ColorTransform that overrides the JPEG's own markers is not something sharp can honour.
+    if (info.components === 3 && last.parms?.get(name('ColorTransform')) !== undefined) return undefined;
+    const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
+    let pixels = await decodeJpeg(jpeg, info.components);
+    if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
+    if (target) pixels = await resample(pixels, target.width, target.height);
+    const data = await encodePhoto(pixels);
+    if (data.length >= old * (target ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
+    return jpegOutcome(data, pixels);
+  }
+  if (!filters.every(isGeneric)) return undefined;
+
+  const rowBytes = Math.ceil((info.width * info.components * info.bitsPerComponent) / 8);
+  const expected = rowBytes * info.height;
+  if (expected > MAX_IMAGE_BYTES) return undefined;
+  let samples = undoFilters(ctx, filters, stream.contents, expected + info.height * 8 + 4096);
+  const predictor = predictorOf(ctx, filters);
+  if (predictor) samples = unpredict(samples, predictor);
+  if (samples.length < expected) return undefined;
+  samples = samples.subarray(0, expected);
+
+  let pixels: Pixels | undefined;
+  let colourSpace: PDFObject | undefined;
+  const { palette } = info;
+  if (palette && target && !info.hasDecode && (palette.base === 'gray' || palette.base === 'rgb')) {
+    // Indices cannot be averaged: resampling an Indexed image goes through its base colours.
+    pixels = expandPalette(samples, info.width, info.height, info.bitsPerComponent, palette);
+    colourSpace = palette.baseSpace;
+  } else if (info.bitsPerComponent === 8 && !info.imageMask && (info.colour === 'gray' || info.colour === 'rgb')) {
+    pixels = { data: samples, width: info.width, height: info.height, channels: info.components };
+  }
+
+  if (!pixels) {
+    const flate = encodeFlateImage(samples, info.width, info.components, info.bitsPerComponent, palette !== undefined);
+    if (flate.data.length >= old) return undefined;
+    return flateOutcome(ctx, flate.data, flate.predictor, info.width, info.height);
+  }
+  if (pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels)) {
+    pixels = toGrey(pixels);
+    colourSpace = PDFName.of('DeviceGray');
+  }
+  if (target) pixels = await resample(pixels, target.width, target.height);
+  const lossyAllowed = !isSoftMask && !info.colourKey;
+  const photo = lossyAllowed && looksPhotographic(pixels);
+  const flate = photo ? undefined : encodeFlateImage(pixels.data, pixels.width, pixels.channels, 8, false);
+  // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
+  const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
+  const jpeg = tryJpeg ? await encodePhoto(pixels) : undefined;
+  // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
+  const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
+  const out = useJpeg ? jpegOutcome(jpeg, pixels) : flate && flateOutcome(ctx, flate.data, flate.predictor, pixels.width, pixels.height);
+  if (!out || out.contents.length >= old) return undefined;
+  return colourSpace ? withColourSpace(out, colourSpace) : out;
+}
+
+function jpegOutcome(data: Buffer, p: Pixels): Outcome {
+  return {
+    contents: data,
+    set: { Filter: PDFName.of('DCTDecode'), Width: PDFNumber.of(p.width), Height: PDFNumber.of(p.height), BitsPerComponent: PDFNumber.of(8) },
+    drop: ['DecodeParms'],
+  };
+}
+
+function flateOutcome(ctx: PDFContext, data: Buffer, predictor: Record<string, number> | undefined, width: number, height: number): Outcome {
+  const set: Outcome['set'] = { Filter: PDFName.of('FlateDecode'), Width: PDFNumber.of(width), Height: PDFNumber.of(height) };
+  if (predictor) set.DecodeParms = ctx.obj(predictor);
+  return { contents: data, set, drop: predictor ? [] : ['DecodeParms'] };
+}
+
+/** An expanded Indexed image now holds 8-bit samples of its base colour space. */
+function withColourSpace(out: Outcome, cs: PDFObject): Outcome {
+  return { ...out, set: { ...out.set, ColorSpace: cs, BitsPerComponent: PDFNumber.of(8) } };
+}
