@@ -57,9 +57,21 @@ export function slimXmp(xmp: string): string {
 
 /**
  * Stores identical streams once (fonts embedded per page, logos repeated by an export tool):
- * streams whose dictionary and bytes are equal share one object. Returns how many were merged.
+ * streams whose dictionary and bytes are equal share one object. Repeated until nothing merges,
+ * since merging soft masks or font files makes the dictionaries that point at them equal.
+ * Returns how many streams were merged.
  */
 export function dedupeStreams(ctx: PDFContext): number {
+  let total = 0;
+  for (let pass = 0; pass < 8; pass++) {
+    const merged = dedupePass(ctx);
+    total += merged;
+    if (merged === 0) break;
+  }
+  return total;
+}
+
+function dedupePass(ctx: PDFContext): number {
   const byHash = new Map<string, PDFRef>();
   const map = new Map<PDFRef, PDFRef>();
   for (const [ref, stream] of rawStreams(ctx)) {

@@ -1,0 +1,163 @@
+import { strict as assert } from 'node:assert';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { PDFDocument, PDFName, PDFWriter } from 'pdf-lib';
+import sharp from 'sharp';
+import { JobError, type CompressResult } from '../workers/contract.ts';
+import { compress } from '../workers/pdf.ts';
+
+const exec = promisify(execFile);
+const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
+const pdfDir = join(corpus, 'pdf');
+
+let work: string;
+before(async () => {
+  work = await mkdtemp(join(tmpdir(), 'pdf-test-'));
+});
+after(async () => {
+  await rm(work, { recursive: true, force: true });
+});
+
+interface Run {
+  result: CompressResult;
+  progress: { percent: number; phase: string }[];
+}
+
+async function run(inputPath: string): Promise<Run> {
+  const dir = await mkdtemp(join(work, 'out-'));
+  const progress: Run['progress'] = [];
+  const result = await compress({ inputPath, format: 'pdf', options: {} }, { dir }, {
+    signal: new AbortController().signal,
+    progress: (percent, phase) => progress.push({ percent, phase }),
+  });
+  return { result, progress };
+}
+
+async function pages(path: string): Promise<number> {
+  const { stdout } = await exec('pdfinfo', [path]);
+  return Number(/^Pages:\s+(\d+)/m.exec(stdout)?.[1]);
+}
+
+async function text(path: string): Promise<string> {
+  return (await exec('pdftotext', ['-layout', path, '-'], { maxBuffer: 64 << 20 })).stdout;
+}
+
+async function failsWith(path: string, code: string): Promise<void> {
+  await assert.rejects(run(path), (e: unknown) => e instanceof JobError && e.code === code && e.message.length > 0);
+}
+
+describe('document.pdf-compress on the corpus', async () => {
+  const files = (await readdir(pdfDir)).filter((f) => f.endsWith('.pdf')).sort();
+  const savings = new Map<string, number>();
+
+  for (const file of files) {
+    test(file, async () => {
+      const input = join(pdfDir, file);
+      const { result, progress } = await run(input);
+      assert.equal(result.format, 'pdf');
+      assert.equal(result.contentType, 'application/pdf');
+      const [inSize, outSize] = [(await stat(input)).size, (await stat(result.path)).size];
+      assert.ok(outSize <= inSize, `never larger: ${outSize} > ${inSize}`);
+      assert.equal(await pages(result.path), await pages(input), 'page count');
+      assert.equal(await text(result.path), await text(input), 'extracted text');
+      assert.deepEqual([...new Set(progress.map((p) => p.phase))].filter((p) => p !== 'images'), ['analyzing', 'writing', 'finalizing']);
+      assert.ok(progress.every((p, i) => i === 0 || p.percent >= progress[i - 1].percent), 'progress never goes back');
+      savings.set(file, 1 - outSize / inSize);
+    });
+  }
+
+  test('image-heavy files get substantially smaller', () => {
+    assert.ok((savings.get('ocrmypdf-multipage.pdf') ?? 0) > 0.3, `multipage saved ${savings.get('ocrmypdf-multipage.pdf')}`);
+    assert.ok((savings.get('ocrmypdf-francais.pdf') ?? 0) > 0.5, `francais saved ${savings.get('ocrmypdf-francais.pdf')}`);
+  });
+});
+
+describe('images and structure', () => {
+  test('an image drawn small on several pages is stored once, downsampled to about 150 ppi', async () => {
+    const doc = await PDFDocument.create();
+    // Half transparent, so the image carries a soft mask that must follow it.
+    const png = await sharp(join(corpus, 'png/baiona_alpha.png')).removeAlpha().ensureAlpha(0.5).png().toBuffer();
+    // Embedded twice: the two identical streams must be merged too.
+    const images = [await doc.embedPng(png), await doc.embedPng(png)];
+    for (const image of [...images, images[0]]) doc.addPage([300, 300]).drawImage(image, { x: 50, y: 50, width: 100, height: 100 * (682 / 640) });
+    const input = join(work, 'reused.pdf');
+    await writeFile(input, await doc.save({ useObjectStreams: false }));
+
+    const { result } = await run(input);
+    const { stdout } = await exec('pdfimages', ['-list', result.path]);
+    const rows = stdout.split('\n').slice(2).filter(Boolean).map((l) => l.trim().split(/\s+/));
+    const [image, smask] = [rows.filter((r) => r[2] === 'image'), rows.filter((r) => r[2] === 'smask')];
+    assert.equal(image.length, 3);
+    assert.equal(smask.length, 3);
+    assert.equal(new Set(image.map((r) => r[10])).size, 1, 'one image object for every use');
+    assert.equal(new Set(smask.map((r) => r[10])).size, 1, 'one soft mask object');
+    for (const r of [...image, ...smask]) assert.ok(Number(r[3]) >= 200 && Number(r[3]) <= 220, `width ${r[3]} px for 100 pt at ~150 ppi`);
+    assert.equal(await pages(result.path), 3);
+  });
+
+  test('thumbnails and private application data are dropped, bookmarks and metadata kept', async () => {
+    const { result } = await run(join(pdfDir, 'adobe-illustrator.pdf'));
+    const doc = await PDFDocument.load(await readFile(result.path), { updateMetadata: false });
+    const page = doc.getPage(0).node;
+    assert.equal(page.get(PDFName.of('PieceInfo')), undefined);
+    assert.ok(doc.catalog.get(PDFName.of('Metadata')), 'XMP metadata kept');
+    assert.ok(doc.catalog.get(PDFName.of('OCProperties')), 'layers kept');
+    assert.equal(doc.getTitle(), 'test-oui-pdf');
+    const raw = (await readFile(result.path)).toString('latin1');
+    assert.match(raw, /\/Type\s*\/XRef/, 'compressed cross-reference stream');
+    assert.match(raw, /\/Type\s*\/ObjStm/, 'object streams');
+  });
+});
+
+describe('damaged and encrypted inputs', () => {
+  test('a truncated PDF fails with pdf.damaged', async () => {
+    const bytes = await readFile(join(pdfDir, 'ISO-IEC-29500-2-text.pdf'));
+    const path = join(work, 'truncated.pdf');
+    await writeFile(path, bytes.subarray(0, bytes.length >> 3));
+    await failsWith(path, 'pdf.damaged');
+  });
+
+  test('a file that is not a PDF fails with pdf.damaged', async () => {
+    const path = join(work, 'not.pdf');
+    await writeFile(path, (await readFile(join(corpus, 'jpg/baiona_cmyk.jpg'))).subarray(0, 4096));
+    await failsWith(path, 'pdf.damaged');
+  });
+
+  test('a broken cross-reference table is repaired', async () => {
+    const input = join(pdfDir, 'ocrmypdf-francais.pdf');
+    const bytes = await readFile(input);
+    const broken = Buffer.from(bytes.toString('latin1').replace(/startxref\s+\d+/g, 'startxref\n999').replace(/(\d{10}) 00000 n/g, '0000000001 00000 n'), 'latin1');
+    const path = join(work, 'bad-xref.pdf');
+    await writeFile(path, broken);
+    const { result } = await run(path);
+    assert.equal(await pages(result.path), 1);
+    assert.equal(await text(result.path), await text(input));
+  });
+
+  test('an encrypted PDF fails with pdf.encrypted', async () => {
+    const path = join(work, 'encrypted.pdf');
+    const input = join(pdfDir, 'ocrmypdf-francais.pdf');
+    if (hasQpdf()) {
+      await exec('qpdf', ['--encrypt', 'user', 'owner', '256', '--', input, path]);
+    } else {
+      // Without qpdf: the same document with a Standard security handler in its trailer.
+      const doc = await PDFDocument.load(await readFile(input), { updateMetadata: false });
+      doc.context.trailerInfo.Encrypt = doc.context.register(doc.context.obj({ Filter: 'Standard', V: 1, R: 2, P: -4 }));
+      await writeFile(path, await PDFWriter.forContext(doc.context, 50).serializeToBuffer());
+    }
+    await failsWith(path, 'pdf.encrypted');
+  });
+});
+
+function hasQpdf(): boolean {
+  try {
+    execFileSync('qpdf', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
