@@ -1,8 +1,9 @@
-import { writeFile } from 'node:fs/promises';
+import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto } from './image/encode.ts';
+import { lumaQuantSum, lumaQuantTable, ourLumaQuantSum, ourQualityOf } from './image/jpeg-quant.ts';
 import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -12,12 +13,26 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  * own output, say) would cost a generation of quality for a few bytes.
  */
 const MIN_SAVING = 0.01;
+/**
+ * A JPEG is re-encoded only when the chosen quality quantises luma at least this much more
+ * coarsely than the input already is (sums of the luminance tables). Closer than that, the input
+ * is already about as compressed as our target allows (our own output resubmitted lands here),
+ * and a second encode would compound the loss for a few per cent.
+ */
+const MIN_COARSER = 1.25;
 
 /** image.jpg-compress: perceptual auto quality (see image/encode.ts), EXIF/ICC/XMP kept, never larger. */
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(2, 'decoding');
   const meta = await probeImage(job.inputPath, 'jpeg');
   const resized = targetSize(meta.width, meta.height, job.options.resize);
+  const path = join(out.dir, 'output.jpg');
+  if (!resized && (await madeByOurEncoder(job.inputPath))) {
+    // Already encoded by this encoder at a chosen quality: a second pass could only lose more.
+    await copyFile(job.inputPath, path);
+    ctx.progress(100, 'finalizing');
+    return { path, format: 'jpg', contentType: 'image/jpeg', ...displayed(meta.width, meta.height, meta.orientation) };
+  }
   const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
   let encoded;
   try {
@@ -27,17 +42,30 @@ export const compress: Compress = async (job, out, ctx) => {
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');
-  const path = join(out.dir, 'output.jpg');
-  await writeFile(path, encoded.data);
-  const keptInput = await keepInputUnlessSmaller(job.inputPath, path, resized ? 0 : MIN_SAVING);
+  let keptInput: boolean;
+  if (!resized && (await alreadyAsCoarse(job.inputPath, encoded.quality))) {
+    await copyFile(job.inputPath, path);
+    keptInput = true;
+  } else {
+    await writeFile(path, encoded.data);
+    keptInput = await keepInputUnlessSmaller(job.inputPath, path, resized ? 0 : MIN_SAVING);
+  }
   const stored = keptInput ? { width: meta.width, height: meta.height } : encoded;
-  const swap = (meta.orientation ?? 1) >= 5;
   ctx.progress(100, 'finalizing');
-  return {
-    path,
-    format: 'jpg',
-    contentType: 'image/jpeg',
-    width: swap ? stored.height : stored.width,
-    height: swap ? stored.width : stored.height,
-  };
+  return { path, format: 'jpg', contentType: 'image/jpeg', ...displayed(stored.width, stored.height, meta.orientation) };
 };
+
+/** Width and height as shown, after the EXIF orientation (5-8 swap the edges). */
+function displayed(width: number, height: number, orientation = 1): { width: number; height: number } {
+  return orientation >= 5 ? { width: height, height: width } : { width, height };
+}
+
+async function madeByOurEncoder(inputPath: string): Promise<boolean> {
+  const table = lumaQuantTable(await readFile(inputPath));
+  return table !== undefined && (await ourQualityOf(table)) !== undefined;
+}
+
+async function alreadyAsCoarse(inputPath: string, quality: number): Promise<boolean> {
+  const input = lumaQuantSum(await readFile(inputPath));
+  return input !== undefined && (await ourLumaQuantSum(quality)) < input * MIN_COARSER;
+}

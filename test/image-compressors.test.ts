@@ -1,0 +1,221 @@
+import assert from 'node:assert/strict';
+import { copyFile, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import type { JobOptions } from '../src/catalog/index.ts';
+import { type Compress, JobError } from '../workers/contract.ts';
+import { compress as gif } from '../workers/gif.ts';
+import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
+import { targetSize } from '../workers/image/resize.ts';
+import { ssim } from '../workers/image/ssim.ts';
+import { compress as jpg } from '../workers/jpg.ts';
+import { compress as png } from '../workers/png.ts';
+
+const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
+let work: string;
+let n = 0;
+
+before(async () => {
+  work = await mkdtemp(join(tmpdir(), 'image-test-'));
+});
+after(async () => {
+  await rm(work, { recursive: true, force: true });
+});
+
+async function run(c: Compress, inputPath: string, options: JobOptions = {}) {
+  const dir = join(work, String(n++));
+  await import('node:fs/promises').then((fs) => fs.mkdir(dir));
+  const phases: string[] = [];
+  const result = await c({ inputPath, format: inputPath.split('.').pop() ?? '', options }, { dir }, { signal: new AbortController().signal, progress: (_p, phase) => phases.push(phase) });
+  return { ...result, phases, inSize: (await stat(inputPath)).size, outSize: (await stat(result.path)).size };
+}
+
+async function pixels(path: string) {
+  const { data, info } = await sharp(path).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
+/** The EXIF payload of a JPEG's APP1 segment, read from the bytes. */
+function exifSegment(jpeg: Buffer): Buffer | undefined {
+  let p = 2;
+  while (p + 4 <= jpeg.length && jpeg[p] === 0xff) {
+    const marker = jpeg[p + 1];
+    const len = jpeg.readUInt16BE(p + 2);
+    if (marker === 0xe1 && jpeg.toString('latin1', p + 4, p + 10) === 'Exif\0\0') return jpeg.subarray(p + 10, p + 2 + len);
+    if (marker === 0xda) return undefined;
+    p += 2 + len;
+  }
+  return undefined;
+}
+
+/** Per-frame delays (centiseconds) from a GIF's graphic control extensions. */
+function gifTiming(g: Buffer): { delays: number[]; loop: number | undefined } {
+  const delays: number[] = [];
+  let loop: number | undefined;
+  for (let p = 0; p + 8 < g.length; p++) {
+    if (g[p] === 0x21 && g[p + 1] === 0xf9 && g[p + 2] === 4) delays.push(g.readUInt16LE(p + 4));
+    if (g[p] === 0x21 && g[p + 1] === 0xff && g.toString('latin1', p + 3, p + 14) === 'NETSCAPE2.0') loop = g.readUInt16LE(p + 16);
+  }
+  return { delays, loop };
+}
+
+describe('resize targets', () => {
+  it('applies presets, pixels and percentage to the longest edge and never upscales', () => {
+    assert.deepEqual(targetSize(6000, 4000, { enabled: true, preset: '1080p' }), { width: 1920, height: 1280 });
+    assert.deepEqual(targetSize(4000, 6000, { enabled: true, mode: 'pixels', value: 600, preset: 'custom' }), { width: 400, height: 600 });
+    assert.deepEqual(targetSize(800, 600, { enabled: true, mode: 'percentage', value: 50 }), { width: 400, height: 300 });
+    assert.equal(targetSize(800, 600, { enabled: true, preset: '4k' }), null);
+    assert.equal(targetSize(800, 600, { enabled: false, preset: '720p' }), null);
+    assert.equal(targetSize(800, 600, { enabled: true, preset: 'off' }), null);
+  });
+});
+
+describe('ssim', () => {
+  it('is 1 for identical images and falls with noise', async () => {
+    const a = await pixels(`${corpus}png/density_plot.png`);
+    assert.equal(ssim(a, a), 1);
+    const noisy = Uint8Array.from(a.data, (v, i) => (i % 4 === 3 ? v : Math.max(0, Math.min(255, v + ((i * 7919) % 41) - 20))));
+    const s = ssim(a, { ...a, data: noisy });
+    assert.ok(s < 0.95 && s > 0, `ssim ${s}`);
+  });
+});
+
+describe('LZW', () => {
+  it('round-trips exactly at threshold 0', () => {
+    const indices = Uint8Array.from({ length: 50_000 }, (_, i) => (i * i + (i >> 7)) % 13);
+    const palette = { rgb: new Uint8Array(768), transparent: -1 };
+    assert.deepEqual(lzwDecode(lzwEncode(indices, 4, palette), 4, indices.length), indices);
+  });
+});
+
+describe('image.jpg-compress', () => {
+  it('saves bytes on a camera JPEG, keeps EXIF byte for byte and stays visually close', async () => {
+    const input = `${corpus}jpg/jpeg420exif.jpg`;
+    const r = await run(jpg, input);
+    assert.equal(r.format, 'jpg');
+    assert.equal(r.contentType, 'image/jpeg');
+    assert.deepEqual([r.width, r.height], [2048, 1536]);
+    assert.ok(r.outSize < r.inSize * 0.8, `${r.outSize} vs ${r.inSize}`);
+    const inExif = exifSegment(await readFile(input));
+    const outExif = exifSegment(await readFile(r.path));
+    assert.ok(inExif && outExif);
+    // The EXIF block is rewritten by libexif, so compare what it says: camera and capture date.
+    for (const text of ['Hewlett-Packard', 'PhotoSmart 715']) {
+      assert.ok(inExif.includes(text) && outExif.includes(text), text);
+    }
+    assert.equal((await sharp(r.path).metadata()).exif?.includes('Exif'), true);
+    assert.ok(ssim(await pixels(input), await pixels(r.path)) >= 0.975);
+    assert.ok(r.phases.every((p) => ['decoding', 'analyzing', 'encoding', 'optimizing', 'finalizing'].includes(p)));
+  });
+
+  it('keeps the EXIF orientation and reports the displayed size', async () => {
+    const oriented = join(work, 'oriented.jpg');
+    await sharp(`${corpus}jpg/jpeg420exif.jpg`).resize(800, 600).withMetadata({ orientation: 6 }).jpeg({ quality: 95 }).toFile(oriented);
+    const r = await run(jpg, oriented);
+    const meta = await sharp(r.path).metadata();
+    assert.equal(meta.orientation, 6);
+    assert.deepEqual([meta.width, meta.height], [800, 600]);
+    assert.deepEqual([r.width, r.height], [600, 800]);
+  });
+
+  it('returns its own output unchanged when resubmitted (no second generation loss)', async () => {
+    const first = await run(jpg, `${corpus}jpg/baiona_cmyk.jpg`);
+    const second = await run(jpg, first.path);
+    assert.deepEqual(await readFile(second.path), await readFile(first.path));
+  });
+
+  it('turns a CMYK JPEG into sRGB and resizes by preset', async () => {
+    const r = await run(jpg, `${corpus}jpg/baiona_cmyk.jpg`, { resize: { enabled: true, mode: 'pixels', preset: 'custom', value: 320 } });
+    const meta = await sharp(r.path).metadata();
+    assert.equal(meta.space, 'srgb');
+    assert.deepEqual([meta.width, meta.height], [r.width, r.height]);
+    assert.equal(Math.max(meta.width, meta.height), 320);
+  });
+
+  it('fails hostile files with clear codes', async () => {
+    const cases: [string, string][] = [
+      ['bad/truncated.jpg', 'image.decode_failed'],
+      ['bad/actually-pdf.jpg', 'image.format_mismatch'],
+      ['bad/empty.jpg', 'image.empty'],
+    ];
+    for (const [file, code] of cases) {
+      await assert.rejects(run(jpg, `${corpus}${file}`), (e: unknown) => e instanceof JobError && e.code === code, file);
+    }
+  });
+});
+
+describe('image.png-compress', () => {
+  it('lossy keeps real transparency, saves bytes and stays visually close', async () => {
+    const input = `${corpus}png/exifr-logo-black-highres.png`;
+    const r = await run(png, input);
+    const alpha = await sharp(r.path).ensureAlpha().extractChannel(3).stats();
+    assert.equal(alpha.channels[0].min, 0);
+    assert.ok(r.outSize < r.inSize * 0.6);
+    assert.ok(ssim(await pixels(input), await pixels(r.path)) >= 0.98);
+  });
+
+  it('lossless and compression disabled are pixel-identical', async () => {
+    for (const options of [{ compression: { mode: 'lossless' as const } }, { compression: { enabled: false } }]) {
+      for (const file of ['exifr-logo-black-highres.png', 'density_plot.png']) {
+        const input = `${corpus}png/${file}`;
+        const r = await run(png, input, options);
+        assert.ok(r.outSize <= r.inSize);
+        const a = await pixels(input);
+        const b = await pixels(r.path);
+        assert.equal(Buffer.compare(a.data, b.data), 0, file);
+      }
+    }
+  });
+
+  it('never returns a larger file (1-bit scan)', async () => {
+    const input = `${corpus}png/linn-scan.png`;
+    const r = await run(png, input);
+    assert.ok(r.outSize <= r.inSize);
+  });
+
+  it('fails hostile files with clear codes', async () => {
+    await assert.rejects(run(png, `${corpus}bad/bad-crc.png`), (e: unknown) => e instanceof JobError && e.code === 'image.decode_failed');
+    await assert.rejects(run(png, `${corpus}bad/huge-dimensions.png`), (e: unknown) => e instanceof JobError && e.code === 'image.too_many_pixels');
+  });
+});
+
+describe('image.gif-compress', () => {
+  it('keeps frame count, delays and loop count, and saves bytes', async () => {
+    const input = `${corpus}gif/exifr-readme-animated.gif`;
+    const r = await run(gif, input);
+    const before = gifTiming(await readFile(input));
+    const after = gifTiming(await readFile(r.path));
+    assert.deepEqual(after.delays, before.delays);
+    assert.equal(after.loop, before.loop);
+    const [mIn, mOut] = await Promise.all([sharp(input).metadata(), sharp(r.path).metadata()]);
+    assert.equal(mOut.pages, mIn.pages);
+    assert.deepEqual(mOut.delay, mIn.delay);
+    assert.ok(r.outSize < r.inSize * 0.9);
+  });
+
+  it('resizes every frame of an animation', async () => {
+    const input = `${corpus}gif/exifr-readme-animated.gif`;
+    const r = await run(gif, input, { resize: { enabled: true, mode: 'percentage', value: 50 } });
+    const m = await sharp(r.path).metadata();
+    assert.equal(m.pages, 34);
+    assert.deepEqual([m.width, m.height], [280, 444]);
+    assert.deepEqual([r.width, r.height], [280, 444]);
+  });
+
+  it('rejects a file that is not a GIF', async () => {
+    await assert.rejects(run(gif, `${corpus}png/density_plot.png`), (e: unknown) => e instanceof JobError && e.code === 'image.format_mismatch');
+  });
+});
+
+describe('never larger', () => {
+  it('returns the input byte for byte when nothing can be saved', async () => {
+    const input = join(work, 'tiny.png');
+    await sharp({ create: { width: 1, height: 1, channels: 3, background: '#fff' } }).png().toFile(input);
+    const copy = join(work, 'tiny-copy.png');
+    await copyFile(input, copy);
+    const r = await run(png, copy, { compression: { mode: 'lossless' } });
+    assert.ok(r.outSize <= r.inSize);
+  });
+});
