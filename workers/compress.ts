@@ -21,7 +21,8 @@ function load(worker: string): Promise<{ compress: Compress }> {
   if (!WORKER_MODULES.has(worker)) throw new JobError('jobs.unknown_compressor', `No compressor module named ${worker}.`);
   let mod = loaded.get(worker);
   if (!mod) {
-    mod = import(new URL(`./${worker}.ts`, import.meta.url).href) as Promise<{ compress: Compress }>;
+    // A relative template the bundler can follow: it bundles every module it could name.
+    mod = import(`./${worker}.ts`) as Promise<{ compress: Compress }>;
     loaded.set(worker, mod);
   }
   return mod;

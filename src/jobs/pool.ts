@@ -2,6 +2,7 @@ import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { CompressJob } from '../../workers/contract.ts';
 import type { CompressOutcome, CompressTask } from '../../workers/compress.ts';
+import { workerEntry } from '../runtime/bundled.ts';
 
 export type { CompressOutcome };
 
@@ -19,7 +20,7 @@ export class CompressorPool {
 
   constructor(readonly threads: number) {
     this.piscina = new Piscina({
-      filename: new URL('../../workers/entry.mjs', import.meta.url).href,
+      filename: workerEntry(),
       minThreads: Math.min(1, threads),
       maxThreads: threads,
       idleTimeout: 60_000,

@@ -1,0 +1,247 @@
+#!/usr/bin/env node
+// Builds dist/compressd: one Node single executable application (SEA) holding the whole service.
+//
+// Two esbuild bundles:
+//   main.cjs            the SEA main script (src/runtime/sea-main.ts → src/main.ts), CommonJS as SEA requires
+//   tree/worker.mjs     the compressor pool's thread module (workers/compress.ts)
+// Packages that hold native addons or WASM files (found by looking, not by a list: a package is
+// carried when it or one of its installed dependencies contains .node, .so* or .wasm files) are not
+// bundled: they travel whole, with their dependencies, in tree/node_modules, so they load from disk
+// exactly as from source; piscina travels the same way because it starts its threads from a file
+// beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
+// the tree once into a hash-named cache directory (src/runtime/extract.ts).
+import { createHash } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { builtinModules, createRequire } from 'node:module';
+import { dirname, join, relative, sep } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import * as esbuild from 'esbuild';
+import { tsImport } from 'tsx/esm/api';
+
+const ROOT = dirname(fileURLToPath(import.meta.url));
+const OUT = join(ROOT, 'dist');
+const WORK = join(OUT, '.build');
+const TREE = join(WORK, 'tree');
+const BUNDLED_TS = join(ROOT, 'src/runtime/bundled.ts');
+const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+const MANIFEST_KEY = '@manifest';
+const BINARY_FILE = /\.(node|wasm)$|\.so(\.\d+)*$/;
+// Files of carried packages that nothing loads at run time.
+const SKIPPED_FILE = /\.(map|d\.ts|d\.mts|d\.cts)$/;
+
+const started = Date.now();
+const require = createRequire(import.meta.url);
+const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
+
+function fail(message) {
+  console.error(`build: ${message}`);
+  process.exit(1);
+}
+
+// ---- carried packages -------------------------------------------------------------------------
+
+/** `…/node_modules/name` or `…/node_modules/@scope/name` containing `file`. */
+function packageRootOf(file) {
+  const parts = file.split(sep);
+  const at = parts.lastIndexOf('node_modules');
+  if (at < 0) return null;
+  const len = parts[at + 1]?.startsWith('@') ? at + 3 : at + 2;
+  return parts.slice(0, len).join(sep);
+}
+
+function walk(dir, visit) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) walk(path, visit);
+    else if (entry.isFile()) visit(path);
+  }
+}
+
+const hasBinary = new Map();
+function holdsBinaryFiles(dir) {
+  if (!hasBinary.has(dir)) {
+    let found = false;
+    walk(dir, (f) => {
+      found ||= BINARY_FILE.test(f);
+    });
+    hasBinary.set(dir, found);
+  }
+  return hasBinary.get(dir);
+}
+
+/** Installed dependencies (optional ones included) of a package, found as Node would. */
+function dependencyRoots(pkgRoot) {
+  const pkg = JSON.parse(readFileSync(join(pkgRoot, 'package.json'), 'utf8'));
+  const names = Object.keys({ ...pkg.dependencies, ...pkg.optionalDependencies });
+  const roots = [];
+  for (const name of names) {
+    for (let dir = pkgRoot; ; dir = dirname(dir)) {
+      const candidate = join(dir, 'node_modules', name);
+      if (existsSync(join(candidate, 'package.json'))) {
+        roots.push(candidate);
+        break;
+      }
+      if (dirname(dir) === dir) break;
+    }
+  }
+  return roots;
+}
+
+// piscina starts its threads on `resolve(__dirname, 'worker.js')`: it must run from its own files.
+const ALWAYS_CARRIED = new Set(['piscina']);
+
+const carriesMemo = new Map();
+function carries(pkgRoot) {
+  if (ALWAYS_CARRIED.has(relative(join(ROOT, 'node_modules'), pkgRoot))) return true;
+  if (!carriesMemo.has(pkgRoot)) {
+    carriesMemo.set(pkgRoot, false);
+    carriesMemo.set(pkgRoot, holdsBinaryFiles(pkgRoot) || dependencyRoots(pkgRoot).some(carries));
+  }
+  return carriesMemo.get(pkgRoot);
+}
+
+/**
+ * esbuild plugin: imports of carried packages stay out of the bundle. In the worker bundle (a
+ * file on disk) they stay plain imports resolved from tree/node_modules; in the SEA main script,
+ * whose own `require` knows only built-ins, they load through `requireFromTree`.
+ */
+function carriedPackages(found, style) {
+  return {
+    name: 'carried-packages',
+    setup(build) {
+      build.onResolve({ filter: /^[^./]/ }, async (args) => {
+        if (args.pluginData?.carried || args.path.startsWith('node:') || builtinModules.includes(args.path)) return undefined;
+        const r = await build.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { carried: true } });
+        const root = r.errors.length ? null : packageRootOf(r.path);
+        if (!root || !carries(root)) return undefined;
+        found.add(root);
+        return style === 'external' ? { path: args.path, external: true } : { path: args.path, namespace: 'carried' };
+      });
+      build.onLoad({ filter: /.*/, namespace: 'carried' }, (args) => ({
+        contents: `module.exports = require(${JSON.stringify(BUNDLED_TS)}).requireFromTree(${JSON.stringify(args.path)});`,
+        resolveDir: ROOT,
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+/**
+ * The web UI is bundled by esbuild when the server first serves it (ui/bundle.ts); esbuild is a
+ * build tool, not part of the executable, so that bundle is made here and embedded as data.
+ */
+const prebuiltUi = {
+  name: 'prebuilt-ui',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]ui[\\/]bundle\.ts$/ }, async (args) => {
+      const { bundleUi } = await tsImport(pathToFileURL(args.path).href, import.meta.url);
+      if (typeof bundleUi !== 'function') fail(`${args.path} no longer exports bundleUi(); update build.mjs`);
+      const assets = [...(await bundleUi()).entries()];
+      return { contents: `const assets = ${JSON.stringify(assets)};\nexport async function bundleUi() { return new Map(assets); }\n`, loader: 'js' };
+    });
+  },
+};
+
+// ---- bundles ----------------------------------------------------------------------------------
+
+rmSync(WORK, { recursive: true, force: true });
+mkdirSync(TREE, { recursive: true });
+
+const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'silent', legalComments: 'none', sourcemap: false };
+const carriedRoots = new Set();
+
+async function bundle(label, options) {
+  try {
+    const result = await esbuild.build({ ...common, ...options });
+    for (const w of result.warnings) {
+      const file = w.location?.file ?? '';
+      // bundled.ts computes source paths from import.meta.url only when no runtime tree is set.
+      if (w.id === 'empty-import-meta' && join(ROOT, file) === BUNDLED_TS) continue;
+      if (w.id === 'empty-import-meta') fail(`${label}: ${file} uses import.meta, which is empty in the executable's CommonJS main script`);
+      console.warn(`build: ${label}: warning: ${w.text} (${file})`);
+    }
+  } catch (err) {
+    fail(`${label}: ${err.message}`);
+  }
+}
+
+await bundle('main', {
+  entryPoints: [join(ROOT, 'src/runtime/sea-main.ts')],
+  outfile: join(WORK, 'main.cjs'),
+  format: 'cjs',
+  plugins: [prebuiltUi, carriedPackages(carriedRoots, 'tree')],
+});
+await bundle('worker', {
+  entryPoints: [join(ROOT, 'workers/compress.ts')],
+  outfile: join(TREE, 'worker.mjs'),
+  format: 'esm',
+  // CommonJS code inside an ES module bundle still needs a require (esbuild renames clashes).
+  banner: { js: "import { createRequire as __compressdRequire } from 'node:module'; const require = __compressdRequire(import.meta.url);" },
+  plugins: [carriedPackages(carriedRoots, 'external')],
+});
+
+// ---- the runtime tree -------------------------------------------------------------------------
+
+const closure = new Set();
+const addClosure = (root) => {
+  if (closure.has(root)) return;
+  closure.add(root);
+  dependencyRoots(root).forEach(addClosure);
+};
+carriedRoots.forEach(addClosure);
+for (const root of closure) {
+  const rel = relative(ROOT, root);
+  if (rel.startsWith('..')) fail(`carried package ${root} lies outside the project; install it in node_modules`);
+  walk(root, (file) => {
+    if (SKIPPED_FILE.test(file) || file.includes(`${sep}.bin${sep}`)) return;
+    const target = join(TREE, relative(ROOT, file));
+    mkdirSync(dirname(target), { recursive: true });
+    copyFileSync(file, target);
+    chmodSync(target, statSync(file).mode & 0o755);
+  });
+}
+
+const files = [];
+walk(TREE, (file) => files.push(relative(TREE, file).split(sep).join('/')));
+files.sort();
+const hash = createHash('sha256');
+const manifest = { id: '', files: [] };
+for (const path of files) {
+  const full = join(TREE, path);
+  const { mode, size } = statSync(full);
+  hash.update(`${path}\0${mode & 0o755}\0${size}\0`).update(readFileSync(full));
+  manifest.files.push({ path, mode: mode & 0o755, size });
+}
+manifest.id = `${version}-${hash.digest('hex').slice(0, 16)}`;
+writeFileSync(join(WORK, 'manifest.json'), JSON.stringify(manifest));
+
+// ---- the executable ---------------------------------------------------------------------------
+
+const blob = join(WORK, 'sea-prep.blob');
+const assets = { [MANIFEST_KEY]: join(WORK, 'manifest.json') };
+for (const path of files) assets[path] = join(TREE, path);
+writeFileSync(
+  join(WORK, 'sea-config.json'),
+  JSON.stringify({ main: join(WORK, 'main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }),
+);
+const prepared = spawnSync(process.execPath, ['--experimental-sea-config', join(WORK, 'sea-config.json')], { encoding: 'utf8' });
+if (prepared.status !== 0) fail(`node ${process.version} could not write the SEA blob (assets need Node ≥ 20.12):\n${prepared.stderr}`);
+
+const staging = join(OUT, `.compressd-${process.pid}`);
+copyFileSync(process.execPath, staging);
+chmodSync(staging, 0o755);
+const postject = join(dirname(require.resolve('postject')), 'cli.js');
+const injected = spawnSync(process.execPath, [postject, staging, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { encoding: 'utf8' });
+// LIEF warns about unnamed ELF note sections of the node binary; those lines are noise.
+const noise = /^warning: Can't find string offset for section name/;
+const said = `${injected.stdout}${injected.stderr}`.split('\n').filter((l) => l.trim() && !noise.test(l));
+if (injected.status !== 0) fail(`postject failed:\n${said.join('\n')}`);
+renameSync(staging, join(OUT, 'compressd'));
+
+const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
+const treeBytes = manifest.files.reduce((s, f) => s + f.size, 0);
+console.log(
+  `build: dist/compressd ${mb(statSync(join(OUT, 'compressd')).size)} (node ${process.version}; runtime tree ${manifest.id}: ` +
+    `${files.length} files, ${mb(treeBytes)}; carried: ${[...closure].map((r) => relative(join(ROOT, 'node_modules'), r)).sort().join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+);

@@ -1,0 +1,26 @@
+import { getAsset, getRawAsset } from 'node:sea';
+import { useRuntimeTree } from './bundled.ts';
+import { cacheRoot } from './cache-dir.ts';
+import { ensureRuntimeTree, MANIFEST_KEY, type RuntimeManifest } from './extract.ts';
+
+/**
+ * Entry of the single executable (build.mjs bundles it as the SEA main script): extract the
+ * runtime tree, then run the ordinary CLI. The CLI is imported only afterwards, so nothing
+ * that needs the tree runs before it exists.
+ */
+function start(): void {
+  const manifest = JSON.parse(getAsset(MANIFEST_KEY, 'utf8')) as RuntimeManifest;
+  const dir = ensureRuntimeTree(cacheRoot(), manifest, (key) => new Uint8Array(getRawAsset(key) as ArrayBuffer));
+  useRuntimeTree(dir);
+}
+
+try {
+  start();
+} catch (err) {
+  console.error(`compressd: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+}
+import('../main.ts').catch((err: unknown) => {
+  console.error(`compressd: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
