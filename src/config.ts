@@ -17,6 +17,8 @@ export interface ServeConfig {
   trustProxy: boolean;
   maxFileSizeBytes: number;
   site: string;
+  minFreeDiskBytes: number;
+  metricsToken: string;
 }
 
 type Kind = 'int' | 'number' | 'string' | 'bool' | 'numbers';
@@ -54,6 +56,8 @@ export const SETTINGS: Setting[] = [
   setting('trustProxy', 'bool', 'take the client IP from X-Forwarded-For', () => false),
   setting('maxFileSizeBytes', 'int', 'largest accepted input, upload or URL', () => 1024 * 1024 * 1024),
   setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
+  setting('minFreeDiskBytes', 'int', 'refuse new jobs (503) when the data volume has less free space', () => 256 * 1024 * 1024),
+  setting('metricsToken', 'string', 'bearer token required by GET /metrics (empty = open)', () => ''),
 ];
 
 export class ConfigError extends Error {}
@@ -86,17 +90,28 @@ function parseValue(s: Setting, raw: string, source: string): unknown {
 }
 
 /**
- * Resolves the configuration from flags (already parsed, as strings or booleans),
- * then the environment, then the defaults. Throws ConfigError with one clear line.
+ * Resolves the configuration from flags (already parsed, as strings or booleans), then
+ * the environment, then a config file's settings (keys as in ServeConfig, e.g.
+ * `{"port": 9000, "retentionSeconds": 600}`), then the defaults. Throws ConfigError
+ * with one clear line.
  */
-export function resolveConfig(flags: Record<string, string | boolean | undefined>, env: NodeJS.ProcessEnv = process.env): ServeConfig {
+export function resolveConfig(
+  flags: Record<string, string | boolean | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+  file: Record<string, unknown> = {},
+  fileName = 'config file',
+): ServeConfig {
+  const unknown = Object.keys(file).filter((k) => !SETTINGS.some((s) => s.key === k));
+  if (unknown.length > 0) throw new ConfigError(`${fileName}: unknown setting ${unknown.join(', ')}`);
   const out: Partial<ServeConfig> = {};
   for (const s of SETTINGS) {
     const flag = flags[s.flag];
     const envValue = env[s.env];
+    const fromFile = file[s.key];
     let value: unknown;
     if (flag !== undefined) value = typeof flag === 'boolean' ? flag : parseValue(s, flag, `--${s.flag}`);
     else if (envValue !== undefined && envValue !== '') value = parseValue(s, envValue, s.env);
+    else if (fromFile !== undefined && fromFile !== null) value = parseValue(s, Array.isArray(fromFile) ? fromFile.join(',') : String(fromFile), `${fileName}: ${s.key}`);
     else value = s.default(out);
     (out as Record<string, unknown>)[s.key] = value;
   }
@@ -109,5 +124,12 @@ export function resolveConfig(flags: Record<string, string | boolean | undefined
 }
 
 export function settingsHelp(): string {
-  return SETTINGS.map((s) => `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help}`).join('\n');
+  const defaults: Partial<ServeConfig> = {};
+  const lines = SETTINGS.map((s) => {
+    const d = s.default(defaults);
+    (defaults as Record<string, unknown>)[s.key] = d;
+    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : Array.isArray(d) ? d.join(',') : String(d);
+    return `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help} (default: ${shown || 'empty'})`;
+  });
+  return [...lines, `  --${'config'.padEnd(22)} ${''.padEnd(34)} JSON file with any of these settings (camelCase keys); flags and environment win`].join('\n');
 }

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
@@ -28,14 +29,32 @@ function dataDirOf(flag: string | undefined): string {
   return resolve(flag ?? process.env.COMPRESSD_DATA_DIR ?? './data');
 }
 
+function readConfigFile(path: string | undefined): Record<string, unknown> {
+  if (!path) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`--config ${path}: ${(err as Error).message}`);
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError(`--config ${path}: expected a JSON object`);
+  return parsed as Record<string, unknown>;
+}
+
 async function serveCommand(args: string[]): Promise<void> {
   const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.kind === 'bool' ? ('boolean' as const) : ('string' as const) }]));
-  const { values } = parseArgs({ args, options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true });
+  let parsed;
+  try {
+    parsed = parseArgs({ args, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+  const { values } = parsed;
   if (values.help) {
     console.log(USAGE);
     return;
   }
-  const config = resolveConfig(values as Record<string, string | boolean | undefined>);
+  const config = resolveConfig(values as Record<string, string | boolean | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
   const log = createLogger();
   const service = await startService(config, log);
   if (service.firstKey) {

@@ -5,6 +5,7 @@ import type { IncomingMessage } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { MB } from '../catalog/index.ts';
 import { ApiError } from '../errors.ts';
+import { insufficientStorage } from '../ops/disk.ts';
 
 export interface ReceivedUpload {
   fields: Record<string, string>;
@@ -73,7 +74,8 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
         })
         .catch((err) => {
           stream.resume();
-          fail(err instanceof ApiError ? err : new ApiError('request.upload_failed', 400, `The upload could not be stored: ${(err as Error).message}`));
+          if ((err as NodeJS.ErrnoException).code === 'ENOSPC') fail(insufficientStorage('The data volume is full; the upload could not be stored.'));
+          else fail(err instanceof ApiError ? err : new ApiError('request.upload_failed', 400, `The upload could not be stored: ${(err as Error).message}`));
         });
     });
     bb.on('filesLimit', () => fail(new ApiError('request.multiple_files', 400, 'Exactly one file per request.')));

@@ -23,6 +23,7 @@ export interface SubmitDeps {
   spool: Spool;
   fetcher: InputFetcher;
   planOf(account: string): Plan;
+  disk: { assertRoom(): Promise<void> };
 }
 
 const dotted = (formats: string[]) => formats.map((f) => `.${f}`);
@@ -109,6 +110,7 @@ export function submitRoutes(deps: SubmitDeps) {
     const contentType = (c.req.header('content-type') ?? '').toLowerCase();
     const id = randomUUID();
     const principal = c.get('principal');
+    await deps.disk.assertRoom();
     try {
       if (contentType.startsWith('application/json')) return await submitUrl(c, id, await receiveJson(c.env.incoming), dedicated);
       if (!contentType.startsWith('multipart/form-data')) {
