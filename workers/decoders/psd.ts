@@ -1,0 +1,171 @@
+import Psd from '@webtoon/psd';
+import { initializeCanvas, readPsd } from 'ag-psd';
+import { JobError } from '../contract.ts';
+import { checkPixelBudget } from './limits.ts';
+import { sharpFromPixels } from './pixels.ts';
+import type { Decoded, DecodeLimits } from './types.ts';
+
+/**
+ * PSD: the composite (merged) image Photoshop stores beside the layers — what the document
+ * looks like — never a re-render of the layers. Three readers, each for what it reads right:
+ * - CMYK documents: read here (ag-psd refuses CMYK and @webtoon/psd takes the four ink planes for
+ *   RGBA), handed to libvips as CMYK with the document's ICC profile so the inks become sRGB the
+ *   way Photoshop shows them.
+ * - everything else: ag-psd (8/16-bit RGB and greyscale), falling back to @webtoon/psd for the
+ *   files ag-psd cannot read.
+ */
+
+// ag-psd asks a canvas factory for its pixel buffers; with `useImageData` a plain buffer will do.
+const imageData = (width: number, height: number) => ({ width, height, data: new Uint8ClampedArray(width * height * 4), colorSpace: 'srgb' });
+initializeCanvas(
+  () => {
+    throw new Error('PSD decoding needs no canvas');
+  },
+  imageData as unknown as Parameters<typeof initializeCanvas>[1],
+);
+
+interface PsdHeader {
+  big: boolean;
+  channels: number;
+  width: number;
+  height: number;
+  depth: number;
+  colorMode: number;
+}
+
+const COLOR_MODE_CMYK = 4;
+
+export async function decodePsd(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
+  const header = readHeader(bytes);
+  checkPixelBudget(header.width, header.height, limits.maxPixels);
+  if (header.colorMode === COLOR_MODE_CMYK) return decodeCmyk(bytes, header);
+  try {
+    return fromAgPsd(bytes);
+  } catch (first) {
+    try {
+      return await fromWebtoon(bytes);
+    } catch {
+      const message = first instanceof Error ? first.message : String(first);
+      throw new JobError('image.decode_failed', `The PSD composite could not be decoded: ${message}`);
+    }
+  }
+}
+
+function readHeader(b: Buffer): PsdHeader {
+  if (b.length < 26 || b.toString('latin1', 0, 4) !== '8BPS') throw new JobError('image.decode_failed', 'The PSD header is missing or damaged.');
+  const version = b.readUInt16BE(4);
+  if (version !== 1 && version !== 2) throw new JobError('image.unsupported_variant', `PSD version ${version} is not supported.`);
+  return { big: version === 2, channels: b.readUInt16BE(12), height: b.readUInt32BE(14), width: b.readUInt32BE(18), depth: b.readUInt16BE(22), colorMode: b.readUInt16BE(24) };
+}
+
+function fromAgPsd(bytes: Buffer): Decoded {
+  const psd = readPsd(bytes, { skipLayerImageData: true, skipThumbnail: true, skipLinkedFilesData: true, useImageData: true });
+  const img = psd.imageData;
+  if (!img) throw new Error('the file has no composite image');
+  const icc = iccResource(sectionsOf(bytes, readHeader(bytes)).resources);
+  const data = img.data instanceof Float32Array ? floatToShort(img.data) : img.data instanceof Uint16Array ? img.data : new Uint8Array(img.data.buffer, img.data.byteOffset, img.data.length);
+  return { image: sharpFromPixels({ data, width: img.width, height: img.height, channels: 4, icc }), width: img.width, height: img.height, orientation: 1, via: 'ag-psd' };
+}
+
+async function fromWebtoon(bytes: Buffer): Promise<Decoded> {
+  const psd = Psd.parse(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length) as ArrayBuffer);
+  const rgba = await psd.composite();
+  const icc = psd.icc_profile ? Buffer.from(psd.icc_profile) : undefined;
+  const data = new Uint8Array(rgba.buffer, rgba.byteOffset, rgba.length);
+  return { image: sharpFromPixels({ data, width: psd.width, height: psd.height, channels: 4, icc }), width: psd.width, height: psd.height, orientation: 1, via: '@webtoon/psd' };
+}
+
+function floatToShort(f: Float32Array): Uint16Array {
+  const out = new Uint16Array(f.length);
+  for (let i = 0; i < f.length; i++) out[i] = Math.round(Math.min(1, Math.max(0, f[i])) * 65535);
+  return out;
+}
+
+/** The merged CMYK(A) image: planar, raw or PackBits, inverted inks (255 = no ink) as Photoshop stores them. */
+function decodeCmyk(b: Buffer, h: PsdHeader): Decoded {
+  if (h.depth !== 8 && h.depth !== 16) throw new JobError('image.unsupported_variant', `${h.depth}-bit CMYK PSD is not supported.`);
+  const { resources, imageData: at } = sectionsOf(b, h);
+  let pos = at;
+  if (pos + 2 > b.length) throw new JobError('image.truncated', 'The PSD file has no composite image data.');
+  const compression = b.readUInt16BE(pos);
+  pos += 2;
+  const planes = Math.min(h.channels, 5);
+  const bytesPerSample = h.depth / 8;
+  const rowBytes = h.width * bytesPerSample;
+  const planeBytes = rowBytes * h.height;
+  const planar = Buffer.alloc(planeBytes * planes);
+  if (compression === 0) {
+    if (pos + planar.length > b.length) throw new JobError('image.truncated', 'The PSD composite image is cut short.');
+    b.copy(planar, 0, pos, pos + planar.length);
+  } else if (compression === 1) {
+    const countBytes = h.big ? 4 : 2;
+    const rows = h.height * h.channels;
+    let data = pos + rows * countBytes;
+    for (let r = 0; r < h.height * planes; r++) {
+      const count = countBytes === 4 ? b.readUInt32BE(pos + r * 4) : b.readUInt16BE(pos + r * 2);
+      if (data + count > b.length) throw new JobError('image.truncated', 'The PSD composite image is cut short.');
+      unpackBits(b.subarray(data, data + count), planar.subarray(r * rowBytes, (r + 1) * rowBytes));
+      data += count;
+    }
+  } else {
+    throw new JobError('image.unsupported_variant', `PSD composite compression ${compression} is not supported.`);
+  }
+  const pixels = h.width * h.height;
+  const channels = planes >= 5 ? 5 : 4;
+  const max = h.depth === 16 ? 65535 : 255;
+  const out = h.depth === 16 ? new Uint16Array(pixels * channels) : new Uint8Array(pixels * channels);
+  const sample = (plane: number, i: number) => (h.depth === 16 ? planar.readUInt16BE(plane * planeBytes + i * 2) : planar[plane * planeBytes + i]);
+  for (let i = 0; i < pixels; i++) {
+    for (let c = 0; c < 4; c++) out[i * channels + c] = max - sample(c, i);
+    if (channels === 5) out[i * channels + 4] = sample(4, i);
+  }
+  const icc = iccResource(resources);
+  return { image: sharpFromPixels({ data: out, width: h.width, height: h.height, channels, icc, cmyk: true }), width: h.width, height: h.height, orientation: 1, via: 'psd-cmyk' };
+}
+
+/** The image-resources block and where the composite image data starts. */
+function sectionsOf(b: Buffer, h: PsdHeader): { resources: Buffer; imageData: number } {
+  let pos = 26;
+  const section = (lengthBytes: 4 | 8) => {
+    if (pos + lengthBytes > b.length) throw new JobError('image.truncated', 'The PSD file is cut short.');
+    const len = lengthBytes === 8 ? Number(b.readBigUInt64BE(pos)) : b.readUInt32BE(pos);
+    const start = pos + lengthBytes;
+    pos = start + len;
+    if (pos > b.length) throw new JobError('image.truncated', 'The PSD file is cut short.');
+    return b.subarray(start, pos);
+  };
+  section(4);
+  const resources = section(4);
+  section(h.big ? 8 : 4);
+  return { resources, imageData: pos };
+}
+
+function unpackBits(src: Buffer, dst: Buffer): void {
+  let i = 0;
+  let o = 0;
+  while (i < src.length && o < dst.length) {
+    const n = (src[i++] << 24) >> 24;
+    if (n >= 0) {
+      const end = Math.min(i + n + 1, src.length);
+      while (i < end && o < dst.length) dst[o++] = src[i++];
+    } else if (n !== -128) {
+      const v = src[i++];
+      for (let k = 0; k < 1 - n && o < dst.length; k++) dst[o++] = v;
+    }
+  }
+}
+
+/** Image resource 1039: the document's ICC profile. */
+function iccResource(r: Buffer): Buffer | undefined {
+  let p = 0;
+  while (p + 12 <= r.length && r.toString('latin1', p, p + 4) === '8BIM') {
+    const id = r.readUInt16BE(p + 4);
+    const nameLen = r[p + 6];
+    p += 6 + ((nameLen + 2) & ~1);
+    const size = r.readUInt32BE(p);
+    p += 4;
+    if (id === 1039) return Buffer.from(r.subarray(p, p + size));
+    p += (size + 1) & ~1;
+  }
+  return undefined;
+}
