@@ -1,11 +1,18 @@
 import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
-import { encodeJpegAuto } from '../image/encode.ts';
+import { chooseJpegQuality, jpegOptions } from '../image/encode.ts';
 import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
 import { ssim } from '../image/ssim.ts';
 import type { Need } from './display-size.ts';
 
+/**
+ * JPEG quality target for documents: luma SSIM against the (right-sized) pixels. A notch above the
+ * image compressors' 0.98, since a picture in a document is often re-encoded again on export.
+ */
+const JPEG_TARGET_SSIM = 0.985;
+/** A JPEG that is not resized is re-encoded only if that saves this much (each re-encode loses a little). */
+const JPEG_MIN_GAIN = 0.1;
 /** Right-sizing starts only when a picture has this much more resolution than it needs. */
 const RIGHT_SIZE_SLACK = 1.25;
 /**
@@ -46,7 +53,7 @@ export interface Recompressed {
 
 /**
  * A smaller encoding of an image part in its own format, or null to keep the part as it is.
- * JPEG: automatic quality (SSIM target of the image helpers). PNG: lossless, or a palette
+ * JPEG: automatic quality (JPEG_TARGET_SSIM; re-encoded at its size only for JPEG_MIN_GAIN). PNG: lossless, or a palette
  * only where it is visually clean (see the constants above). TIFF: lossless deflate. The size
  * is the smaller of what the resize option asks and TARGET_PPI of the displayed size, never larger
  * than the original. Animated PNG and multi-page TIFF are kept, since one frame would be lost.
@@ -62,7 +69,8 @@ export async function recompressImage(data: Buffer, need: Need | null, resize?: 
     let img = sharp(data);
     if (size) img = img.resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' });
     const out = await encode(img, format, (meta.orientation ?? 1) !== 1);
-    return out.data.length < data.length ? out : null;
+    const minGain = format === 'jpeg' && !size ? JPEG_MIN_GAIN : 0;
+    return out.data.length < data.length * (1 - minGain) ? out : null;
   } catch {
     // A picture sharp cannot decode stays as it is: the document opened with it before.
     return null;
@@ -83,12 +91,26 @@ export function scaledSize(width: number, height: number, need: Need | null, res
 }
 
 async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean): Promise<Recompressed> {
-  if (format === 'jpeg') return encodeJpegAuto(img, { keepMetadata: keepOrientation });
+  if (format === 'jpeg') return encodeJpeg(img, keepOrientation);
   if (format === 'tiff') {
     const { data, info } = await img.tiff({ compression: 'deflate', predictor: 'horizontal' }).toBuffer({ resolveWithObject: true });
     return { data, width: info.width, height: info.height };
   }
   return encodePngForDocument(img);
+}
+
+/**
+ * The image helpers' automatic-quality JPEG (proxy search, mozjpeg) at the document target. CMYK
+ * becomes sRGB, transparency is flattened onto white; with an EXIF orientation the metadata stays
+ * and the pixels are not rotated, so the picture shows as before in every reader.
+ */
+async function encodeJpeg(img: Sharp, keepOrientation: boolean): Promise<Recompressed> {
+  const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
+  const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
+  const quality = await chooseJpegQuality({ data, width: info.width, height: info.height, channels: info.channels }, JPEG_TARGET_SSIM);
+  const encoder = keepOrientation ? base.clone().keepMetadata() : sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } });
+  const out = await encoder.jpeg(jpegOptions(quality)).toBuffer({ resolveWithObject: true });
+  return { data: out.data, width: out.info.width, height: out.info.height };
 }
 
 /** Lossless unless the palette version is clearly smaller and indistinguishable. */
