@@ -1,0 +1,54 @@
+const UNITS = ['bytes', 'KB', 'MB', 'GB'];
+
+/** Human size with binary steps (1 KB = 1024 bytes), as file managers show it. */
+export function formatBytes(n: number): string {
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < UNITS.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  if (unit === 0) return `${n} ${n === 1 ? 'byte' : 'bytes'}`;
+  return `${value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0)} ${UNITS[unit]}`;
+}
+
+export function savingsText(before: number, after: number): string {
+  if (before <= 0) return '';
+  const pct = (1 - after / before) * 100;
+  if (Math.abs(pct) < 0.05) return 'no change';
+  return pct > 0 ? `${pct.toFixed(1)}% smaller` : `${(-pct).toFixed(1)}% larger`;
+}
+
+export function extensionOf(name: string): string {
+  const dot = name.lastIndexOf('.');
+  return dot > 0 ? name.slice(dot + 1).toLowerCase() : '';
+}
+
+/** The file name a `Content-Disposition` header gives (RFC 6266 `filename*` preferred). */
+export function fileNameFromDisposition(header: string | null): string | null {
+  if (!header) return null;
+  const star = /filename\*\s*=\s*UTF-8''([^;]+)/i.exec(header);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1].trim());
+    } catch {
+      // fall through to the plain form
+    }
+  }
+  const plain = /filename\s*=\s*"([^"]*)"|filename\s*=\s*([^;]+)/i.exec(header);
+  return plain ? (plain[1] ?? plain[2]).trim() : null;
+}
+
+/** Starts a browser download of a Blob under `name`. */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.rel = 'noopener';
+  document.body.append(a);
+  a.click();
+  a.remove();
+  // Chromium reads the blob asynchronously after click(); revoking at once can cancel the download.
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
