@@ -4,6 +4,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
+import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
 import { createLogger } from './log.ts';
 import { startService } from './service.ts';
 
@@ -11,6 +12,7 @@ const USAGE = `compressd — self-hosted file compression service
 
 Usage:
   compressd serve [flags]
+  ${COMPRESS_USAGE}
   compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D]
   compressd keys list [--data-dir D]
   compressd keys revoke KEY_OR_ID [--data-dir D]
@@ -136,6 +138,9 @@ async function main(argv: string[]): Promise<void> {
   switch (command) {
     case 'serve':
       return serveCommand(args);
+    case 'compress':
+      process.exitCode = await compressCommand(args);
+      return;
     case 'keys':
       return keysCommand(args);
     case 'credits':

@@ -1,0 +1,237 @@
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { copyFileSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { basename, dirname, extname, join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { compressorForFormat, unionOptionsSchema, type CompressorEntry, type JobOptions } from '../catalog/index.ts';
+import { ApiError } from '../errors.ts';
+import { CompressorPool } from '../jobs/pool.ts';
+import { validateOptions } from '../server/options.ts';
+import { displayPath, expandInputs, type InputFile } from './inputs.ts';
+import { PlainReporter, type Reporter, TtyReporter } from './progress.ts';
+import { type FileOutcome, outcomeLine, summaryTable } from './summary.ts';
+
+export const COMPRESS_USAGE = 'compressd compress FILE|DIR|GLOB… [--out DIR] [--options JSON] [--jobs N] [--in-place]';
+
+const HELP = `Usage: ${COMPRESS_USAGE}
+
+Compresses files offline with the service's compressors: no server, no account, no credits.
+Directories are walked and globs expanded, keeping the formats some compressor accepts.
+
+  --out DIR        where outputs go (default ./compressed); a directory argument's layout is kept
+  --options JSON   compression options, as the API takes them (GET /compress/schema); an option
+                   applies to the files whose compressor has it, e.g. {"resize":{"enabled":true,"preset":"1080p"}}
+  --jobs N         files compressed at once (default: the number of CPUs)
+  --in-place       replace each input by its output; an output of another format (HEIC → JPG)
+                   is written beside its input, which is kept
+An input is never overwritten without --in-place. Exit status: 0 when every file was
+compressed, 1 when any failed, 2 for a usage error.
+`;
+
+export interface CompressIo {
+  stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+  cwd: string;
+}
+
+class UsageError extends Error {}
+
+interface Plan {
+  outDir: string | null;
+  inPlace: boolean;
+  options: Record<string, unknown>;
+  jobs: number;
+}
+
+/** Runs `compressd compress …`; resolves to the process exit status. */
+export async function compressCommand(args: string[], io: CompressIo = { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() }): Promise<number> {
+  let plan: Plan;
+  let positionals: string[];
+  try {
+    ({ plan, positionals } = parseCommand(args, io.cwd));
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.stderr.write(err.message ? `compressd compress: ${err.message}\n\n${HELP}` : HELP);
+    return err.message ? 2 : 0;
+  }
+
+  const { files, missing } = await expandInputs(positionals, io.cwd);
+  const outcomes: FileOutcome[] = missing.map((arg) => ({
+    label: arg,
+    inputBytes: 0,
+    error: { code: 'cli.no_input', detail: 'no such file or directory, or no supported file matches' },
+  }));
+  if (!files.length && !missing.length) {
+    io.stderr.write('compressd compress: no file of a supported format found\n');
+    return 1;
+  }
+
+  const reporter: Reporter = io.stderr.isTTY ? new TtyReporter(io.stderr, io.stdout) : new PlainReporter(io.stdout);
+  for (const o of outcomes) reporter.finish(-1, outcomeLine(o));
+  const run = new OfflineRun(plan, files, reporter, io.cwd);
+  const stop = () => run.abort();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    outcomes.push(...(await run.all()));
+  } finally {
+    process.off('SIGINT', stop);
+    process.off('SIGTERM', stop);
+    reporter.close();
+  }
+  io.stdout.write(`\n${summaryTable(outcomes)}\n`);
+  return outcomes.some((o) => o.error) ? 1 : 0;
+}
+
+function parseCommand(args: string[], cwd: string): { plan: Plan; positionals: string[] } {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      allowPositionals: true,
+      options: {
+        out: { type: 'string' },
+        options: { type: 'string' },
+        jobs: { type: 'string' },
+        'in-place': { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) throw new UsageError('');
+  if (!positionals.length) throw new UsageError('name at least one file, directory or glob');
+  if (values['in-place'] && values.out !== undefined) throw new UsageError('--in-place and --out exclude each other');
+  const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
+  if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError('--jobs must be a whole number ≥ 1');
+  return {
+    positionals,
+    plan: {
+      outDir: values['in-place'] ? null : resolve(cwd, values.out ?? 'compressed'),
+      inPlace: values['in-place'] ?? false,
+      options: parseOptions(values.options),
+      jobs,
+    },
+  };
+}
+
+/** Checked against the union of every compressor's options, so a misspelt option is an error, not ignored. */
+function parseOptions(raw: string | undefined): Record<string, unknown> {
+  if (raw === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    throw new UsageError('--options must be a JSON object');
+  }
+  const validate = new Ajv2020({ strict: false }).compile(unionOptionsSchema());
+  if (!validate(value)) {
+    const e = validate.errors![0];
+    const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
+    throw new UsageError(`--options${e.instancePath.replaceAll('/', '.')} ${e.message}${extra}`);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** The options one compressor gets: those it has, validated by its own schema as the API does. */
+function optionsFor(entry: CompressorEntry, options: Record<string, unknown>): JobOptions {
+  const own = Object.fromEntries(Object.entries(options).filter(([k]) => k === '_schemaVersion' || k in entry.optionProperties));
+  return validateOptions(entry, own);
+}
+
+const sameFormat = (ext: string, format: string) => ext === format || (ext === 'jpeg' && format === 'jpg');
+
+class OfflineRun {
+  private readonly pool: CompressorPool;
+  private readonly controller = new AbortController();
+  private readonly inputs: Set<string>;
+  private readonly claimed = new Set<string>();
+  private next = 0;
+
+  constructor(private readonly plan: Plan, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly cwd: string) {
+    this.pool = new CompressorPool(Math.min(plan.jobs, Math.max(1, files.length)));
+    this.inputs = new Set(files.map((f) => realpathSync(f.path)));
+  }
+
+  abort(): void {
+    this.controller.abort('cli.interrupted');
+  }
+
+  async all(): Promise<FileOutcome[]> {
+    const outcomes: FileOutcome[] = new Array(this.files.length);
+    const lane = async () => {
+      while (this.next < this.files.length) {
+        const i = this.next++;
+        outcomes[i] = await this.one(i, this.files[i]);
+        this.reporter.finish(i, outcomeLine(outcomes[i]));
+      }
+    };
+    try {
+      await Promise.all(Array.from({ length: Math.min(this.plan.jobs, this.files.length) }, lane));
+    } finally {
+      await this.pool.close();
+    }
+    return outcomes;
+  }
+
+  private async one(id: number, file: InputFile): Promise<FileOutcome> {
+    const label = displayPath(file.path, this.cwd);
+    const inputBytes = statSync(file.path).size;
+    const fail = (code: string, detail: string): FileOutcome => ({ label, inputBytes, error: { code, detail } });
+    if (this.controller.signal.aborted) return fail('cli.interrupted', 'not started: the run was interrupted');
+    const ext = extname(file.path).slice(1).toLowerCase();
+    const entry = compressorForFormat(ext);
+    if (!entry) return fail('compress.unsupported_format', `no compressor takes .${ext || '(no extension)'} files`);
+    let options: JobOptions;
+    try {
+      options = optionsFor(entry, this.plan.options);
+    } catch (err) {
+      if (err instanceof ApiError) return fail(err.code, err.detail ?? err.message);
+      throw err;
+    }
+
+    const targetDir = this.plan.outDir ? join(this.plan.outDir, relative(file.base, dirname(file.path))) : dirname(file.path);
+    mkdirSync(targetDir, { recursive: true });
+    // Beside the target, so publishing the output is one rename on one file system.
+    const work = mkdtempSync(join(targetDir, '.compressd-'));
+    this.reporter.start(id, label);
+    try {
+      const outcome = await this.pool.run({
+        worker: entry.worker,
+        job: { inputPath: file.path, format: ext, options },
+        outDir: work,
+        signal: this.controller.signal,
+        onProgress: (percent, phase) => this.reporter.progress(id, percent, phase),
+      });
+      if (!outcome.ok) return fail(outcome.code, outcome.detail);
+      const { result } = outcome;
+      const name = sameFormat(ext, result.format) ? basename(file.path) : `${basename(file.path, extname(file.path))}.${result.format}`;
+      const target = join(targetDir, name);
+      const refusal = this.refuse(file, target);
+      if (refusal) return fail('cli.would_overwrite', refusal);
+      this.claimed.add(target);
+      if (dirname(resolve(result.path)) === work) renameSync(result.path, target);
+      else copyFileSync(result.path, target);
+      return { label, inputBytes, outputBytes: statSync(target).size, output: displayPath(target, this.cwd) };
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }
+
+  /** Why `target` may not be written, if it may not: inputs are sacred unless --in-place replaces this one. */
+  private refuse(file: InputFile, target: string): string | null {
+    if (this.claimed.has(target)) return `${displayPath(target, this.cwd)} is already the output of another input`;
+    let real: string | null = null;
+    try {
+      real = realpathSync(target);
+    } catch {
+      return null;
+    }
+    if (this.plan.inPlace && real === realpathSync(file.path)) return null;
+    if (this.inputs.has(real)) return `${displayPath(target, this.cwd)} is an input; use --in-place to replace inputs`;
+    if (this.plan.inPlace) return `${displayPath(target, this.cwd)} exists and is not this input`;
+    return null;
+  }
+}
