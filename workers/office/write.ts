@@ -14,11 +14,6 @@ const IMAGE_WEIGHT = 8;
 const PROGRESS_FROM = 10;
 const PROGRESS_TO = 95;
 
-export interface WriteStats {
-  imagesRecompressed: number;
-  imagesKept: number;
-}
-
 /**
  * Writes the package again: `[Content_Types].xml` first, then every other entry in its original
  * order under its original name. Image parts are recompressed one at a time; every other part is
@@ -32,8 +27,7 @@ export async function writePackage(
   outPath: string,
   resize: ResizeOptions | undefined,
   ctx: CompressContext,
-): Promise<WriteStats> {
-  const stats: WriteStats = { imagesRecompressed: 0, imagesKept: 0 };
+): Promise<void> {
   const order = [analysis.contentTypesEntry, ...pkg.entries.filter((e) => e !== analysis.contentTypesEntry)];
   const isImage = (e: PackageEntry): boolean => analysis.images.has(e.name.toLowerCase()) && e.uncompressedSize <= LIMITS.maxMediaBytes;
   const weight = (e: PackageEntry): number => 1 + e.uncompressedSize * (isImage(e) ? IMAGE_WEIGHT : 1);
@@ -43,6 +37,7 @@ export async function writePackage(
   const zip = new yazl.ZipFile();
   let failed: (err: unknown) => void = () => {};
   const failure = new Promise<never>((_, reject) => (failed = reject));
+  failure.catch(() => {});
   zip.on('error', (err) => failed(err));
 
   const produce = async (entry: PackageEntry): Promise<Readable> => {
@@ -57,8 +52,6 @@ export async function writePackage(
     }
     const original = await readEntry(pkg.zip, entry);
     const smaller = await recompressImage(original, analysis.images.get(entry.name.toLowerCase()) ?? null, resize);
-    if (smaller) stats.imagesRecompressed++;
-    else stats.imagesKept++;
     return Readable.from([smaller?.data ?? original]);
   };
 
@@ -76,6 +69,13 @@ export async function writePackage(
     });
   }
   zip.end();
-  await Promise.race([pipeline(zip.outputStream, createWriteStream(outPath)), failure]);
-  return stats;
+  const writing = pipeline(zip.outputStream, createWriteStream(outPath));
+  try {
+    await Promise.race([writing, failure]);
+  } catch (err) {
+    // Close the half-written output so the caller can remove it.
+    (zip.outputStream as Readable).destroy();
+    await writing.catch(() => {});
+    throw err;
+  }
 }
