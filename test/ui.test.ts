@@ -57,6 +57,19 @@ function unzip(buffer: Buffer): Promise<Map<string, Buffer>> {
   });
 }
 
+// The page's CSP forbids eval, so in-page checks are functions; these are the few browser globals
+// they use (the project's tsconfig has no DOM library).
+interface PageElement {
+  id: string;
+  hidden: boolean;
+  dataset: Record<string, string | undefined>;
+  style: { getPropertyValue(name: string): string };
+}
+declare const document: { getElementById(id: string): PageElement | null; activeElement: PageElement | null; documentElement: { scrollWidth: number } };
+declare const window: { innerWidth: number };
+declare const localStorage: { getItem(key: string): string | null };
+declare const DataTransfer: new () => { items: { add(file: File): void } };
+
 const row = (name: string) => page.locator('li.job', { has: page.locator('.name', { hasText: name }) });
 
 before(async () => {
@@ -144,9 +157,9 @@ test('UI: key, upload a JPG and a PNG with options, progress to Succeeded, compa
     const facts = await page.locator('#compare-facts').innerText();
     assert.match(facts, /1920 × 1440 px \(resized\)/);
     assert.match(facts, /smaller/);
-    assert.equal(await page.evaluate(() => (document.activeElement as HTMLInputElement).id), 'compare-split');
+    assert.equal(await page.evaluate(() => document.activeElement?.id), 'compare-split');
     for (let i = 0; i < 20; i++) await page.keyboard.press('ArrowRight');
-    assert.equal(await page.locator('#compare-frame').evaluate((el) => (el as HTMLElement).style.getPropertyValue('--split')), '70%');
+    assert.equal(await page.evaluate(() => document.getElementById('compare-frame')!.style.getPropertyValue('--split')), '70%');
     const box = (await page.locator('#compare-frame').boundingBox())!;
     await page.mouse.move(box.x + box.width * 0.7, box.y + box.height / 2);
     await page.mouse.down();
@@ -178,6 +191,15 @@ test('UI: key, upload a JPG and a PNG with options, progress to Succeeded, compa
   assert.deepEqual(files.get('baiona_alpha.png'), await apiBytes(pngJob));
   await shot('06-downloaded');
 
+  // Errors are explained where they happen: a job deleted behind the page's back.
+  assert.equal((await server.api(`/compress/job/${pngJob}`, { method: 'DELETE' })).status, 200);
+  await pngRow.locator('button[data-action=download]').click();
+  await pngRow.locator('.message').filter({ hasText: 'no longer exists on the server' }).waitFor();
+  await pngRow.locator('button[data-action=compare]').click();
+  await page.locator('#compare-status[data-code="jobs.not_found"]').filter({ hasText: 'no longer exists' }).waitFor();
+  await page.screenshot({ path: join(ARTIFACTS, 'ui-06b-error.png') });
+  await page.click('#compare-close');
+
   // Phone width: nothing overflows sideways.
   await page.setViewportSize({ width: 390, height: 844 });
   await shot('07-phone');
@@ -187,14 +209,18 @@ test('UI: key, upload a JPG and a PNG with options, progress to Succeeded, compa
   assert.deepEqual(foreignRequests, [], 'the page loads nothing from other origins');
 });
 
-test('UI: a stored key is reused after a reload; unsupported and empty files are refused before upload', { skip: missing }, async () => {
+test('UI: a stored key is reused after a reload; dropped unsupported and empty files are refused before upload', { skip: missing }, async () => {
   await page.setViewportSize({ width: 1280, height: 900 });
   await page.reload();
   await page.locator('#account').filter({ hasText: 'credits' }).waitFor();
-  await page.setInputFiles('#file-input', [
-    { name: 'notes.txt', mimeType: 'text/plain', buffer: Buffer.from('hello') },
-    { name: 'empty.png', mimeType: 'image/png', buffer: Buffer.alloc(0) },
-  ]);
+  // Files dropped on the page (a DataTransfer as the browser builds one for a drag from the desktop).
+  const dropped = await page.evaluateHandle(() => {
+    const dt = new DataTransfer();
+    dt.items.add(new File(['hello'], 'notes.txt', { type: 'text/plain' }));
+    dt.items.add(new File([], 'empty.png', { type: 'image/png' }));
+    return dt;
+  });
+  await page.dispatchEvent('#drop', 'drop', { dataTransfer: dropped });
   await page.waitForSelector('li.job[data-stage=rejected] .name:text-is("notes.txt")');
   assert.match(await row('notes.txt').locator('.message').innerText(), /not supported\. Supported: .*jpg/);
   assert.match(await row('empty.png').locator('.message').innerText(), /empty/);
