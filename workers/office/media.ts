@@ -53,8 +53,9 @@ export interface Recompressed {
 
 /**
  * A smaller encoding of an image part in its own format, or null to keep the part as it is.
- * JPEG: automatic quality (JPEG_TARGET_SSIM; re-encoded at its size only for JPEG_MIN_GAIN). PNG: lossless, or a palette
- * only where it is visually clean (see the constants above). TIFF: lossless deflate. The size
+ * JPEG: automatic quality (JPEG_TARGET_SSIM; at its own size only for JPEG_MIN_GAIN). PNG:
+ * lossless, or a palette only where it is visually clean (see the constants above). TIFF: lossless
+ * deflate, for 8-bit RGB or grey only (CMYK and deep TIFF would not survive unchanged). The size
  * is the smaller of what the resize option asks and TARGET_PPI of the displayed size, never larger
  * than the original. Animated PNG and multi-page TIFF are kept, since one frame would be lost.
  */
@@ -64,6 +65,7 @@ export async function recompressImage(data: Buffer, need: Need | null, resize?: 
   try {
     const meta = await sharp(data).metadata();
     if (!meta.width || !meta.height || (meta.pages ?? 1) > 1) return null;
+    if (format === 'tiff' && (meta.depth !== 'uchar' || (meta.space !== 'srgb' && meta.space !== 'b-w'))) return null;
     const rotated = (meta.orientation ?? 1) >= 5;
     const size = scaledSize(meta.width, meta.height, need && (rotated ? { width: need.height, height: need.width } : need), resize);
     let img = sharp(data);
