@@ -9,7 +9,7 @@ import { decodeHeic } from './decoders/heic.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { decodePsd } from './decoders/psd.ts';
 import { decodeRaw } from './decoders/raw.ts';
-import { decodeWithSharp, sharpError } from './decoders/sharp-native.ts';
+import { decodeAvif, decodeWithSharp, sharpError } from './decoders/sharp-native.ts';
 import type { Decoded, Decoder } from './decoders/types.ts';
 import { encodeJpegAuto, encodePng } from './image/encode.ts';
 import { applyResize, targetSize } from './image/resize.ts';
@@ -34,7 +34,7 @@ const DECODERS: Record<Family, Decoder> = {
   png: decodeWithSharp,
   gif: decodeWithSharp,
   webp: decodeWithSharp,
-  avif: decodeWithSharp,
+  avif: decodeAvif,
   tiff: decodeWithSharp,
   heic: decodeHeic,
   bmp: decodeBmp,

@@ -6,7 +6,6 @@ import { JobError } from '../contract.ts';
 import { checkPixelBudget } from './limits.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
-import { wasm, type WasmInstance, type WasmModule } from './wasm.ts';
 
 /**
  * HEIC/HEIF (HEVC) through libheif compiled to WebAssembly (libheif-js): sharp's prebuilt libheif
@@ -21,7 +20,7 @@ import { wasm, type WasmInstance, type WasmModule } from './wasm.ts';
  */
 
 const require = createRequire(import.meta.url);
-let compiled: Promise<WasmModule> | undefined;
+let wasmBinary: Promise<Buffer> | undefined;
 let instance: Promise<LibHeif> | undefined;
 
 interface HeifChannel {
@@ -47,19 +46,10 @@ interface LibHeif {
 }
 
 function libheif(): Promise<LibHeif> {
-  const path = require.resolve('libheif-js/libheif-wasm/libheif.wasm');
-  compiled ??= readFile(path).then((b) => wasm.compile(b));
+  wasmBinary ??= readFile(require.resolve('libheif-js/libheif-wasm/libheif.wasm'));
   instance ??= (async () => {
-    const module = await compiled!;
     const factory = require('libheif-js/libheif-wasm/libheif.js') as (m: Record<string, unknown>) => Promise<LibHeif>;
-    return factory({
-      print: () => {},
-      printErr: () => {},
-      instantiateWasm: (imports: object, done: (i: WasmInstance, m: WasmModule) => void) => {
-        wasm.instantiate(module, imports).then((i) => done(i, module));
-        return {};
-      },
-    });
+    return factory({ wasmBinary: await wasmBinary, print: () => {}, printErr: () => {} });
   })();
   return instance;
 }

@@ -7,12 +7,12 @@ import type { Decoded, DecodeLimits } from './types.ts';
 
 /**
  * PSD: the composite (merged) image Photoshop stores beside the layers — what the document
- * looks like — never a re-render of the layers. Three readers, each for what it reads right:
- * - CMYK documents: read here (ag-psd refuses CMYK and @webtoon/psd takes the four ink planes for
- *   RGBA), handed to libvips as CMYK with the document's ICC profile so the inks become sRGB the
- *   way Photoshop shows them.
- * - everything else: ag-psd (8/16-bit RGB and greyscale), falling back to @webtoon/psd for the
- *   files ag-psd cannot read.
+ * looks like — never a re-render of the layers. Three readers, tried in order:
+ * - the merged image read here for greyscale, RGB and CMYK at 8/16 bits, handed to libvips with
+ *   the document's ICC profile (CMYK inks become sRGB the way Photoshop shows them). Measured on
+ *   the corpus: ag-psd refuses CMYK and returns a flat, unscaled 16-bit composite; @webtoon/psd
+ *   crashes on 16-bit and takes the four CMYK ink planes for RGBA.
+ * - ag-psd, then @webtoon/psd, for the other modes (indexed, Lab, bitmap, 32-bit).
  */
 
 // ag-psd asks a canvas factory for its pixel buffers; with `useImageData` a plain buffer will do.
@@ -33,22 +33,20 @@ interface PsdHeader {
   colorMode: number;
 }
 
-const COLOR_MODE_CMYK = 4;
-
 export async function decodePsd(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
   const header = readHeader(bytes);
   checkPixelBudget(header.width, header.height, limits.maxPixels);
-  if (header.colorMode === COLOR_MODE_CMYK) return decodeCmyk(bytes, header);
-  try {
-    return fromAgPsd(bytes);
-  } catch (first) {
+  let first: unknown;
+  for (const read of [decodeComposite, fromAgPsd, fromWebtoon]) {
     try {
-      return await fromWebtoon(bytes);
-    } catch {
-      const message = first instanceof Error ? first.message : String(first);
-      throw new JobError('image.decode_failed', `The PSD composite could not be decoded: ${message}`);
+      return await read(bytes, header);
+    } catch (err) {
+      if (err instanceof JobError && (err.code === 'image.truncated' || err.code === 'image.too_many_pixels')) throw err;
+      first ??= err;
     }
   }
+  const message = first instanceof Error ? first.message : String(first);
+  throw new JobError('image.decode_failed', `The PSD composite could not be decoded: ${message}`);
 }
 
 function readHeader(b: Buffer): PsdHeader {
@@ -58,11 +56,11 @@ function readHeader(b: Buffer): PsdHeader {
   return { big: version === 2, channels: b.readUInt16BE(12), height: b.readUInt32BE(14), width: b.readUInt32BE(18), depth: b.readUInt16BE(22), colorMode: b.readUInt16BE(24) };
 }
 
-function fromAgPsd(bytes: Buffer): Decoded {
+function fromAgPsd(bytes: Buffer, header: PsdHeader): Decoded {
   const psd = readPsd(bytes, { skipLayerImageData: true, skipThumbnail: true, skipLinkedFilesData: true, useImageData: true });
   const img = psd.imageData;
   if (!img) throw new Error('the file has no composite image');
-  const icc = iccResource(sectionsOf(bytes, readHeader(bytes)).resources);
+  const icc = iccResource(sectionsOf(bytes, header).resources);
   const data = img.data instanceof Float32Array ? floatToShort(img.data) : img.data instanceof Uint16Array ? img.data : new Uint8Array(img.data.buffer, img.data.byteOffset, img.data.length);
   return { image: sharpFromPixels({ data, width: img.width, height: img.height, channels: 4, icc }), width: img.width, height: img.height, orientation: 1, via: 'ag-psd' };
 }
@@ -81,15 +79,24 @@ function floatToShort(f: Float32Array): Uint16Array {
   return out;
 }
 
-/** The merged CMYK(A) image: planar, raw or PackBits, inverted inks (255 = no ink) as Photoshop stores them. */
-function decodeCmyk(b: Buffer, h: PsdHeader): Decoded {
-  if (h.depth !== 8 && h.depth !== 16) throw new JobError('image.unsupported_variant', `${h.depth}-bit CMYK PSD is not supported.`);
-  const { resources, imageData: at } = sectionsOf(b, h);
+const COLOR_MODES: Record<number, { name: string; colours: number }> = { 1: { name: 'grey', colours: 1 }, 3: { name: 'rgb', colours: 3 }, 4: { name: 'cmyk', colours: 4 } };
+
+/**
+ * The merged image as stored: planar channels, raw or PackBits, 8 or 16 bits; CMYK inks are
+ * stored inverted (255 = no ink). The first extra channel is the merged transparency only when
+ * the layer count is negative (Photoshop's flag for it); other extra channels are saved selections
+ * or spot colours and are not part of the picture.
+ */
+function decodeComposite(b: Buffer, h: PsdHeader): Decoded {
+  const mode = COLOR_MODES[h.colorMode];
+  if (!mode || (h.depth !== 8 && h.depth !== 16)) throw new JobError('image.unsupported_variant', `${h.depth}-bit PSD colour mode ${h.colorMode} is not read directly.`);
+  const { resources, imageData: at, mergedAlpha } = sectionsOf(b, h);
   let pos = at;
   if (pos + 2 > b.length) throw new JobError('image.truncated', 'The PSD file has no composite image data.');
   const compression = b.readUInt16BE(pos);
   pos += 2;
-  const planes = Math.min(h.channels, 5);
+  if (h.channels < mode.colours) throw new JobError('image.decode_failed', 'The PSD declares fewer channels than its colour mode needs.');
+  const planes = mode.colours + (mergedAlpha && h.channels > mode.colours ? 1 : 0);
   const bytesPerSample = h.depth / 8;
   const rowBytes = h.width * bytesPerSample;
   const planeBytes = rowBytes * h.height;
@@ -100,6 +107,7 @@ function decodeCmyk(b: Buffer, h: PsdHeader): Decoded {
   } else if (compression === 1) {
     const countBytes = h.big ? 4 : 2;
     const rows = h.height * h.channels;
+    if (pos + rows * countBytes > b.length) throw new JobError('image.truncated', 'The PSD composite image is cut short.');
     let data = pos + rows * countBytes;
     for (let r = 0; r < h.height * planes; r++) {
       const count = countBytes === 4 ? b.readUInt32BE(pos + r * 4) : b.readUInt16BE(pos + r * 2);
@@ -108,23 +116,27 @@ function decodeCmyk(b: Buffer, h: PsdHeader): Decoded {
       data += count;
     }
   } else {
-    throw new JobError('image.unsupported_variant', `PSD composite compression ${compression} is not supported.`);
+    throw new JobError('image.unsupported_variant', `PSD composite compression ${compression} is not read directly.`);
   }
   const pixels = h.width * h.height;
-  const channels = planes >= 5 ? 5 : 4;
+  const cmyk = mode.name === 'cmyk';
   const max = h.depth === 16 ? 65535 : 255;
-  const out = h.depth === 16 ? new Uint16Array(pixels * channels) : new Uint8Array(pixels * channels);
-  const sample = (plane: number, i: number) => (h.depth === 16 ? planar.readUInt16BE(plane * planeBytes + i * 2) : planar[plane * planeBytes + i]);
-  for (let i = 0; i < pixels; i++) {
-    for (let c = 0; c < 4; c++) out[i * channels + c] = max - sample(c, i);
-    if (channels === 5) out[i * channels + 4] = sample(4, i);
+  const out = h.depth === 16 ? new Uint16Array(pixels * planes) : new Uint8Array(pixels * planes);
+  for (let c = 0; c < planes; c++) {
+    const invert = cmyk && c < 4;
+    const base = c * planeBytes;
+    for (let i = 0; i < pixels; i++) {
+      const v = h.depth === 16 ? planar.readUInt16BE(base + i * 2) : planar[base + i];
+      out[i * planes + c] = invert ? max - v : v;
+    }
   }
   const icc = iccResource(resources);
-  return { image: sharpFromPixels({ data: out, width: h.width, height: h.height, channels, icc, cmyk: true }), width: h.width, height: h.height, orientation: 1, via: 'psd-cmyk' };
+  const channels = planes as 1 | 2 | 3 | 4 | 5;
+  return { image: sharpFromPixels({ data: out, width: h.width, height: h.height, channels, icc, cmyk }), width: h.width, height: h.height, orientation: 1, via: 'psd-composite' };
 }
 
 /** The image-resources block and where the composite image data starts. */
-function sectionsOf(b: Buffer, h: PsdHeader): { resources: Buffer; imageData: number } {
+function sectionsOf(b: Buffer, h: PsdHeader): { resources: Buffer; imageData: number; mergedAlpha: boolean } {
   let pos = 26;
   const section = (lengthBytes: 4 | 8) => {
     if (pos + lengthBytes > b.length) throw new JobError('image.truncated', 'The PSD file is cut short.');
@@ -136,8 +148,10 @@ function sectionsOf(b: Buffer, h: PsdHeader): { resources: Buffer; imageData: nu
   };
   section(4);
   const resources = section(4);
-  section(h.big ? 8 : 4);
-  return { resources, imageData: pos };
+  const layers = section(h.big ? 8 : 4);
+  const infoBytes = h.big ? 8 : 4;
+  const mergedAlpha = layers.length >= infoBytes + 2 && layers.readInt16BE(infoBytes) < 0;
+  return { resources, imageData: pos, mergedAlpha };
 }
 
 function unpackBits(src: Buffer, dst: Buffer): void {

@@ -34,3 +34,22 @@ export function sharpError(err: unknown): JobError {
   if (/unsupported image format/i.test(message)) return new JobError('image.unsupported_variant', `This variant of the format cannot be decoded: ${message}`);
   return new JobError('image.decode_failed', `The image could not be decoded: ${message}`);
 }
+
+/**
+ * AVIF, including image sequences (animated AVIF): libvips recognises a HEIF file by its major
+ * brand and does not know the sequence brand `avis`, although such files also carry a still
+ * primary image (the first frame, as libavif writes them). A sequence with a primary item is
+ * therefore read through a copy whose major brand says `avif`; one without fails as an
+ * unsupported variant.
+ */
+export function decodeAvif(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
+  const sequence = bytes.length > 16 && bytes.toString('latin1', 8, 12) === 'avis';
+  if (!sequence) return decodeWithSharp(bytes, limits);
+  const meta = bytes.indexOf('meta', 0, 'latin1');
+  if (meta < 0 || meta > 4096 || bytes.indexOf('pitm', meta, 'latin1') < 0) {
+    throw new JobError('image.unsupported_variant', 'This animated AVIF has no still primary image to read the first frame from.');
+  }
+  const still = Buffer.from(bytes);
+  still.write('avif', 8, 'latin1');
+  return decodeWithSharp(still, limits);
+}
