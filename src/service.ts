@@ -116,6 +116,7 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     ledger,
     engine,
     spool,
+    pool,
     fetcher,
     tokens,
     planOf,

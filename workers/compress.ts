@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import { COMPRESSORS } from '../src/catalog/index.ts';
 import { type Compress, type CompressJob, type CompressResult, JobError } from './contract.ts';
+import type { Comparison, PreviewJob } from './preview.ts';
 
 /** One task of the pool: which compressor module to run on which files. */
 export interface CompressTask {
@@ -12,6 +13,14 @@ export interface CompressTask {
 }
 
 export type CompressOutcome = { ok: true; result: CompressResult } | { ok: false; code: string; detail: string };
+
+/** The pool's second task kind: compare previews of a finished job (the string `abort` comes in on `port`). */
+export interface PreviewTask {
+  preview: PreviewJob;
+  port: MessagePort;
+}
+
+export type PreviewOutcome = { ok: true; comparison: Comparison } | { ok: false; code: string; detail: string };
 
 const WORKER_MODULES = new Set(COMPRESSORS.map((c) => c.worker));
 const loaded = new Map<string, Promise<{ compress: Compress }>>();
@@ -28,7 +37,29 @@ function load(worker: string): Promise<{ compress: Compress }> {
   return mod;
 }
 
-export default async function run(task: CompressTask): Promise<CompressOutcome> {
+export default async function run(task: CompressTask | PreviewTask): Promise<CompressOutcome | PreviewOutcome> {
+  return 'preview' in task ? preview(task) : compress(task);
+}
+
+async function preview(task: PreviewTask): Promise<PreviewOutcome> {
+  const controller = new AbortController();
+  task.port.on('message', (m) => {
+    if (m === 'abort') controller.abort();
+  });
+  try {
+    // Loaded on first use, so compressing threads never load the preview renderers.
+    const { makeComparison } = await import('./preview.ts');
+    return { ok: true, comparison: await makeComparison(task.preview, controller.signal) };
+  } catch (err) {
+    if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message.slice(0, 256) };
+    const message = err instanceof Error ? err.message : String(err);
+    return { ok: false, code: 'compare.unavailable', detail: `The previews could not be made: ${message}`.slice(0, 256) };
+  } finally {
+    task.port.close();
+  }
+}
+
+async function compress(task: CompressTask): Promise<CompressOutcome> {
   const controller = new AbortController();
   task.port.on('message', (m) => {
     if (m === 'abort') controller.abort();

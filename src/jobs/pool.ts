@@ -1,10 +1,11 @@
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { CompressJob } from '../../workers/contract.ts';
-import type { CompressOutcome, CompressTask } from '../../workers/compress.ts';
+import type { CompressOutcome, CompressTask, PreviewOutcome, PreviewTask } from '../../workers/compress.ts';
+import type { PreviewJob } from '../../workers/preview.ts';
 import { workerEntry } from '../runtime/bundled.ts';
 
-export type { CompressOutcome };
+export type { CompressOutcome, PreviewOutcome };
 
 export interface PoolRun {
   worker: string;
@@ -17,6 +18,11 @@ export interface PoolRun {
 /** The worker-thread pool that runs compressors (piscina): one task per job. */
 export class CompressorPool {
   private readonly piscina: Piscina;
+  /**
+   * Compare previews run in threads of their own, so a preview neither waits behind long
+   * compressions nor takes a slot the scheduler counts as free for jobs.
+   */
+  private readonly previews: Piscina;
 
   constructor(readonly threads: number) {
     this.piscina = new Piscina({
@@ -28,6 +34,32 @@ export class CompressorPool {
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
     });
+    this.previews = new Piscina({
+      filename: workerEntry(),
+      minThreads: 0,
+      maxThreads: Math.max(1, Math.floor(threads / 2)),
+      idleTimeout: 60_000,
+      concurrentTasksPerWorker: 1,
+      resourceLimits: { maxOldGenerationSizeMb: 2048 },
+    });
+  }
+
+  /** Makes a finished job's compare previews; an abort (time limit) terminates the task's thread. */
+  async preview(job: PreviewJob, signal: AbortSignal): Promise<PreviewOutcome> {
+    const { port1, port2 } = new MessageChannel();
+    const onAbort = () => port1.postMessage('abort');
+    signal.addEventListener('abort', onAbort, { once: true });
+    const task: PreviewTask = { preview: job, port: port2 };
+    try {
+      return (await this.previews.run(task, { transferList: [port2], signal })) as PreviewOutcome;
+    } catch (err) {
+      if (signal.aborted) return { ok: false, code: 'compare.timeout', detail: 'Making the previews took too long.' };
+      const message = err instanceof Error ? err.message : String(err);
+      return { ok: false, code: 'compare.unavailable', detail: `The preview worker stopped unexpectedly: ${message}`.slice(0, 256) };
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      port1.close();
+    }
   }
 
   /**
@@ -60,6 +92,6 @@ export class CompressorPool {
   }
 
   async close(): Promise<void> {
-    await this.piscina.close({ force: true });
+    await Promise.all([this.piscina.close({ force: true }), this.previews.close({ force: true })]);
   }
 }

@@ -5,6 +5,7 @@ import type { Plan } from '../accounts/plan.ts';
 import type { AccountRegistry } from '../accounts/registry.ts';
 import { ApiError } from '../errors.ts';
 import type { JobEngine } from '../jobs/engine.ts';
+import type { CompressorPool } from '../jobs/pool.ts';
 import type { Spool } from '../jobs/spool.ts';
 import type { DownloadTokens } from '../webhooks/download-token.ts';
 import type { AppEnv } from './env.ts';
@@ -12,6 +13,7 @@ import { requireApiKey } from './middleware/auth.ts';
 import { clientIp } from './middleware/client-ip.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
 import { pathWithoutVersion, versioning } from './middleware/versioning.ts';
+import { compareRoutes } from './routes/compare.ts';
 import { discoveryRoutes, schemaRoutes } from './routes/discovery.ts';
 import { entitlementRoutes } from './routes/entitlements.ts';
 import { jobRoutes } from './routes/jobs.ts';
@@ -23,6 +25,7 @@ export interface AppServices {
   ledger: CreditLedger;
   engine: JobEngine;
   spool: Spool;
+  pool: CompressorPool;
   fetcher: InputFetcher;
   tokens: DownloadTokens;
   planOf(account: string): Plan;
@@ -70,5 +73,6 @@ export function createApp(s: AppServices): Hono<AppEnv> {
   app.route('/', entitlementRoutes(s.ledger, s.planOf));
   app.route('/', submitRoutes(s));
   app.route('/', jobRoutes(s.engine));
+  app.route('/', compareRoutes(s.engine, s.spool, s.pool));
   return app;
 }

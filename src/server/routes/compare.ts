@@ -1,0 +1,129 @@
+import { access } from 'node:fs/promises';
+import { Hono } from 'hono';
+import { LRUCache } from 'lru-cache';
+import type { Comparison, PreviewJob } from '../../../workers/preview.ts';
+import { ApiError } from '../../errors.ts';
+import type { JobEngine } from '../../jobs/engine.ts';
+import type { CompressorPool } from '../../jobs/pool.ts';
+import type { Spool } from '../../jobs/spool.ts';
+import type { Job } from '../../jobs/types.ts';
+import type { AppEnv } from '../env.ts';
+import { ownedJob } from './jobs.ts';
+
+export interface CompareSettings {
+  /** Past this, making previews stops and the answer is 504 `compare.timeout`. */
+  timeoutMs: number;
+  /** Encoded previews kept in memory, counted in base64 characters. */
+  cacheBytes: number;
+}
+
+export const COMPARE_DEFAULTS: CompareSettings = { timeoutMs: 30_000, cacheBytes: 64 * 1024 * 1024 };
+
+/** Per-entry overhead besides the two base64 strings (numbers, keys, the map's own bookkeeping). */
+const ENTRY_OVERHEAD = 256;
+
+/**
+ * Makes compare previews in the worker pool, once per job: finished results are kept in an LRU
+ * bounded by bytes, and concurrent requests for the same job share one run and its time limit.
+ * Failures are not kept, so a timed-out job can be asked again.
+ */
+export class Comparer {
+  private readonly cache: LRUCache<string, Comparison>;
+  private readonly running = new Map<string, Promise<Comparison>>();
+
+  constructor(
+    private readonly pool: Pick<CompressorPool, 'preview'>,
+    private readonly settings: CompareSettings = COMPARE_DEFAULTS,
+  ) {
+    this.cache = new LRUCache({
+      maxSize: settings.cacheBytes,
+      sizeCalculation: (c) => c.before.data.length + c.after.data.length + ENTRY_OVERHEAD,
+    });
+  }
+
+  /** Previews for `key`; rejects with ApiError `compare.timeout` (504) or `compare.unavailable` (422). */
+  comparison(key: string, job: PreviewJob): Promise<Comparison> {
+    const hit = this.cache.get(key);
+    if (hit) return Promise.resolve(hit);
+    let run = this.running.get(key);
+    if (!run) {
+      run = this.make(key, job).finally(() => this.running.delete(key));
+      this.running.set(key, run);
+    }
+    return run;
+  }
+
+  private async make(key: string, job: PreviewJob): Promise<Comparison> {
+    const outcome = await this.pool.preview(job, AbortSignal.timeout(this.settings.timeoutMs));
+    if (outcome.ok) {
+      this.cache.set(key, outcome.comparison);
+      return outcome.comparison;
+    }
+    if (outcome.code === 'compare.timeout') {
+      throw new ApiError('compare.timeout', 504, `Making the previews took longer than ${this.settings.timeoutMs / 1000} s.`);
+    }
+    throw new ApiError('compare.unavailable', 422, outcome.detail);
+  }
+}
+
+/** The spec's Compare response. */
+export function compareView(job: Job, c: Comparison): Record<string, unknown> {
+  return {
+    beforeImage: c.before.data,
+    afterImage: c.after.data,
+    originalBytes: job.inputBytes,
+    compressedBytes: job.output?.bytes ?? 0,
+    beforeMimeType: c.before.mimeType,
+    afterMimeType: c.after.mimeType,
+    previewWidth: c.before.width,
+    previewHeight: c.before.height,
+    afterPreviewWidth: c.after.width,
+    afterPreviewHeight: c.after.height,
+    inputWidth: c.input.width,
+    inputHeight: c.input.height,
+    outputWidth: c.output.width,
+    outputHeight: c.output.height,
+    wasResized: c.input.width !== c.output.width || c.input.height !== c.output.height,
+  };
+}
+
+const expired = () => new ApiError('compare.expired', 410, 'The files were deleted after their retention period.');
+
+/** `GET /compress/job/{id}/compare`: before/after previews of a Succeeded job. */
+export function compareRoutes(engine: JobEngine, spool: Spool, pool: Pick<CompressorPool, 'preview'>, settings: CompareSettings = COMPARE_DEFAULTS) {
+  const comparer = new Comparer(pool, settings);
+  const app = new Hono<AppEnv>();
+  app.get('/compress/job/:id/compare', async (c) => {
+    const job = ownedJob(engine, c);
+    if (job.status !== 'Succeeded' || !job.output) {
+      throw new ApiError('compare.not_ready', 409, `The job is ${job.status}; previews exist only for a Succeeded job.`);
+    }
+    if (await engine.isExpired(job)) throw expired();
+    const files: PreviewJob = {
+      inputPath: spool.inputPath(job.id),
+      inputFormat: job.format,
+      outputPath: job.output.path,
+      outputFormat: job.output.format,
+    };
+    let comparison: Comparison;
+    try {
+      comparison = await comparer.comparison(`${job.id}/${job.completedAt}`, files);
+    } catch (err) {
+      // Files deleted while the previews were being made (retention, DELETE) read as unreadable.
+      if ((await engine.isExpired(job)) || !(await exists(files.inputPath, files.outputPath))) throw expired();
+      throw err;
+    }
+    c.header('cache-control', 'private, no-store');
+    return c.json(compareView(job, comparison));
+  });
+  return app;
+}
+
+async function exists(...paths: string[]): Promise<boolean> {
+  try {
+    await Promise.all(paths.map((p) => access(p)));
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,225 @@
+// Spec: "Compare response", "Job endpoints" (compare errors) — before/after previews on real corpus files.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import yauzl from 'yauzl';
+import { CompressorPool } from '../src/jobs/pool.ts';
+import { ApiError } from '../src/errors.ts';
+import { Comparer } from '../src/server/routes/compare.ts';
+import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
+
+const PREVIEW_EDGE = 1200;
+
+let s: TestServer;
+before(async () => {
+  s = await startTestServer({ workers: '2' });
+});
+after(() => s.stop());
+
+async function finishedJob(server: TestServer, file: string, options?: object): Promise<Record<string, any>> {
+  const fields: Record<string, string> = options ? { options: JSON.stringify(options) } : {};
+  const accepted = await json(await server.api('/compress', { method: 'POST', body: await fileForm(join(CORPUS, file), fields) }));
+  assert.ok(accepted.id, JSON.stringify(accepted));
+  return waitForJob(server, accepted.id);
+}
+
+/** Decodes a preview and checks it is what the response says it is. */
+async function checkPreview(base64: string, mimeType: string, width: number, height: number): Promise<void> {
+  assert.match(mimeType, /^image\/(jpeg|webp)$/);
+  const meta = await sharp(Buffer.from(base64, 'base64')).metadata();
+  assert.equal(meta.format, mimeType === 'image/jpeg' ? 'jpeg' : 'webp');
+  assert.equal(meta.width, width);
+  assert.equal(meta.height, height);
+  assert.ok(Math.max(width, height) <= PREVIEW_EDGE);
+}
+
+/** A preview of `w`×`h` keeps the aspect ratio of `fw`×`fh` (to the pixel rounding of its edges). */
+function assertAspect(w: number, h: number, fw: number, fh: number): void {
+  assert.ok(Math.abs(w - (h * fw) / fh) <= 1 || Math.abs(h - (w * fh) / fw) <= 1, `${w}×${h} is not the shape of ${fw}×${fh}`);
+}
+
+async function compare(job: Record<string, any>): Promise<Record<string, any>> {
+  const res = await s.api(`/compress/job/${job.id}/compare`);
+  const body = await json(res);
+  assert.equal(res.status, 200, JSON.stringify(body));
+  assert.equal(res.headers.get('cache-control'), 'private, no-store');
+  for (const f of ['beforeImage', 'afterImage', 'beforeMimeType', 'afterMimeType']) assert.equal(typeof body[f], 'string', f);
+  for (const f of ['originalBytes', 'compressedBytes', 'previewWidth', 'previewHeight', 'afterPreviewWidth', 'afterPreviewHeight', 'inputWidth', 'inputHeight', 'outputWidth', 'outputHeight']) {
+    assert.ok(Number.isInteger(body[f]) && body[f] > 0, `${f}: ${body[f]}`);
+  }
+  assert.equal(body.originalBytes, job.metrics.inputBytes);
+  assert.equal(body.compressedBytes, job.metrics.outputBytes);
+  assert.equal(body.wasResized, body.inputWidth !== body.outputWidth || body.inputHeight !== body.outputHeight);
+  await checkPreview(body.beforeImage, body.beforeMimeType, body.previewWidth, body.previewHeight);
+  await checkPreview(body.afterImage, body.afterMimeType, body.afterPreviewWidth, body.afterPreviewHeight);
+  assertAspect(body.previewWidth, body.previewHeight, body.inputWidth, body.inputHeight);
+  assertAspect(body.afterPreviewWidth, body.afterPreviewHeight, body.outputWidth, body.outputHeight);
+  return body;
+}
+
+/** Displayed size of an image file or download (EXIF orientation applied). */
+async function displayed(input: string | Buffer): Promise<[number, number]> {
+  const m = await sharp(input).metadata();
+  return [m.autoOrient.width, m.autoOrient.height];
+}
+
+async function downloaded(job: Record<string, any>): Promise<Buffer> {
+  return Buffer.from(await (await s.api(`/compress/job/${job.id}/download`)).arrayBuffer());
+}
+
+/** The jobs of the kind tests, submitted together so the pool runs them side by side. */
+const KINDS = {
+  jpg: ['jpg/jpeg420exif.jpg', { resize: { enabled: true, mode: 'pixels', value: 1000 } }],
+  png: ['png/exifr-logo-black-highres.png'],
+  gif: ['gif/exifr-readme-animated.gif'],
+  universal: ['webp/denali.webp'],
+  pdf: ['pdf/ocrmypdf-cardinal-scan.pdf'],
+  docx: ['docx/python-docx-inline-shapes.docx'],
+} as const satisfies Record<string, readonly [string, object?]>;
+const jobs = new Map<keyof typeof KINDS, Promise<Record<string, any>>>();
+const jobOf = async (kind: keyof typeof KINDS): Promise<Record<string, any>> => {
+  const job = await jobs.get(kind)!;
+  assert.equal(job.status, 'Succeeded', JSON.stringify(job.error));
+  return job;
+};
+
+/** Size of the largest picture (by stored bytes) in an Office package, read independently of the service. */
+async function largestPictureSize(path: string): Promise<[number, number]> {
+  const zip = await yauzl.openPromise(path, { lazyEntries: true, autoClose: false });
+  try {
+    let largest: yauzl.Entry | null = null;
+    for await (const entry of zip.eachEntry()) {
+      if (/\/media\/[^/]+\.(jpe?g|png)$/i.test(entry.fileName) && (!largest || entry.uncompressedSize > largest.uncompressedSize)) largest = entry;
+    }
+    assert.ok(largest, 'the package has a picture');
+    const chunks: Buffer[] = [];
+    for await (const chunk of await zip.openReadStreamPromise(largest)) chunks.push(chunk as Buffer);
+    return displayed(Buffer.concat(chunks));
+  } finally {
+    zip.close();
+  }
+}
+
+describe('previews for every kind', () => {
+  before(() => {
+    for (const [kind, [file, options]] of Object.entries(KINDS) as [keyof typeof KINDS, readonly [string, object?]][]) {
+      const job = finishedJob(s, file, options);
+      job.catch(() => {});
+      jobs.set(kind, job);
+    }
+  });
+
+  it('JPG resized to 1000 px: input and output sizes, wasResized, previews fit 1200 px', async () => {
+    const job = await jobOf('jpg');
+    const body = await compare(job);
+    assert.deepEqual([body.inputWidth, body.inputHeight], await displayed(join(CORPUS, 'jpg/jpeg420exif.jpg')));
+    assert.deepEqual([body.outputWidth, body.outputHeight], await displayed(await downloaded(job)));
+    assert.equal(Math.max(body.outputWidth, body.outputHeight), 1000);
+    assert.equal(body.wasResized, true);
+    assert.equal(Math.max(body.previewWidth, body.previewHeight), PREVIEW_EDGE);
+    assert.deepEqual([body.afterPreviewWidth, body.afterPreviewHeight], [body.outputWidth, body.outputHeight]);
+    assert.equal(body.beforeMimeType, 'image/jpeg');
+
+    const again = await json(await s.api(`/compress/job/${job.id}/compare`));
+    assert.deepEqual(again, body, 'a second request is answered from the cache with the same previews');
+  });
+
+  it('PNG with transparency previews as WebP that keeps its alpha', async () => {
+    const job = await jobOf('png');
+    const body = await compare(job);
+    assert.deepEqual([body.inputWidth, body.inputHeight], [1616, 855]);
+    assert.deepEqual([body.outputWidth, body.outputHeight], await displayed(await downloaded(job)));
+    assert.equal(body.wasResized, false);
+    assert.equal(body.beforeMimeType, 'image/webp');
+    assert.equal(body.afterMimeType, 'image/webp');
+    assert.equal((await sharp(Buffer.from(body.afterImage, 'base64')).metadata()).hasAlpha, true);
+  });
+
+  it('animated GIF: the first frame, never enlarged', async () => {
+    const job = await jobOf('gif');
+    const body = await compare(job);
+    assert.deepEqual([body.inputWidth, body.inputHeight, body.previewWidth, body.previewHeight], [560, 888, 560, 888]);
+    assert.deepEqual([body.outputWidth, body.outputHeight], [560, 888]);
+    assert.equal(body.wasResized, false);
+  });
+
+  it('universal image (WebP in, JPG out): the decoded input beside the output', async () => {
+    const job = await jobOf('universal');
+    const body = await compare(job);
+    assert.deepEqual([body.inputWidth, body.inputHeight], [600, 315]);
+    assert.deepEqual([body.outputWidth, body.outputHeight], await displayed(await downloaded(job)));
+    assert.equal(body.beforeMimeType, 'image/jpeg');
+  });
+
+  it('PDF: page 1 rendered before and after, the page size in points', async () => {
+    const job = await jobOf('pdf');
+    const body = await compare(job);
+    assert.deepEqual([body.inputWidth, body.inputHeight, body.outputWidth, body.outputHeight], [612, 792, 612, 792]);
+    assert.equal(body.wasResized, false);
+    assert.equal(Math.max(body.previewWidth, body.previewHeight), PREVIEW_EDGE);
+    assert.deepEqual([body.afterPreviewWidth, body.afterPreviewHeight], [body.previewWidth, body.previewHeight]);
+    // A scanned page renders to something other than a blank sheet.
+    const stats = await sharp(Buffer.from(body.beforeImage, 'base64')).stats();
+    assert.ok(stats.channels[0].stdev > 10, `stdev ${stats.channels[0].stdev}`);
+  });
+
+  it('DOCX: the largest embedded picture before and after', async () => {
+    const job = await jobOf('docx');
+    const body = await compare(job);
+    assert.deepEqual([body.inputWidth, body.inputHeight], await largestPictureSize(join(CORPUS, KINDS.docx[0])));
+    assert.ok(body.outputWidth <= body.inputWidth && body.outputHeight <= body.inputHeight);
+    assertAspect(body.outputWidth, body.outputHeight, body.inputWidth, body.inputHeight);
+  });
+});
+
+describe('compare errors', () => {
+  it('404 jobs.not_found and 403 jobs.forbidden', async () => {
+    const missing = await s.api('/compress/job/does-not-exist/compare');
+    assert.equal(missing.status, 404);
+    assert.deepEqual(await json(missing), { error: 'jobs.not_found', detail: null });
+
+    const job = await finishedJob(s, 'gif/file-type-fixture.gif');
+    const other = await s.api(`/compress/job/${job.id}/compare`, { key: s.newKey('compare-someone-else') });
+    assert.equal(other.status, 403);
+    assert.equal((await json(other)).error, 'jobs.forbidden');
+  });
+
+  it('409 compare.not_ready for a job that did not succeed', async () => {
+    const job = await finishedJob(s, 'bad/truncated.jpg');
+    assert.equal(job.status, 'Failed');
+    const res = await s.api(`/compress/job/${job.id}/compare`);
+    assert.equal(res.status, 409);
+    assert.equal((await json(res)).error, 'compare.not_ready');
+  });
+
+  it('410 compare.expired once retention has deleted the files', async () => {
+    const short = await startTestServer({ workers: '1', retentionSeconds: '1' });
+    try {
+      const job = await finishedJob(short, 'gif/file-type-fixture.gif');
+      assert.equal(job.status, 'Succeeded');
+      await new Promise((r) => setTimeout(r, 1100));
+      const res = await short.api(`/compress/job/${job.id}/compare`);
+      assert.equal(res.status, 410);
+      assert.equal((await json(res)).error, 'compare.expired');
+    } finally {
+      await short.stop();
+    }
+  });
+
+  it('504 compare.timeout when the previews take longer than the limit', async () => {
+    const pool = new CompressorPool(1);
+    try {
+      const comparer = new Comparer(pool, { timeoutMs: 1, cacheBytes: 1024 * 1024 });
+      const pdf = join(CORPUS, 'pdf/derived-photo-heavy-img2pdf.pdf');
+      await assert.rejects(comparer.comparison('slow', { inputPath: pdf, inputFormat: 'pdf', outputPath: pdf, outputFormat: 'pdf' }), (err) => {
+        assert.ok(err instanceof ApiError);
+        assert.equal(err.code, 'compare.timeout');
+        assert.equal(err.status, 504);
+        return true;
+      });
+    } finally {
+      await pool.close();
+    }
+  });
+});
