@@ -152,26 +152,40 @@ const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'si
 const carriedRoots = new Set();
 
 async function bundle(label, options) {
+  let result;
   try {
-    const result = await esbuild.build({ ...common, ...options });
-    for (const w of result.warnings) {
-      const file = w.location?.file ?? '';
-      // bundled.ts computes source paths from import.meta.url only when no runtime tree is set.
-      if (w.id === 'empty-import-meta' && join(ROOT, file) === BUNDLED_TS) continue;
-      if (w.id === 'empty-import-meta') fail(`${label}: ${file} uses import.meta, which is empty in the executable's CommonJS main script`);
-      console.warn(`build: ${label}: warning: ${w.text} (${file})`);
-    }
+    result = await esbuild.build({ ...common, metafile: true, ...options });
   } catch (err) {
     fail(`${label}: ${err.message}`);
   }
+  for (const w of result.warnings) console.warn(`build: ${label}: warning: ${w.text} (${w.location?.file ?? ''})`);
+  return result;
 }
 
-await bundle('main', {
+/**
+ * In the CommonJS main script `import.meta.url` is the executable's own URL: packages that
+ * make a require from it (fdir) keep working. Our code must not locate files that way, since
+ * nothing lies beside the executable; bundled.ts does so only when no runtime tree is set, and
+ * ui/bundle.ts is replaced by its build-time output.
+ */
+const IMPORT_META_ALLOWED = new Set([BUNDLED_TS, join(ROOT, 'ui/bundle.ts')]);
+function assertNoImportMeta(result) {
+  for (const input of Object.keys(result.metafile.inputs)) {
+    const path = join(ROOT, input);
+    if (input.includes('node_modules/') || input.includes(':') || IMPORT_META_ALLOWED.has(path)) continue;
+    if (/\bimport\.meta\b/.test(readFileSync(path, 'utf8'))) fail(`main: ${input} uses import.meta, which points at the executable in the single executable; locate files through src/runtime/bundled.ts`);
+  }
+}
+
+const mainResult = await bundle('main', {
   entryPoints: [join(ROOT, 'src/runtime/sea-main.ts')],
   outfile: join(WORK, 'main.cjs'),
   format: 'cjs',
+  banner: { js: 'var __compressdImportMetaUrl = require("node:url").pathToFileURL(process.execPath).href;' },
+  define: { 'import.meta.url': '__compressdImportMetaUrl' },
   plugins: [prebuiltUi, carriedPackages(carriedRoots, 'tree')],
 });
+assertNoImportMeta(mainResult);
 await bundle('worker', {
   entryPoints: [join(ROOT, 'workers/compress.ts')],
   outfile: join(TREE, 'worker.mjs'),
@@ -180,6 +194,25 @@ await bundle('worker', {
   banner: { js: "import { createRequire as __compressdRequire } from 'node:module'; const require = __compressdRequire(import.meta.url);" },
   plugins: [carriedPackages(carriedRoots, 'external')],
 });
+
+/**
+ * Modules the worker code loads through its own `createRequire(import.meta.url)` (an Emscripten
+ * factory next to its .wasm, say) are invisible to esbuild and stay as calls in the output; the
+ * packages they name must be on disk beside worker.mjs.
+ */
+function packagesRequiredAtRunTime(bundleFile) {
+  const text = readFileSync(bundleFile, 'utf8');
+  const roots = new Set();
+  for (const [, specifier] of text.matchAll(/\b(?:__require|require\d*)(?:\.resolve)?\(\s*["']([^"'./][^"']*)["']\s*\)/g)) {
+    if (specifier.startsWith('node:') || builtinModules.includes(specifier)) continue;
+    const parts = specifier.split('/');
+    const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+    const root = join(ROOT, 'node_modules', name);
+    if (existsSync(join(root, 'package.json'))) roots.add(root);
+  }
+  return roots;
+}
+packagesRequiredAtRunTime(join(TREE, 'worker.mjs')).forEach((root) => carriedRoots.add(root));
 
 // ---- the runtime tree -------------------------------------------------------------------------
 

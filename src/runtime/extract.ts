@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, mkdirSync, mkdtempSync, openSync, renameSync, rmSync, statSync, writeSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { assertExecAllowed, ensurePrivateRoot } from './cache-dir.ts';
 import { pruneOldTrees, takeLease } from './lease.ts';
@@ -15,8 +15,10 @@ export const MANIFEST_KEY = '@manifest';
 
 /**
  * Makes sure `<root>/<manifest.id>` holds the runtime tree and returns its path. The tree is
- * written to a private temporary directory, flushed, and published by one rename, so a reader
- * never sees half a tree and concurrent starts agree on one copy. Trees of other builds that no
+ * written to a private temporary directory and published by one rename, so a reader never sees
+ * half a tree and concurrent starts agree on one copy. Every start checks each file's size, so a
+ * tree cut short (a crash before the data reached the disk, a file removed by hand) is replaced
+ * rather than loaded; that check is why files are not fsynced. Trees of other builds that no
  * live process uses are removed.
  */
 export function ensureRuntimeTree(root: string, manifest: RuntimeManifest, read: (key: string) => Uint8Array): string {
@@ -53,7 +55,7 @@ function publish(root: string, dir: string, manifest: RuntimeManifest, read: (ke
     for (const f of manifest.files) {
       const target = join(tmp, f.path);
       mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
-      writeDurably(target, read(f.path), f.mode & 0o755);
+      writeFileSync(target, read(f.path), { mode: f.mode & 0o755, flag: 'wx' });
     }
     try {
       renameSync(tmp, dir);
@@ -65,15 +67,5 @@ function publish(root: string, dir: string, manifest: RuntimeManifest, read: (ke
     }
   } finally {
     rmSync(tmp, { recursive: true, force: true });
-  }
-}
-
-function writeDurably(path: string, bytes: Uint8Array, mode: number): void {
-  const fd = openSync(path, 'wx', mode);
-  try {
-    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }
