@@ -73,7 +73,7 @@ const KINDS = {
   jpg: ['jpg/jpeg420exif.jpg', { resize: { enabled: true, mode: 'pixels', value: 1000 } }],
   png: ['png/exifr-logo-black-highres.png'],
   gif: ['gif/exifr-readme-animated.gif'],
-  universal: ['webp/denali.webp'],
+  universal: ['bmp/derived-prairie_falcon-24bit.bmp'],
   pdf: ['pdf/ocrmypdf-cardinal-scan.pdf'],
   docx: ['docx/python-docx-inline-shapes.docx'],
 } as const satisfies Record<string, readonly [string, object?]>;
@@ -144,10 +144,11 @@ describe('previews for every kind', () => {
     assert.equal(body.wasResized, false);
   });
 
-  it('universal image (WebP in, JPG out): the decoded input beside the output', async () => {
+  it('universal image (BMP in, JPG out): the decoded input beside the output', async () => {
     const job = await jobOf('universal');
     const body = await compare(job);
-    assert.deepEqual([body.inputWidth, body.inputHeight], [600, 315]);
+    assert.equal(job.output.contentType, 'image/jpeg');
+    assert.deepEqual([body.inputWidth, body.inputHeight], [800, 533]);
     assert.deepEqual([body.outputWidth, body.outputHeight], await displayed(await downloaded(job)));
     assert.equal(body.beforeMimeType, 'image/jpeg');
   });

@@ -43,7 +43,7 @@ export async function makeComparison(job: PreviewJob, signal: AbortSignal): Prom
   }
   if (OFFICE.has(input)) {
     const original = await largestPicture(job.inputPath, signal);
-    const compressed = await pictureAt(job.outputPath, original.part);
+    const compressed = await pictureAt(job.outputPath, original.part, signal);
     const before = await encodePreview(original.image);
     signal.throwIfAborted();
     return { before, after: await encodePreview(compressed.image), input: sizeOf(original), output: sizeOf(compressed) };

@@ -1,9 +1,12 @@
 import { readFile } from 'node:fs/promises';
-import sharp, { type Sharp } from 'sharp';
-import { RAW_FORMATS } from '../../src/catalog/compressors/universal.ts';
-import { JobError } from '../contract.ts';
+import type { Sharp } from 'sharp';
+import { decodeBmp } from '../decoders/bmp.ts';
+import { detectFamily, type Family } from '../decoders/detect.ts';
+import { decodeHeic } from '../decoders/heic.ts';
 import { MAX_PIXELS } from '../decoders/limits.ts';
+import { decodePsd } from '../decoders/psd.ts';
 import { decodeRaw } from '../decoders/raw.ts';
+import { decodeAvif, decodeWithSharp } from '../decoders/sharp-native.ts';
 import type { Decoded, Decoder } from '../decoders/types.ts';
 
 /** An upright picture (EXIF orientation applied) and its displayed size. */
@@ -13,46 +16,36 @@ export interface Picture {
   height: number;
 }
 
-/** Formats whose decoding is not left to sharp (see README: compressd decoders). */
-const DECODERS: Record<string, Decoder> = Object.fromEntries(RAW_FORMATS.map((f) => [f, decodeRaw]));
+/** The universal compressor's decoders, so a preview shows the picture that job compressed. */
+const DECODERS: Record<Family, Decoder> = {
+  jpeg: decodeWithSharp,
+  png: decodeWithSharp,
+  gif: decodeWithSharp,
+  webp: decodeWithSharp,
+  avif: decodeAvif,
+  tiff: decodeWithSharp,
+  heic: decodeHeic,
+  bmp: decodeBmp,
+  psd: decodePsd,
+  raw: decodeRaw,
+};
 
 /**
- * Opens an image file for previewing: the first frame of an animation, the decoded picture for
- * formats that have their own decoder, sharp for the rest. The pixel budget of the compressors
- * applies, so a preview never decodes more than a job could.
+ * Opens an image file for previewing: format by magic bytes (the declared one breaks ties, as in
+ * the universal compressor), the first frame of an animation, the compressors' pixel budget.
  */
 export async function openPicture(path: string, format: string, signal: AbortSignal): Promise<Picture> {
-  const decoder = DECODERS[format];
-  if (decoder) return uprightDecoded(await decoder(await readFile(path), { maxPixels: MAX_PIXELS, signal }));
-  const image = sharp(path, { limitInputPixels: MAX_PIXELS, failOn: 'none' });
-  let meta;
-  try {
-    meta = await image.metadata();
-  } catch (err) {
-    throw new JobError('compare.unavailable', `The ${format.toUpperCase()} file cannot be read for a preview: ${(err as Error).message}`);
-  }
-  return { image: image.autoOrient(), width: meta.autoOrient.width, height: meta.autoOrient.height };
+  const bytes = await readFile(path);
+  return upright(await DECODERS[detectFamily(bytes, format)](bytes, { maxPixels: MAX_PIXELS, signal }));
 }
 
 /** Reads a picture held in memory (an Office document's embedded image). */
-export async function pictureOf(bytes: Buffer): Promise<Picture> {
-  const meta = await sharp(bytes, { limitInputPixels: MAX_PIXELS }).metadata();
-  return { image: sharp(bytes, { limitInputPixels: MAX_PIXELS, failOn: 'none' }).autoOrient(), width: meta.autoOrient.width, height: meta.autoOrient.height };
+export async function pictureOf(bytes: Buffer, signal: AbortSignal): Promise<Picture> {
+  return upright(await decodeWithSharp(bytes, { maxPixels: MAX_PIXELS, signal }));
 }
 
-const QUARTER_TURNS: Record<number, number> = { 3: 180, 5: 270, 6: 90, 7: 90, 8: 270 };
-
-/**
- * Applies the EXIF orientation a decoder left to its pipeline. sharp rotates before it mirrors,
- * so the transposing orientations are a quarter turn followed by a horizontal mirror.
- */
-export function uprightDecoded(d: Pick<Decoded, 'image' | 'width' | 'height' | 'orientation'>): Picture {
-  const o = d.orientation;
-  let image = d.image;
-  const turn = QUARTER_TURNS[o];
-  if (turn) image = image.rotate(turn);
-  if (o === 2 || o === 5 || o === 7) image = image.flop();
-  if (o === 4) image = image.flip();
-  const swapped = o >= 5 && o <= 8;
-  return { image, width: swapped ? d.height : d.width, height: swapped ? d.width : d.height };
+/** Upright the way the universal compressor does it: sharp's auto-orientation from the pipeline's EXIF. */
+async function upright(d: Decoded): Promise<Picture> {
+  const { autoOrient } = await d.image.metadata();
+  return { image: d.image.autoOrient(), width: autoOrient.width, height: autoOrient.height };
 }

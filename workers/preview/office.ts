@@ -23,7 +23,7 @@ export async function largestPicture(path: string, signal: AbortSignal): Promise
   try {
     for (const entry of await imageEntries(pkg)) {
       signal.throwIfAborted();
-      const picture = await decodeEntry(pkg, entry);
+      const picture = await decodeEntry(pkg, entry, signal);
       if (picture) return { ...picture, part: entry.name };
     }
     throw new JobError('compare.unavailable', 'The document has no embedded picture to compare.');
@@ -33,11 +33,11 @@ export async function largestPicture(path: string, signal: AbortSignal): Promise
 }
 
 /** The picture stored under `part` (case-insensitive) in another package, e.g. the compressed output. */
-export async function pictureAt(path: string, part: string): Promise<Picture> {
+export async function pictureAt(path: string, part: string, signal: AbortSignal): Promise<Picture> {
   const pkg = await openPackage(path);
   try {
     const entry = pkg.entries.find((e) => e.name.toLowerCase() === part.toLowerCase());
-    const picture = entry && (await decodeEntry(pkg, entry));
+    const picture = entry && (await decodeEntry(pkg, entry, signal));
     if (!picture) throw new JobError('compare.unavailable', `The compressed document has no readable picture at ${part}.`);
     return picture;
   } finally {
@@ -65,12 +65,12 @@ async function packageRelTargets(pkg: OpenPackage): Promise<Set<string>> {
   return new Set(targets.flatMap((r) => (r.part ? [r.part.toLowerCase()] : [])));
 }
 
-async function decodeEntry(pkg: OpenPackage, entry: PackageEntry): Promise<Picture | null> {
+async function decodeEntry(pkg: OpenPackage, entry: PackageEntry, signal: AbortSignal): Promise<Picture | null> {
   if (entry.uncompressedSize > LIMITS.maxMediaBytes) return null;
   const bytes = await readEntry(pkg.zip, entry);
   if (!sniffImage(bytes) && !isGif(bytes)) return null;
   try {
-    return await pictureOf(bytes);
+    return await pictureOf(bytes, signal);
   } catch {
     return null;
   }
