@@ -15,6 +15,8 @@ import { CompressorPool } from './jobs/pool.ts';
 import { LocalSpool } from './jobs/spool.ts';
 import { JournaledJobStore } from './jobs/store.ts';
 import type { Job } from './jobs/types.ts';
+import { DiskGuard, insufficientStorage } from './ops/disk.ts';
+import { ServiceMetrics } from './ops/metrics.ts';
 import { createApp } from './server/app.ts';
 import { outputFileName } from './server/views.ts';
 import { DownloadTokens, presignedDownloadUrl } from './webhooks/download-token.ts';
@@ -25,6 +27,8 @@ export interface RunningService {
   port: number;
   /** The API key of the `default` account when this start created it (first start). */
   firstKey: string | null;
+  /** The HTTP routes served (method and path pattern). */
+  routes(): { method: string; path: string }[];
   close(graceMs?: number): Promise<void>;
 }
 
@@ -64,7 +68,22 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     dnsOverrides: parseDnsOverrides(config.dnsOverrides),
     ...extra,
   };
-  const fetcher = new UrlFetcher(fetchConfig);
+  const urlFetcher = new UrlFetcher(fetchConfig);
+  const disk = new DiskGuard(config.dataDir, config.minFreeDiskBytes);
+  const fetcher = {
+    async fetchToFile(...args: Parameters<UrlFetcher['fetchToFile']>) {
+      try {
+        const fetched = await urlFetcher.fetchToFile(...args);
+        metrics.urlFetch('ok');
+        return fetched;
+      } catch (err) {
+        const code = (err as { code?: string }).code;
+        metrics.urlFetch(typeof code === 'string' && code.startsWith('url_fetch.') ? code : 'error');
+        if (code === 'ENOSPC') throw insufficientStorage('The data volume is full.');
+        throw err;
+      }
+    },
+  };
   const tokens = await DownloadTokens.open(config.dataDir);
   const outbox = new WebhookOutbox({
     dataDir: config.dataDir,
@@ -103,14 +122,22 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     });
     store.update(job.id, { notified: true });
   };
+  const metrics = new ServiceMetrics({ counts: () => engine.counts(), poolUtilization: () => pool.utilization });
   engine.on('finished', (job) => {
+    metrics.jobFinished(job);
+    log.info({ jobId: job.id, job: job.job, status: job.status, error: job.error?.code, outputBytes: job.output?.bytes, inputBytes: job.inputBytes }, 'job finished');
     notify(job).catch((err) => log.error({ err, jobId: job.id }, 'webhook enqueue failed'));
   });
-  engine.on('started', (job, waitedMs) => log.info({ jobId: job.id, job: job.job, waitedMs, attempt: job.attempts }, 'job started'));
+  engine.on('started', (job, waitedMs) => {
+    metrics.jobStarted(waitedMs);
+    log.info({ jobId: job.id, job: job.job, waitedMs, attempt: job.attempts }, 'job started');
+  });
+  outbox.on('attempt', (a) => metrics.webhookAttempt(a.outcome));
   // Job ends that a crash kept from reaching the outbox.
   for (const job of [...store.all()]) await notify(job);
   await engine.start();
 
+  let closed = false;
   const app = createApp({
     accounts,
     ledger,
@@ -123,6 +150,11 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     rateLimitPerMinute: config.rateLimitPerMinute,
     trustProxy: config.trustProxy,
     log,
+    dataDir: config.dataDir,
+    disk,
+    metrics,
+    metricsToken: config.metricsToken,
+    poolReady: () => !closed,
   });
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
@@ -133,11 +165,11 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
 
-  let closed = false;
   return {
     server,
     port,
     firstKey,
+    routes: () => app.routes.map(({ method, path }) => ({ method, path })),
     async close(graceMs = 0) {
       if (closed) return;
       closed = true;

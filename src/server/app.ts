@@ -7,18 +7,23 @@ import { ApiError } from '../errors.ts';
 import type { JobEngine } from '../jobs/engine.ts';
 import type { CompressorPool } from '../jobs/pool.ts';
 import type { Spool } from '../jobs/spool.ts';
+import type { DiskGuard } from '../ops/disk.ts';
+import type { ServiceMetrics } from '../ops/metrics.ts';
 import type { DownloadTokens } from '../webhooks/download-token.ts';
 import type { AppEnv } from './env.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { clientIp } from './middleware/client-ip.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
+import { requestLog } from './middleware/request-log.ts';
 import { pathWithoutVersion, versioning } from './middleware/versioning.ts';
 import { compareRoutes } from './routes/compare.ts';
 import { discoveryRoutes, schemaRoutes } from './routes/discovery.ts';
 import { entitlementRoutes } from './routes/entitlements.ts';
 import { jobRoutes } from './routes/jobs.ts';
+import { opsRoutes } from './routes/ops.ts';
 import { presignedRoutes } from './routes/presigned.ts';
 import { submitRoutes, type InputFetcher } from './routes/submit.ts';
+import { uiRoutes } from './routes/ui.ts';
 
 export interface AppServices {
   accounts: AccountRegistry;
@@ -32,6 +37,11 @@ export interface AppServices {
   rateLimitPerMinute: number;
   trustProxy: boolean;
   log: Logger;
+  dataDir: string;
+  disk: DiskGuard;
+  metrics: ServiceMetrics;
+  metricsToken: string;
+  poolReady(): boolean;
 }
 
 /** Browser calls are first-party only: a request whose Origin is another site is refused. */
@@ -56,13 +66,15 @@ export function createApp(s: AppServices): Hono<AppEnv> {
       for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
       return c.json(err.body(), err.status as 400);
     }
-    s.log.error({ err, path: c.req.path }, 'unexpected error');
+    (c.get('log') ?? s.log).error({ err, path: c.req.path }, 'unexpected error');
     return c.json({ error: 'server.internal_error', detail: 'An unexpected error occurred.' }, 500);
   });
   app.notFound((c) => c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404));
 
-  app.use('*', clientIp(s.trustProxy), rateLimit(s.rateLimitPerMinute), versioning);
+  app.use('*', clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute), versioning);
+  app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
   app.route('/', schemaRoutes());
+  app.route('/', uiRoutes());
   app.route('/', presignedRoutes(s.engine, s.tokens));
   app.use('*', async (c, next) => {
     sameOriginOnly(c);
