@@ -1,0 +1,191 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, openAsBlob, readdirSync, readFileSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { compressCommand } from '../src/cli/compress.ts';
+
+/**
+ * The single executable, built once here, run as a user would: copied alone into an empty
+ * directory, no node and no node_modules reachable, an empty environment (`env -i`), and for the
+ * offline run no network at all (`unshare -rn`) where user namespaces are allowed.
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CORPUS = fileURLToPath(new URL('../../shared/corpus/', import.meta.url));
+/** One file per compressor: jpg, png, gif, universal (HEIC through WASM, WebP), pdf, office. */
+const SAMPLES = [
+  'jpg/baiona_cmyk.jpg',
+  'png/density_plot.png',
+  'gif/file-type-fixture.gif',
+  'heic/IMG_2682.heic',
+  'webp/derived-exifr-logo-lossless-alpha.webp',
+  'pdf/ocrmypdf-cardinal-scan.pdf',
+  'docx/python-docx-inline-shapes.docx',
+];
+const TREE_NAME = /^\d+\.\d+\.\d+[\w.+-]*-[0-9a-f]{16}$/;
+
+const work = mkdtempSync(join(tmpdir(), 'compressd-binary-'));
+const home = join(work, 'empty');
+const bin = join(home, 'compressd');
+const inputs = join(work, 'in');
+const sourceOut = join(work, 'out-source');
+const sink = { write: () => true } as unknown as NodeJS.WritableStream;
+
+const canUnshare = (flags: string) => spawnSync('unshare', [flags, 'true']).status === 0;
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: home, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts `serve` with `command args…`, compresses the sample JPG through the API and checks the
+ * download against the source run's output; stops the server.
+ */
+async function serveAndCompressJpg(command: string, args: string[], env: NodeJS.ProcessEnv, cwd = home): Promise<void> {
+  const port = await freePort();
+  const data = mkdtempSync(join(work, 'data-'));
+  const child = spawn(command, [...args, 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', data, '--workers', '1'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    let output = '';
+    const key = await new Promise<string>((resolve, reject) => {
+      child.stdout.on('data', (d) => {
+        output += d;
+        const m = /^API key: (\S+)$/m.exec(output);
+        if (m && output.includes('listening')) resolve(m[1]);
+      });
+      child.stderr.on('data', (d) => (output += d));
+      child.on('exit', (code) => reject(new Error(`server exited with ${code}: ${output}`)));
+    });
+    const base = `http://127.0.0.1:${port}`;
+    assert.equal((await fetch(`${base}/compress/schema`)).status, 200);
+    const form = new FormData();
+    form.set('file', await openAsBlob(join(inputs, 'baiona_cmyk.jpg')), 'baiona_cmyk.jpg');
+    const headers = { 'x-service-api-key': key };
+    const submitted = await fetch(`${base}/compress`, { method: 'POST', body: form, headers });
+    assert.equal(submitted.status, 202);
+    const { id } = (await submitted.json()) as { id: string };
+    let status = '';
+    for (let i = 0; i < 600 && status !== 'Succeeded' && status !== 'Failed'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      status = ((await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as { status: string }).status;
+    }
+    assert.equal(status, 'Succeeded');
+    const body = Buffer.from(await (await fetch(`${base}/compress/job/${id}/download`, { headers })).arrayBuffer());
+    assert.ok(body.equals(readFileSync(join(sourceOut, 'baiona_cmyk.jpg'))), 'the served output differs from the source run');
+  } finally {
+    if (child.exitCode === null) {
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }
+}
+
+before(async () => {
+  const started = Date.now();
+  const built = spawnSync(process.execPath, ['build.mjs'], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(built.status, 0, built.stderr);
+  console.log(`${built.stdout.trim()} (test measured ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  mkdirSync(home);
+  copyFileSync(join(ROOT, 'dist/compressd'), bin);
+  mkdirSync(inputs);
+  for (const s of SAMPLES) copyFileSync(join(CORPUS, s), join(inputs, basename(s)));
+  // The reference: the same command from source (tsx), in this process.
+  const code = await compressCommand([inputs, '--out', sourceOut, '--jobs', '2'], { stdout: sink, stderr: sink, cwd: work });
+  assert.equal(code, 0);
+});
+
+after(() => rmSync(work, { recursive: true, force: true }));
+
+describe('single executable', () => {
+  test('compresses one file of every kind offline, alone, under env -i and without network; outputs equal the source run', async () => {
+    const out = join(work, 'out-binary');
+    const args = ['compress', inputs, '--out', out, '--jobs', '2'];
+    const r = canUnshare('-rn') ? await run('/usr/bin/unshare', ['-rn', bin, ...args]) : await run(bin, args);
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    assert.match(r.stdout, /Total: 7 compressed, 0 failed/);
+    const produced = readdirSync(out).sort();
+    assert.deepEqual(produced, readdirSync(sourceOut).sort());
+    assert.equal(produced.length, SAMPLES.length);
+    for (const name of produced) assert.ok(readFileSync(join(out, name)).equals(readFileSync(join(sourceOut, name))), `${name} differs from the source run`);
+  });
+
+  test('serves under env -i: a JPG job through the API gives the source-run bytes', async () => {
+    await serveAndCompressJpg(bin, [], {});
+  });
+
+  test('runtime cache: private, hash-named, repaired when damaged, old trees pruned unless in use', async () => {
+    const root = join(work, 'cache');
+    mkdirSync(root, { mode: 0o755 });
+    const env = { COMPRESSD_CACHE_DIR: root };
+    assert.equal((await run(bin, ['--help'], env)).code, 0);
+    assert.equal(statSync(root).mode & 0o777, 0o700);
+    const trees = readdirSync(root).filter((n) => TREE_NAME.test(n));
+    assert.equal(trees.length, 1);
+    const tree = join(root, trees[0]);
+    assert.deepEqual(readdirSync(join(root, '.leases')), [], 'the lease goes when the process exits');
+
+    // Another build's trees: one whose process is gone, one a live process still uses.
+    const dead = spawnSync('true').pid;
+    for (const [name, pid] of [['0.0.1-00000000000000aa', dead], ['0.0.1-00000000000000bb', process.pid]] as const) {
+      mkdirSync(join(root, name));
+      writeFileSync(join(root, '.leases', `${name}.${pid}`), '');
+    }
+    mkdirSync(join(root, '.tmp-abandoned'));
+    utimesSync(join(root, '.tmp-abandoned'), new Date(Date.now() - 7200_000), new Date(Date.now() - 7200_000));
+    const worker = join(tree, 'worker.mjs');
+    const size = statSync(worker).size;
+    truncateSync(worker, 10);
+
+    assert.equal((await run(bin, ['--help'], env)).code, 0);
+    assert.equal(statSync(worker).size, size, 'a damaged tree is extracted again');
+    assert.deepEqual(readdirSync(root).filter((n) => !n.startsWith('.')).sort(), ['0.0.1-00000000000000bb', trees[0]]);
+    assert.deepEqual(readdirSync(root).filter((n) => n.startsWith('.tmp-')), []);
+  });
+
+  test('a noexec cache directory is refused at start with a hint', { skip: !canUnshare('-rm') && 'no user namespaces' }, async () => {
+    const dir = join(work, 'noexec');
+    mkdirSync(dir);
+    const r = await run('/usr/bin/unshare', ['-rm', '/bin/sh', '-c', `mount -t tmpfs -o noexec tmpfs "${dir}" && exec "${bin}" --help`], {
+      PATH: '/usr/bin:/bin:/usr/sbin:/sbin',
+      COMPRESSD_CACHE_DIR: join(dir, 'cache'),
+    });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /noexec mount.*COMPRESSD_CACHE_DIR/s);
+  });
+});
+
+describe('the same source under Deno', () => {
+  const deno = join(ROOT, 'node_modules/.bin/deno');
+  const works = spawnSync(deno, ['--version']).status === 0;
+  test('deno run -A src/main.ts serve compresses a JPG', { skip: !works && 'deno (the npm package) does not run here' }, async () => {
+    await serveAndCompressJpg(deno, ['run', '-A', '--no-lock', join(ROOT, 'src/main.ts')], { ...process.env, NO_COLOR: '1' }, ROOT);
+  });
+});
