@@ -19,6 +19,7 @@ export interface TtyStream {
 }
 
 const REDRAW_MS = 80;
+const PHASE_CELLS = 12;
 
 /**
  * Bars drawn on a terminal (stderr) under the finished lines (stdout): the live area is erased
@@ -71,7 +72,8 @@ export class TtyReporter implements Reporter {
   }
 
   private draw(): void {
-    const width = Math.max(40, this.screen.columns ?? 80) - 1;
+    // A pseudo-terminal without a size reports 0 columns.
+    const width = Math.max(40, this.screen.columns || 80) - 1;
     let text = '';
     for (const bar of this.bars.values()) text += `${renderBar(bar, width)}\n`;
     this.screen.write(text);
@@ -84,9 +86,10 @@ export function renderBar(bar: Bar, width: number): string {
   const cells = 20;
   const full = Math.round((bar.percent / 100) * cells);
   const gauge = `[${'█'.repeat(full)}${'░'.repeat(cells - full)}]`;
-  const room = width - gauge.length - pct.length - bar.phase.length - 4;
+  const phase = bar.phase.slice(0, PHASE_CELLS);
+  const room = width - gauge.length - pct.length - PHASE_CELLS - 3;
   const label = bar.label.length > room ? `…${bar.label.slice(bar.label.length - room + 1)}` : bar.label.padEnd(room);
-  return `${label} ${gauge} ${pct} ${bar.phase}`.slice(0, width);
+  return `${label} ${gauge} ${pct} ${phase}`.slice(0, width);
 }
 
 /** No terminal: one plain line per finished file, nothing else. */
