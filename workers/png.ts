@@ -3,7 +3,6 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodePng } from './image/png-encode.ts';
-import { carryColourChunks } from './image/png-chunks.ts';
 import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
 import { applyResize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -21,16 +20,17 @@ export const compress: Compress = async (job, out, ctx) => {
   // keepIccProfile: pixels stay in their own colour space (no conversion to sRGB), the profile is re-attached below.
   const img = applyResize(sharp(job.inputPath, inputOptions()).keepIccProfile(), meta.width, meta.height, resize);
   ctx.progress(10, mode === 'lossy' ? 'analyzing' : 'encoding');
+  const input = await readFile(job.inputPath);
   let encoded;
   try {
-    encoded = await encodePng(img, mode);
+    encoded = await encodePng(img, mode, { colourChunksFrom: input });
   } catch (err) {
     throw decodeFailed(err);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');
   const path = join(out.dir, 'output.png');
-  await writeFile(path, carryColourChunks(await readFile(job.inputPath), encoded.data));
+  await writeFile(path, encoded.data);
   const keptInput = await keepInputUnlessSmaller(job.inputPath, path);
   const size = keptInput ? meta : encoded;
   ctx.progress(100, 'finalizing');
