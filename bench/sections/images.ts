@@ -105,7 +105,8 @@ export default async function images(ctx: BenchContext): Promise<string> {
   const sections: string[] = ['## Images'];
   const all: Row[] = [];
   try {
-    for (const [format, tools] of Object.entries(TOOLS)) {
+    const only = process.env.BENCH_IMAGE_FORMATS?.split(',');
+    for (const [format, tools] of Object.entries(TOOLS).filter(([f]) => !only || only.includes(f))) {
       const files = (await readdir(join(ctx.corpus, format))).sort();
       const rows: Row[] = [];
       for (const file of files) {

@@ -71,6 +71,18 @@ export function lzwDecode(data: Uint8Array, minCodeSize: number, pixelCount: num
   return out;
 }
 
+/**
+ * What the screen shows around a frame of an animation, per pixel in stream order (RGB triples,
+ * red -1 where nothing is shown). With it the lossy encoder compares what each candidate index
+ * would show, the transparent index showing `under`, against `target`.
+ */
+export interface Backdrop {
+  /** What the input shows once this frame is drawn. */
+  target: Int16Array;
+  /** What the encoded animation shows before this frame is drawn. */
+  under: Int16Array;
+}
+
 export interface LossyPalette {
   /** RGB triples. */
   rgb: Uint8Array;
@@ -80,10 +92,14 @@ export interface LossyPalette {
 
 /**
  * Encodes palette indices as GIF LZW (not yet split into sub-blocks). With threshold 0 the
- * result decodes to exactly `indices`; above 0 a pixel may be replaced by a colour whose
- * weighted RGB distance is at most `threshold` (transparent pixels are never traded).
+ * result decodes to exactly `indices`. Above 0, each code is chosen as gifsicle's `--lossy`
+ * does: a depth-first search through every dictionary string that starts with the exact next
+ * pixel and whose later pixels each stay within `threshold` (weighted RGB distance) of the
+ * wanted ones, the error of each traded pixel diffused (3/4) onto the next; the longest string
+ * wins, then the one with the least total error. Without a backdrop transparent pixels are
+ * never traded; with one, a pixel is judged by the colour it shows on screen (see Backdrop).
  */
-export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, threshold = 0): Uint8Array {
+export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, threshold = 0, backdrop?: Backdrop): Uint8Array {
   const clear = 1 << minCodeSize;
   const eoi = clear + 1;
   // Trie of the dictionary: child lists through firstChild/nextSibling, plus an exact lookup table.
@@ -96,16 +112,75 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   let codeSize = minCodeSize + 1;
   let next = eoi + 1;
   const limit = threshold * threshold;
-  const rgb = palette.rgb;
+  const n = indices.length;
+  const rgb = new Int32Array(768);
+  for (let k = 0; k < 768 && k < palette.rgb.length; k++) rgb[k] = palette.rgb[k];
   const tr = palette.transparent;
-  const dist = (a: number, b: number): number => {
-    if (a === b) return 0;
-    if (a === tr || b === tr) return Infinity;
-    const dr = rgb[a * 3] - rgb[b * 3];
-    const dg = rgb[a * 3 + 1] - rgb[b * 3 + 1];
-    const db = rgb[a * 3 + 2] - rgb[b * 3 + 2];
-    return (dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9;
+  const target = backdrop?.target;
+  const under = backdrop?.under;
+
+  // Best string found by the current search: its code, end position and summed error.
+  let bestCode = 0;
+  let bestEnd = 0;
+  let bestErr = 0;
+  const search = (code: number, pos: number, err: number, er: number, eg: number, eb: number): void => {
+    if (pos > bestEnd || (pos === bestEnd && err < bestErr)) {
+      bestCode = code;
+      bestEnd = pos;
+      bestErr = err;
+    }
+    if (pos >= n) return;
+    const want = indices[pos];
+    let wr: number;
+    let wg: number;
+    let wb: number;
+    if (target) {
+      wr = target[pos * 3];
+      wg = target[pos * 3 + 1];
+      wb = target[pos * 3 + 2];
+    } else {
+      wr = rgb[want * 3];
+      wg = rgb[want * 3 + 1];
+      wb = rgb[want * 3 + 2];
+    }
+    // Nothing shown here: only what shows nothing (the exact index, or transparent over nothing) fits.
+    const nothing = wr < 0 || (!target && want === tr);
+    wr += er;
+    wg += eg;
+    wb += eb;
+    for (let c = firstChild[code]; c >= 0; c = nextSibling[c]) {
+      const s = symbol[c];
+      if (s === want) {
+        search(c, pos + 1, err, (er * 3) >> 2, (eg * 3) >> 2, (eb * 3) >> 2);
+        continue;
+      }
+      let sr: number;
+      let sg: number;
+      let sb: number;
+      if (s === tr) {
+        if (!under) continue;
+        sr = under[pos * 3];
+        if (sr < 0) {
+          if (nothing) search(c, pos + 1, err, 0, 0, 0);
+          continue;
+        }
+        sg = under[pos * 3 + 1];
+        sb = under[pos * 3 + 2];
+      } else {
+        sr = rgb[s * 3];
+        sg = rgb[s * 3 + 1];
+        sb = rgb[s * 3 + 2];
+      }
+      if (nothing) continue;
+      const dr = wr - sr;
+      const dg = wg - sg;
+      const db = wb - sb;
+      const d = (dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9;
+      if (d > limit) continue;
+      search(c, pos + 1, err + d, (dr * 3) >> 2, (dg * 3) >> 2, (db * 3) >> 2);
+    }
   };
+
   const reset = (): void => {
     for (const k of used) exact[k] = -1;
     used.length = 0;
@@ -115,34 +190,23 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   };
   writer.write(clear, codeSize);
   let pos = 0;
-  const n = indices.length;
   while (pos < n) {
     let code = indices[pos];
     let len = 1;
-    // Error carried along the string, so a run of small shifts cannot drift far from the original.
-    let carried = 0;
-    while (pos + len < n) {
-      const px = indices[pos + len];
-      const child = exact[code * 256 + px];
-      if (child >= 0) {
+    if (limit === 0) {
+      while (pos + len < n) {
+        const child = exact[code * 256 + indices[pos + len]];
+        if (child < 0) break;
         code = child;
         len++;
-        continue;
       }
-      if (limit === 0) break;
-      let best = -1;
-      let bestErr = Infinity;
-      for (let c = firstChild[code]; c >= 0; c = nextSibling[c]) {
-        const d = dist(symbol[c], px);
-        if (d < bestErr) {
-          bestErr = d;
-          best = c;
-        }
-      }
-      if (best < 0 || bestErr > limit || carried + bestErr > limit * 2) break;
-      carried = (carried + bestErr) / 2;
-      code = best;
-      len++;
+    } else {
+      bestCode = code;
+      bestEnd = pos + 1;
+      bestErr = 0;
+      search(code, pos + 1, 0, 0, 0, 0);
+      code = bestCode;
+      len = bestEnd - pos;
     }
     writer.write(code, codeSize);
     pos += len;

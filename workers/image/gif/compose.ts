@@ -1,0 +1,101 @@
+import type { GifFrame } from './parse.ts';
+
+/**
+ * The logical screen of a GIF as a viewer shows it while playing: each frame is drawn over what
+ * the previous one left after its disposal (2 clears its rectangle, 3 restores what was under
+ * it); transparent pixels leave the canvas as it was. Kept as RGB per pixel (red -1 where
+ * nothing has been drawn) and as BT.601 luma with undrawn pixels white, like every luma plane
+ * here (see ssim.ts).
+ */
+export class Canvas {
+  readonly rgb: Int16Array;
+  readonly luma: Float32Array;
+  private saved: { rgb: Int16Array; luma: Float32Array } | undefined;
+
+  constructor(readonly width: number, readonly height: number) {
+    this.rgb = new Int16Array(width * height * 3).fill(-1);
+    this.luma = new Float32Array(width * height).fill(255);
+  }
+
+  /** Draws a frame whose pixels are `indices` (stream order); call `dispose` after showing it. */
+  draw(f: GifFrame, indices: Uint8Array): void {
+    this.saved = f.disposal === 3 ? { rgb: this.rgb.slice(), luma: this.luma.slice() } : undefined;
+    const { rgb, luma, width } = this;
+    const pal = paletteOf(f.palette);
+    const { rows, x1 } = this.span(f);
+    for (let r = 0; r < rows.length; r++) {
+      const y = rows[r];
+      if (y < 0) continue;
+      let pos = r * f.width;
+      for (let x = f.left, i = y * width + x; x < x1; x++, i++, pos++) {
+        const k = indices[pos];
+        if (k === f.transparent) continue;
+        rgb[i * 3] = pal[k * 4];
+        rgb[i * 3 + 1] = pal[k * 4 + 1];
+        rgb[i * 3 + 2] = pal[k * 4 + 2];
+        luma[i] = pal[k * 4 + 3];
+      }
+    }
+  }
+
+  dispose(f: GifFrame): void {
+    if (f.disposal === 2) {
+      const y1 = Math.min(f.top + f.height, this.height);
+      const x1 = Math.min(f.left + f.width, this.width);
+      for (let y = f.top; y < y1; y++) {
+        const a = y * this.width + f.left;
+        const b = y * this.width + x1;
+        this.rgb.fill(-1, a * 3, b * 3);
+        this.luma.fill(255, a, b);
+      }
+    } else if (this.saved) {
+      this.rgb.set(this.saved.rgb);
+      this.luma.set(this.saved.luma);
+    }
+    this.saved = undefined;
+  }
+
+  /** RGB under the frame's rectangle, in the frame's stream order (red -1: nothing, or off screen). */
+  pick(f: GifFrame): Int16Array {
+    const out = new Int16Array(f.width * f.height * 3).fill(-1);
+    const { rows, x1 } = this.span(f);
+    for (let r = 0; r < rows.length; r++) {
+      const y = rows[r];
+      if (y < 0 || x1 <= f.left) continue;
+      const from = (y * this.width + f.left) * 3;
+      out.set(this.rgb.subarray(from, from + (x1 - f.left) * 3), r * f.width * 3);
+    }
+    return out;
+  }
+
+  /** Screen row of each stream row of a frame (-1 off screen), and the end of its columns on screen. */
+  private span(f: GifFrame): { rows: Int32Array; x1: number } {
+    const rows = rowOrder(f.height, f.interlaced);
+    for (let r = 0; r < rows.length; r++) rows[r] = f.top + rows[r] < this.height ? f.top + rows[r] : -1;
+    return { rows, x1: Math.min(f.left + f.width, this.width) };
+  }
+}
+
+/** Palette as RGB + luma quadruples (entries past the palette's end are black). */
+function paletteOf(rgb: Uint8Array): Float32Array {
+  const out = new Float32Array(1024);
+  for (let k = 0; k < 256 && k * 3 + 2 < rgb.length; k++) {
+    out[k * 4] = rgb[k * 3];
+    out[k * 4 + 1] = rgb[k * 3 + 1];
+    out[k * 4 + 2] = rgb[k * 3 + 2];
+    out[k * 4 + 3] = 0.299 * rgb[k * 3] + 0.587 * rgb[k * 3 + 1] + 0.114 * rgb[k * 3 + 2];
+  }
+  return out;
+}
+
+/** Row of the image shown by the r-th row of the stream: passes 0/8, 4/8, 2/4, 1/2 when interlaced. */
+export function rowOrder(height: number, interlaced: boolean): Int32Array {
+  const rows = new Int32Array(height);
+  if (!interlaced) {
+    for (let r = 0; r < height; r++) rows[r] = r;
+    return rows;
+  }
+  let r = 0;
+  for (const [start, step] of [[0, 8], [4, 8], [2, 4], [1, 2]]) for (let y = start; y < height; y += step) rows[r++] = y;
+  return rows;
+}

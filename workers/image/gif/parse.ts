@@ -1,0 +1,164 @@
+import { lzwDecode } from './lzw.ts';
+
+/** One image of a GIF with what is needed to re-encode its pixels and to show it. */
+export interface GifFrame {
+  /** Image descriptor and local palette, copied as they are. */
+  descriptor: Uint8Array;
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+  interlaced: boolean;
+  /** RGB triples of the palette in force (local, else global, else all black). */
+  palette: Uint8Array;
+  /** Transparent index from the graphic control extension, or -1. */
+  transparent: number;
+  /** Disposal method: 0-1 leave, 2 restore to background, 3 restore previous. */
+  disposal: number;
+  minCodeSize: number;
+  /** Palette indices in stream order (row-interlaced when `interlaced`). */
+  indices: Uint8Array;
+}
+
+/** A GIF as a list of verbatim byte runs (header, extensions, trailer) and frames. */
+export interface GifFile {
+  width: number;
+  height: number;
+  parts: (Uint8Array | GifFrame)[];
+  frames: GifFrame[];
+}
+
+/** Parses a GIF and decodes the LZW data of every frame. Throws on malformed structure. */
+export function parseGif(gif: Uint8Array): GifFile {
+  let p = 0;
+  const need = (n: number): void => {
+    if (p + n > gif.length) throw new Error('GIF: unexpected end of file');
+  };
+  need(13);
+  const signature = Buffer.from(gif.subarray(0, 6)).toString('latin1');
+  if (signature !== 'GIF87a' && signature !== 'GIF89a') throw new Error('GIF: bad signature');
+  const width = gif[6] | (gif[7] << 8);
+  const height = gif[8] | (gif[9] << 8);
+  const screenFlags = gif[10];
+  let globalPalette: Uint8Array | undefined;
+  p = 13;
+  if (screenFlags & 0x80) {
+    const size = 3 << ((screenFlags & 7) + 1);
+    need(size);
+    globalPalette = gif.subarray(13, 13 + size);
+    p += size;
+  }
+  const parts: (Uint8Array | GifFrame)[] = [gif.subarray(0, p)];
+  const frames: GifFrame[] = [];
+  let transparent = -1;
+  let disposal = 0;
+  for (;;) {
+    need(1);
+    const block = gif[p];
+    if (block === 0x3b) {
+      parts.push(gif.subarray(p, p + 1));
+      break;
+    }
+    if (block === 0x21) {
+      const start = p;
+      need(2);
+      const label = gif[p + 1];
+      p += 2;
+      if (label === 0xf9 && p + 5 <= gif.length && gif[p] === 4) {
+        transparent = gif[p + 1] & 1 ? gif[p + 4] : -1;
+        disposal = (gif[p + 1] >> 2) & 7;
+      }
+      p = skipSubBlocks(gif, p);
+      parts.push(gif.subarray(start, p));
+      continue;
+    }
+    if (block !== 0x2c) throw new Error(`GIF: unknown block 0x${block.toString(16)}`);
+    const start = p;
+    need(11);
+    const left = gif[p + 1] | (gif[p + 2] << 8);
+    const top = gif[p + 3] | (gif[p + 4] << 8);
+    const w = gif[p + 5] | (gif[p + 6] << 8);
+    const h = gif[p + 7] | (gif[p + 8] << 8);
+    const flags = gif[p + 9];
+    p += 10;
+    let palette = globalPalette;
+    if (flags & 0x80) {
+      const size = 3 << ((flags & 7) + 1);
+      need(size);
+      palette = gif.subarray(p, p + size);
+      p += size;
+    }
+    need(1);
+    const minCodeSize = gif[p];
+    if (minCodeSize < 2 || minCodeSize > 11) throw new Error('GIF: bad LZW code size');
+    const dataEnd = skipSubBlocks(gif, p + 1);
+    const frame: GifFrame = {
+      descriptor: gif.subarray(start, p),
+      left,
+      top,
+      width: w,
+      height: h,
+      interlaced: (flags & 0x40) !== 0,
+      palette: palette ?? new Uint8Array(768),
+      transparent,
+      disposal,
+      minCodeSize,
+      indices: lzwDecode(joinSubBlocks(gif, p + 1, dataEnd), minCodeSize, w * h),
+    };
+    parts.push(frame);
+    frames.push(frame);
+    p = dataEnd;
+    transparent = -1;
+    disposal = 0;
+  }
+  return { width, height, parts, frames };
+}
+
+/** The GIF again, each frame's LZW data replaced by `encoded[i]` (not yet in sub-blocks). */
+export function writeGif(file: GifFile, encoded: Uint8Array[]): Buffer {
+  const out: Uint8Array[] = [];
+  let i = 0;
+  for (const part of file.parts) {
+    if (part instanceof Uint8Array) {
+      out.push(part);
+      continue;
+    }
+    out.push(part.descriptor, Uint8Array.of(part.minCodeSize), toSubBlocks(encoded[i++]));
+  }
+  return Buffer.concat(out);
+}
+
+function skipSubBlocks(gif: Uint8Array, p: number): number {
+  for (;;) {
+    if (p >= gif.length) throw new Error('GIF: unexpected end of file');
+    const n = gif[p];
+    p += 1 + n;
+    if (n === 0) return p;
+  }
+}
+
+function joinSubBlocks(gif: Uint8Array, start: number, end: number): Uint8Array {
+  const out = new Uint8Array(end - start);
+  let o = 0;
+  for (let p = start; p < end; ) {
+    const n = gif[p];
+    out.set(gif.subarray(p + 1, p + 1 + n), o);
+    o += n;
+    p += 1 + n;
+  }
+  return out.subarray(0, o);
+}
+
+function toSubBlocks(data: Uint8Array): Uint8Array {
+  const blocks = Math.ceil(data.length / 255);
+  const out = new Uint8Array(data.length + blocks + 1);
+  let o = 0;
+  for (let i = 0; i < data.length; i += 255) {
+    const n = Math.min(255, data.length - i);
+    out[o++] = n;
+    out.set(data.subarray(i, i + n), o);
+    o += n;
+  }
+  out[o] = 0;
+  return out;
+}
