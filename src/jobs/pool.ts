@@ -27,7 +27,8 @@ export class CompressorPool {
   constructor(readonly threads: number) {
     this.piscina = new Piscina({
       filename: workerEntry(),
-      minThreads: Math.min(1, threads),
+      // Threads start with the first job rather than with the process, which keeps start-up short.
+      minThreads: 0,
       maxThreads: threads,
       idleTimeout: 60_000,
       // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
@@ -42,6 +43,9 @@ export class CompressorPool {
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 2048 },
     });
+    // A thread that cannot even load its module fails the task it was started for (its run()
+    // rejects); the pool-level event must not become an uncaught error that ends the server.
+    for (const pool of [this.piscina, this.previews]) pool.on('error', () => {});
   }
 
   /** Makes a finished job's compare previews; an abort (time limit) terminates the task's thread. */
