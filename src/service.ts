@@ -53,7 +53,7 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
   const ledger = new CreditLedger(config.dataDir, (a) => accounts.granted(a));
   const store = new JournaledJobStore(config.dataDir);
   const spool = new LocalSpool(join(config.dataDir, 'spool'));
-  const pool = new CompressorPool(config.workers);
+  const pool = new CompressorPool(config.workers, (err) => log.error({ err }, 'worker thread error'));
   const engine = new JobEngine(store, spool, ledger, pool, {
     retentionSeconds: config.retentionSeconds,
     jobTimeoutSeconds: config.jobTimeoutSeconds,

@@ -24,7 +24,7 @@ export class CompressorPool {
    */
   private readonly previews: Piscina;
 
-  constructor(readonly threads: number) {
+  constructor(readonly threads: number, onThreadError: (err: unknown) => void = () => {}) {
     this.piscina = new Piscina({
       filename: workerEntry(),
       // Threads start with the first job rather than with the process, which keeps start-up short.
@@ -45,7 +45,7 @@ export class CompressorPool {
     });
     // A thread that cannot even load its module fails the task it was started for (its run()
     // rejects); the pool-level event must not become an uncaught error that ends the server.
-    for (const pool of [this.piscina, this.previews]) pool.on('error', () => {});
+    for (const pool of [this.piscina, this.previews]) pool.on('error', onThreadError);
   }
 
   /** Makes a finished job's compare previews; an abort (time limit) terminates the task's thread. */
