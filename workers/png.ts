@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodePng } from './image/png-encode.ts';
 import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
-import { applyResize } from './image/resize.ts';
+import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
 /**
@@ -23,7 +23,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const input = await readFile(job.inputPath);
   let encoded;
   try {
-    encoded = await encodePng(img, mode, { colourChunksFrom: input });
+    encoded = await encodePng(img, mode, { colourChunksFrom: input, unchanged: targetSize(meta.width, meta.height, resize) === null });
   } catch (err) {
     throw decodeFailed(err);
   }

@@ -30,3 +30,19 @@ export function carryColourChunks(input: Buffer, output: Buffer): Buffer {
   const kept = own.slice(1).filter((c) => !CARRIED.has(c.type));
   return Buffer.concat([output.subarray(0, 8), own[0].bytes, ...carried.map((c) => c.bytes), ...kept.map((c) => c.bytes)]);
 }
+
+/** Chunks that make up the pixels: header, palette, transparency, data, end. */
+const PIXELS = new Set(['IHDR', 'PLTE', 'tRNS', 'IDAT', 'IEND']);
+
+/**
+ * The PNG with only its pixel chunks and its colour chunks: text, time, EXIF, APNG frame
+ * chunks (viewers without APNG support show the default image, as sharp decodes it) and
+ * private chunks are dropped, as the re-encoded output drops them. Undefined when the bytes
+ * are not a well-formed chunk sequence starting with IHDR and ending with IEND.
+ */
+export function pixelAndColourChunks(png: Buffer): Buffer | undefined {
+  const all = chunks(png);
+  if (all[0]?.type !== 'IHDR' || all.at(-1)?.type !== 'IEND') return undefined;
+  const kept = all.filter((c) => PIXELS.has(c.type) || CARRIED.has(c.type));
+  return Buffer.concat([png.subarray(0, 8), ...kept.map((c) => c.bytes)]);
+}

@@ -1,7 +1,7 @@
-import { losslessCompressPng } from '@napi-rs/image';
+import { losslessCompressPng, PngRowFilter } from '@napi-rs/image';
 import sharp from 'sharp';
 import type { Sharp } from 'sharp';
-import { carryColourChunks } from './png-chunks.ts';
+import { carryColourChunks, pixelAndColourChunks } from './png-chunks.ts';
 import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
 
 export interface PngEncoded {
@@ -17,6 +17,11 @@ export interface PngEncodeOptions {
    * described by an RGB ICC profile into greyscale) and they are in the result.
    */
   colourChunksFrom?: Buffer;
+  /**
+   * Set when the pipeline decodes `colourChunksFrom` unchanged (no resize): the PNG itself is
+   * then the lossless candidate, given to the optimiser without a decode and re-encode.
+   */
+  unchanged?: boolean;
 }
 
 /**
@@ -36,12 +41,18 @@ const LOSSY_QUALITIES = [50, 65, 80, 95];
  * 1-bit image bigger.
  */
 export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: PngEncodeOptions = {}): Promise<PngEncoded> {
+  const source = opts.unchanged && opts.colourChunksFrom ? pixelAndColourChunks(opts.colourChunksFrom) : undefined;
+  const direct = source && optimisePng(source);
+  if (direct && mode === 'lossless') {
+    const { width, height } = await img.metadata();
+    return { data: await direct, width: width ?? 0, height: height ?? 0 };
+  }
   const { data, info } = await img.clone().raw().toBuffer({ resolveWithObject: true });
   const size = { width: info.width, height: info.height };
   const optimise = (png: Buffer) => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png);
   // More bytes than one per sample: a 16-bit image, kept deep when lossless.
   if (data.length > info.width * info.height * info.channels) {
-    const deep = await optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer());
+    const deep = await (direct ?? optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
     if (mode === 'lossless') return { data: deep, ...size };
     const eight = await img.clone().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     const lossy = await lossyCandidate({ data: eight.data, ...size, channels: eight.info.channels });
@@ -49,7 +60,7 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     return { data: best.length < deep.length ? best : deep, ...size };
   }
   const pixels: Pixels = { data, ...size, channels: info.channels };
-  const candidates = [await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer())];
+  const candidates = [await (direct ?? optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()))];
   if (mode === 'lossy') {
     const lossy = await lossyCandidate(pixels);
     if (lossy) candidates.push(await optimise(lossy));
@@ -57,9 +68,14 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
   return { data: candidates.reduce((a, b) => (b.length < a.length ? b : a)), ...size };
 }
 
-/** oxipng's lossless optimisation (its default preset); pixels and ancillary chunks are untouched. */
+/**
+ * oxipng's lossless optimisation (its default preset); pixels and ancillary chunks are untouched.
+ * Images of 1, 2 or 4 bits per pixel are only tried unfiltered: filters work on bytes, which
+ * there pack several pixels, so they win nothing and cost seconds on large scans.
+ */
 export async function optimisePng(png: Buffer): Promise<Buffer> {
-  return losslessCompressPng(png, { force: true });
+  const bitDepth = png[24];
+  return losslessCompressPng(png, bitDepth < 8 ? { force: true, filter: [PngRowFilter.None] } : { force: true });
 }
 
 function fromRaw(p: Pixels): Sharp {
