@@ -196,7 +196,9 @@ describe('image.png-compress', () => {
   });
 
   it('fails hostile files with clear codes', async () => {
-    await assert.rejects(run(png, `${corpus}bad/bad-crc.png`), (e: unknown) => e instanceof JobError && e.code === 'image.decode_failed');
+    for (const mode of ['lossy', 'lossless'] as const) {
+      await assert.rejects(run(png, `${corpus}bad/bad-crc.png`, { compression: { mode } }), (e: unknown) => e instanceof JobError && e.code === 'image.decode_failed');
+    }
     await assert.rejects(run(png, `${corpus}bad/huge-dimensions.png`), (e: unknown) => e instanceof JobError && e.code === 'image.too_many_pixels');
   });
 });

@@ -42,17 +42,18 @@ const LOSSY_QUALITIES = [50, 65, 80, 95];
  */
 export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: PngEncodeOptions = {}): Promise<PngEncoded> {
   const source = opts.unchanged && opts.colourChunksFrom ? pixelAndColourChunks(opts.colourChunksFrom) : undefined;
-  const direct = source && optimisePng(source);
+  // oxipng is stricter than libspng on some files: those take the decode and re-encode path.
+  const direct = source ? await optimisePng(source).catch(() => undefined) : undefined;
   if (direct && mode === 'lossless') {
     const { width, height } = await img.metadata();
-    return { data: await direct, width: width ?? 0, height: height ?? 0 };
+    return { data: direct, width: width ?? 0, height: height ?? 0 };
   }
   const { data, info } = await img.clone().raw().toBuffer({ resolveWithObject: true });
   const size = { width: info.width, height: info.height };
   const optimise = (png: Buffer) => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png);
   // More bytes than one per sample: a 16-bit image, kept deep when lossless.
   if (data.length > info.width * info.height * info.channels) {
-    const deep = await (direct ?? optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
+    const deep = direct ?? (await optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
     if (mode === 'lossless') return { data: deep, ...size };
     const eight = await img.clone().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     const lossy = await lossyCandidate({ data: eight.data, ...size, channels: eight.info.channels });
@@ -60,7 +61,7 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     return { data: best.length < deep.length ? best : deep, ...size };
   }
   const pixels: Pixels = { data, ...size, channels: info.channels };
-  const candidates = [await (direct ?? optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()))];
+  const candidates = [direct ?? (await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()))];
   if (mode === 'lossy') {
     const lossy = await lossyCandidate(pixels);
     if (lossy) candidates.push(await optimise(lossy));
