@@ -10,6 +10,7 @@ import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
 import { compress as jpg } from '../../workers/jpg.ts';
 import { compress as png } from '../../workers/png.ts';
+import { savingsVsSsimChart, timeChart } from '../charts.ts';
 import { type BenchContext, exec, markdownTable, median, timed } from '../lib.ts';
 
 /** A tool turns an input file into an output file in `dir`, or returns undefined when it declines. */
@@ -96,6 +97,8 @@ const TOOLS: Record<string, Record<string, Tool>> = {
   gif: {
     compressd: ours(gif),
     'gifsicle -O3': toFile('gifsicle', (i, o) => ['-O3', i, '-o', o]),
+    'gifsicle -O3 --lossy=20': toFile('gifsicle', (i, o) => ['-O3', '--lossy=20', i, '-o', o]),
+    'gifsicle -O3 --lossy=40': toFile('gifsicle', (i, o) => ['-O3', '--lossy=40', i, '-o', o]),
     'gifsicle -O3 --lossy=80': toFile('gifsicle', (i, o) => ['-O3', '--lossy=80', i, '-o', o]),
   },
 };
@@ -131,7 +134,10 @@ export default async function images(ctx: BenchContext): Promise<string> {
         }
       }
       all.push(...rows);
-      sections.push(`### ${format.toUpperCase()}`, table(rows), summary(rows, Object.keys(tools)));
+      const name = (kind: string) => `images-${format}-${kind}.png`;
+      await savingsVsSsimChart(join(ctx.resultsDir, name('ssim')), `${format.toUpperCase()}: savings vs SSIM (dashed: 0.98)`, rows, 0.98);
+      await timeChart(join(ctx.resultsDir, name('time')), `${format.toUpperCase()}: median time per file`, rows);
+      sections.push(`### ${format.toUpperCase()}`, table(rows), summary(rows, Object.keys(tools)), `![savings vs SSIM](${name('ssim')}) ![time](${name('time')})`);
     }
     await writeFile(join(ctx.resultsDir, 'images.json'), JSON.stringify(all, null, 2));
   } finally {

@@ -7,29 +7,51 @@ import { GifRecompressor } from './recompress.ts';
 export const GIF_TARGET_SSIM = 0.98;
 /** Largest colour error the lossy LZW may trade per pixel (weighted RGB distance). */
 const MAX_THRESHOLD = 64;
+/** Lossy encodes tried at most; the search stops early once one lands within CLOSE above the target. */
+const MAX_STEPS = 8;
+const CLOSE = 0.001;
+const FIRST_THRESHOLD = 8;
 
 /**
  * The smallest recompression of `gif` whose displayed frames stay within GIF_TARGET_SSIM of the
- * originals: a bisection over the lossy LZW threshold (SSIM falls as the threshold grows), with
- * the exact (threshold 0) re-encode as the floor.
+ * originals. The threshold is real-valued; 1 − SSIM grows about as a power of it (close to a
+ * straight line on log-log axes), so each step aims at the target along the line through the
+ * last two measurements, kept inside the bracket of known pass and fail. The exact (threshold
+ * 0) re-encode is the floor.
  */
 export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number }> {
   const gifs = new GifRecompressor(gif);
   let best = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
   let lo = 0;
-  let hi = MAX_THRESHOLD + 1;
-  const steps = Math.ceil(Math.log2(hi));
-  for (let i = 0; hi - lo > 1; i++) {
-    const t = (lo + hi) >> 1;
+  let hi = MAX_THRESHOLD;
+  let t = FIRST_THRESHOLD;
+  const seen: { t: number; loss: number }[] = [];
+  for (let i = 0; i < MAX_STEPS; i++) {
     const { data, ssim } = gifs.recompress(t);
+    onStep?.((i + 1) / MAX_STEPS);
+    await new Promise((r) => setImmediate(r));
     if (ssim >= GIF_TARGET_SSIM) {
       lo = t;
       if (data.length < best.data.length) best = { data, threshold: t, ssim };
+      if (ssim < GIF_TARGET_SSIM + CLOSE) break;
     } else {
       hi = t;
     }
-    onStep?.((i + 1) / steps);
-    await new Promise((r) => setImmediate(r));
+    if (hi - lo < 0.02 * hi) break;
+    seen.push({ t, loss: Math.max(1e-6, 1 - ssim) });
+    t = Math.min(hi - 0.1 * (hi - lo), Math.max(lo + 0.1 * (hi - lo), aim(seen, 1 - GIF_TARGET_SSIM)));
   }
   return best;
+}
+
+/** Threshold where the log-log line through the last two points (slope 2 with one) reaches `loss`. */
+function aim(seen: { t: number; loss: number }[], loss: number): number {
+  const b = seen[seen.length - 1];
+  const a = seen.length > 1 ? seen[seen.length - 2] : undefined;
+  let slope = 2;
+  if (a && a.t !== b.t) {
+    const s = Math.log(b.loss / a.loss) / Math.log(b.t / a.t);
+    if (Number.isFinite(s) && s > 0.5 && s < 5) slope = s;
+  }
+  return b.t * (loss / b.loss) ** (1 / slope);
 }
