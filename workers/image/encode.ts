@@ -83,44 +83,63 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
     cache.set(q, s);
     return s;
   };
-  // Probe two typical qualities, then interpolate on log(1 - SSIM), which is nearly linear in
-  // quality, keeping a bracket [lo fails, hi passes]; 3-5 encodes of the proxy in practice.
+  // Probe two typical qualities, then aim at the target along the secant of log(1 - SSIM),
+  // which is nearly linear in quality: through the bracket [lo fails, hi passes] once both ends
+  // are measured, through the two measurements nearest the target before that. A bracket end
+  // that moves twice in a row pulls the next probe halfway to the middle (the Illinois safeguard
+  // against creeping one quality at a time along a curved stretch). 3-5 proxy encodes in practice.
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
-  let sLo = 0;
-  let sHi = 1;
+  const seen: { q: number; s: number }[] = [];
+  let sameSide = 0;
   const probe = async (q: number): Promise<void> => {
     const s = await score(q);
-    if (s >= target) {
-      hi = q;
-      sHi = s;
-    } else {
-      lo = q;
-      sLo = s;
-    }
+    seen.push({ q, s });
+    const pass = s >= target;
+    sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= target ? sameSide + 1 : 0;
+    if (pass) hi = q;
+    else lo = q;
   };
+  const logLoss = (s: number): number => Math.log(Math.max(1e-6, 1 - s));
+  const goal = logLoss(target);
   await probe(PROBE_QUALITY);
-  let prev = { q: PROBE_QUALITY, s: await score(PROBE_QUALITY) };
-  await probe(prev.s >= target ? PROBE_QUALITY - 10 : PROBE_QUALITY + 10);
+  await probe(seen[0].s >= target ? PROBE_QUALITY - PROBE_STEP : PROBE_QUALITY + PROBE_STEP);
   while (hi - lo > 1) {
-    const a = lo >= MIN_QUALITY ? { q: lo, s: sLo } : prev;
-    const b = hi <= MAX_QUALITY && sHi < 1 ? { q: hi, s: sHi } : prev;
-    let q: number;
-    if (a.q !== b.q) {
-      const la = Math.log(1 - a.s);
-      const lb = Math.log(1 - b.s);
-      q = Math.round(a.q + ((la - Math.log(1 - target)) / (la - lb)) * (b.q - a.q));
-    } else {
-      q = Math.round((lo + hi) / 2);
+    const ends = seen.filter((p) => p.q === lo || p.q === hi);
+    const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
+    const la = logLoss(a.s);
+    const lb = logLoss(b.s);
+    let q = la !== lb ? Math.round(a.q + ((la - goal) / (la - lb)) * (b.q - a.q)) : Math.round((lo + hi) / 2);
+    if (ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
+    await probe(Math.min(hi - 1, Math.max(lo + 1, Math.min(q, seen[seen.length - 1].q + MAX_JUMP), seen[seen.length - 1].q - MAX_JUMP)));
+  }
+  // SSIM is monotonic in quality on ordinary images, but not where the signal is mostly noise a
+  // few code values deep (nearly black or flat images): there whether trellis keeps that noise
+  // flips from one quality to the next. One probe well below the answer tells; when it passes,
+  // scan the qualities below it for the lowest that passes.
+  const check = hi - NOISY_CHECK;
+  if (check >= MIN_QUALITY && (await score(check)) >= target) {
+    let found = check;
+    for (let q = MIN_QUALITY; q < check; q += NOISY_STEP) {
+      if ((await score(q)) >= target) {
+        found = q;
+        break;
+      }
     }
-    q = Math.min(hi - 1, Math.max(lo + 1, q));
-    prev = { q, s: await score(q) };
-    await probe(q);
+    for (let q = found - 1; q > found - NOISY_STEP && q >= MIN_QUALITY; q--) if ((await score(q)) >= target) found = q;
+    return found;
   }
   return Math.max(MIN_QUALITY, hi);
 }
 
+/** Distance below the answer of the probe that detects a non-monotonic SSIM, and the scan's step. */
+const NOISY_CHECK = 10;
+const NOISY_STEP = 3;
+
 const PROBE_QUALITY = 80;
+const PROBE_STEP = 5;
+/** Largest move of one extrapolated probe. */
+const MAX_JUMP = 15;
 
 const TILE = 128;
 const PROXY_TILES = 64;
