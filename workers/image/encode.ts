@@ -22,6 +22,8 @@ export interface JpegAutoOptions {
   /** Carry EXIF, ICC and XMP over from the pipeline's input. */
   keepMetadata?: boolean;
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
+  /** Full-resolution luma SSIM to reach instead of JPEG_TARGET_SSIM. */
+  targetSsim?: number;
 }
 
 export interface JpegEncoded {
@@ -43,7 +45,7 @@ export function jpegOptions(quality: number): JpegOptions {
 
 /**
  * Encodes a pipeline as JPEG at the lowest quality whose SSIM against the pipeline's own pixels
- * reaches JPEG_TARGET_SSIM. The quality is searched on a proxy of about 1 MP made of full-
+ * reaches JPEG_TARGET_SSIM (or opts.targetSsim). The quality is searched on a proxy of about 1 MP made of full-
  * resolution tiles sampled across the image (a downscaled proxy would hide exactly the
  * artefacts the metric must see), then the full image is encoded once.
  * CMYK inputs come out as sRGB (sharp converts through the embedded or a standard CMYK profile);
@@ -56,7 +58,8 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   progress(10, 'decoding');
   const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
   progress(30, 'analyzing');
-  const quality = await chooseJpegQuality({ data, width: info.width, height: info.height, channels: info.channels });
+  const target = (opts.targetSsim ?? JPEG_TARGET_SSIM) + PROXY_MARGIN;
+  const quality = await chooseJpegQuality({ data, width: info.width, height: info.height, channels: info.channels }, target);
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? base.clone().keepMetadata() : sharp(data, { raw: rawOf(info) });
   const out = await encoder.jpeg(jpegOptions(quality)).toBuffer({ resolveWithObject: true });
