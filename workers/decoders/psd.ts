@@ -3,11 +3,14 @@ import { initializeCanvas, readPsd } from 'ag-psd';
 import { JobError } from '../contract.ts';
 import { checkPixelBudget } from './limits.ts';
 import { sharpFromPixels } from './pixels.ts';
+import { compositeLayers } from './psd-layers.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
 /**
  * PSD: the composite (merged) image Photoshop stores beside the layers — what the document
- * looks like — never a re-render of the layers. Three readers, tried in order:
+ * looks like. A file saved without "Maximize Compatibility" says in its version-info resource
+ * that this merged image is not real (it is blank white); its layers are composited instead (see
+ * psd-layers.ts). Readers of the merged image, tried in order:
  * - the merged image read here for greyscale, RGB and CMYK at 8/16 bits, handed to libvips with
  *   the document's ICC profile (CMYK inks become sRGB the way Photoshop shows them). Measured on
  *   the corpus: ag-psd refuses CMYK and returns a flat, unscaled 16-bit composite; @webtoon/psd
@@ -37,6 +40,18 @@ export async function decodePsd(bytes: Buffer, limits: DecodeLimits): Promise<De
   const header = readHeader(bytes);
   checkPixelBudget(header.width, header.height, limits.maxPixels);
   let first: unknown;
+  const { resources } = sectionsOf(bytes, header);
+  if (!hasRealMergedData(resources)) {
+    try {
+      const c = compositeLayers(bytes, limits.maxPixels);
+      const icc = iccResource(resources);
+      return { image: sharpFromPixels({ data: c.data, width: c.width, height: c.height, channels: 4, icc }), width: c.width, height: c.height, orientation: 1, via: 'psd-layers' };
+    } catch (err) {
+      if (err instanceof JobError && err.code === 'image.too_many_pixels') throw err;
+      // Layers in a mode the compositor does not read (CMYK, Lab…): the stored image is all there is.
+      first = err;
+    }
+  }
   for (const read of [decodeComposite, fromAgPsd, fromWebtoon]) {
     try {
       return await read(bytes, header);
@@ -135,7 +150,11 @@ function decodeComposite(b: Buffer, h: PsdHeader): Decoded {
   return { image: sharpFromPixels({ data: out, width: h.width, height: h.height, channels, icc, cmyk }), width: h.width, height: h.height, orientation: 1, via: 'psd-composite' };
 }
 
-/** The image-resources block and where the composite image data starts. */
+/**
+ * The image-resources block, where the composite image data starts, and whether the merged image
+ * carries transparency: a negative layer count, in the layer-info section or, in 16- and 32-bit
+ * files (whose layer-info section is empty), in the `Lr16`/`Lr32` block that replaces it.
+ */
 function sectionsOf(b: Buffer, h: PsdHeader): { resources: Buffer; imageData: number; mergedAlpha: boolean } {
   let pos = 26;
   const section = (lengthBytes: 4 | 8) => {
@@ -150,8 +169,34 @@ function sectionsOf(b: Buffer, h: PsdHeader): { resources: Buffer; imageData: nu
   const resources = section(4);
   const layers = section(h.big ? 8 : 4);
   const infoBytes = h.big ? 8 : 4;
-  const mergedAlpha = layers.length >= infoBytes + 2 && layers.readInt16BE(infoBytes) < 0;
-  return { resources, imageData: pos, mergedAlpha };
+  const infoLength = layers.length >= infoBytes ? (h.big ? Number(layers.readBigUInt64BE(0)) : layers.readUInt32BE(0)) : 0;
+  const count = infoLength >= 2 ? layers.readInt16BE(infoBytes) : deepLayerCount(layers, infoBytes + infoLength, h.big);
+  return { resources, imageData: pos, mergedAlpha: count < 0 };
+}
+
+/** The layer count of an `Lr16`/`Lr32` block among the additional layer information after the global layer mask. */
+function deepLayerCount(section: Buffer, at: number, big: boolean): number {
+  if (at + 4 > section.length) return 0;
+  let pos = at + 4 + section.readUInt32BE(at);
+  while (pos + 12 <= section.length) {
+    const signature = section.toString('latin1', pos, pos + 4);
+    if (signature !== '8BIM' && signature !== '8B64') return 0;
+    const key = section.toString('latin1', pos + 4, pos + 8);
+    // In PSB files these keys (among others) have 8-byte lengths.
+    const wide = big && ['LMsk', 'Lr16', 'Lr32', 'Layr', 'Mt16', 'Mt32', 'Mtrn', 'Alph', 'FMsk', 'lnk2', 'FEid', 'FXid', 'PxSD'].includes(key);
+    const len = wide ? Number(section.readBigUInt64BE(pos + 8)) : section.readUInt32BE(pos + 8);
+    const body = pos + 8 + (wide ? 8 : 4);
+    if ((key === 'Lr16' || key === 'Lr32') && body + (wide ? 10 : 6) <= section.length) return section.readInt16BE(body + (wide ? 8 : 4));
+    pos = body + len;
+    // Writers pad the data to an even (some to a 4-byte) length without always counting it.
+    for (let pad = 0; pad < 4 && pos + pad + 4 <= section.length; pad++) {
+      if (/^8B(IM|64)$/.test(section.toString('latin1', pos + pad, pos + pad + 4))) {
+        pos += pad;
+        break;
+      }
+    }
+  }
+  return 0;
 }
 
 function unpackBits(src: Buffer, dst: Buffer): void {
@@ -171,6 +216,17 @@ function unpackBits(src: Buffer, dst: Buffer): void {
 
 /** Image resource 1039: the document's ICC profile. */
 function iccResource(r: Buffer): Buffer | undefined {
+  const body = resource(r, 1039);
+  return body ? Buffer.from(body) : undefined;
+}
+
+/** Image resource 1057 (version info): its fifth byte is Photoshop's "has real merged data" flag; files without it are taken as having it. */
+function hasRealMergedData(r: Buffer): boolean {
+  const body = resource(r, 1057);
+  return !body || body.length < 5 || body[4] !== 0;
+}
+
+function resource(r: Buffer, wanted: number): Buffer | undefined {
   let p = 0;
   while (p + 12 <= r.length && r.toString('latin1', p, p + 4) === '8BIM') {
     const id = r.readUInt16BE(p + 4);
@@ -178,7 +234,7 @@ function iccResource(r: Buffer): Buffer | undefined {
     p += 6 + ((nameLen + 2) & ~1);
     const size = r.readUInt32BE(p);
     p += 4;
-    if (id === 1039) return Buffer.from(r.subarray(p, p + size));
+    if (id === wanted) return r.subarray(p, Math.min(r.length, p + size));
     p += (size + 1) & ~1;
   }
   return undefined;
