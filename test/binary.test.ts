@@ -1,3 +1,4 @@
+import { denoBinary } from './helpers/deno.ts';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, openAsBlob, readdirSync, readFileSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
@@ -183,9 +184,8 @@ describe('single executable', () => {
 });
 
 describe('the same source under Deno', () => {
-  const deno = join(ROOT, 'node_modules/.bin/deno');
-  const works = spawnSync(deno, ['--version']).status === 0;
-  test('deno run -A src/main.ts serve compresses a JPG', { skip: !works && 'deno (the npm package) does not run here' }, async () => {
-    await serveAndCompressJpg(deno, ['run', '-A', '--no-lock', join(ROOT, 'src/main.ts')], { ...process.env, NO_COLOR: '1' }, ROOT);
+  const deno = denoBinary();
+  test('deno run -A src/main.ts serve compresses a JPG', { skip: !deno && 'deno (the npm package) could not be installed or run here' }, async () => {
+    await serveAndCompressJpg(deno!, ['run', '-A', '--no-lock', join(ROOT, 'src/main.ts')], { ...process.env, NO_COLOR: '1' }, ROOT);
   });
 });

@@ -1,6 +1,7 @@
 // Start-up: time from spawning `compressd serve` to its first 200 (GET /compress/schema, no key),
 // for the single executable (extracted cache warm, and cold: a first start that extracts) and,
 // side by side, the same source run by tsx and by Deno. Target: ≤ 300 ms for the executable.
+import { denoBinary } from '../../test/helpers/deno.ts';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -74,8 +75,8 @@ export default async function startup(ctx: BenchContext): Promise<string> {
     let cold = 0;
     rows.push(row('single executable, first start (extracts the runtime tree)', await series(Math.min(3, runs), () => toFirst200(bin, [], { COMPRESSD_CACHE_DIR: join(cache, `cold-${cold++}`) }))));
     rows.push(row('source: `node --import tsx src/main.ts`', await series(runs, () => toFirst200(process.execPath, ['--import', 'tsx', join(ROOT, 'src/main.ts')], { PATH: process.env.PATH, HOME: process.env.HOME }))));
-    const deno = join(ROOT, 'node_modules/.bin/deno');
-    if (spawnSync(deno, ['--version']).status === 0) {
+    const deno = denoBinary();
+    if (deno) {
       rows.push(row('source: `deno run -A src/main.ts`', await series(runs, () => toFirst200(deno, ['run', '-A', '--no-lock', join(ROOT, 'src/main.ts')], { ...process.env, NO_COLOR: '1' }))));
     }
   } finally {
