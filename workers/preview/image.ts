@@ -1,13 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import type { Sharp } from 'sharp';
-import { decodeBmp } from '../decoders/bmp.ts';
-import { detectFamily, type Family } from '../decoders/detect.ts';
-import { decodeHeic } from '../decoders/heic.ts';
+import { decodeImage, type Decoded } from '../decoders/index.ts';
 import { MAX_PIXELS } from '../decoders/limits.ts';
-import { decodePsd } from '../decoders/psd.ts';
-import { decodeRaw } from '../decoders/raw.ts';
-import { decodeAvif, decodeWithSharp } from '../decoders/sharp-native.ts';
-import type { Decoded, Decoder } from '../decoders/types.ts';
+import { decodeWithSharp } from '../decoders/sharp-native.ts';
 
 /** An upright picture (EXIF orientation applied) and its displayed size. */
 export interface Picture {
@@ -16,27 +11,14 @@ export interface Picture {
   height: number;
 }
 
-/** The universal compressor's decoders, so a preview shows the picture that job compressed. */
-const DECODERS: Record<Family, Decoder> = {
-  jpeg: decodeWithSharp,
-  png: decodeWithSharp,
-  gif: decodeWithSharp,
-  webp: decodeWithSharp,
-  avif: decodeAvif,
-  tiff: decodeWithSharp,
-  heic: decodeHeic,
-  bmp: decodeBmp,
-  psd: decodePsd,
-  raw: decodeRaw,
-};
-
 /**
- * Opens an image file for previewing: format by magic bytes (the declared one breaks ties, as in
- * the universal compressor), the first frame of an animation, the compressors' pixel budget.
+ * Opens an image file for previewing with the universal compressor's decoders, so a preview shows
+ * the picture that job compressed: format by magic bytes (the declared one breaks ties), the first
+ * frame of an animation, the compressors' pixel budget.
  */
 export async function openPicture(path: string, format: string, signal: AbortSignal): Promise<Picture> {
-  const bytes = await readFile(path);
-  return upright(await DECODERS[detectFamily(bytes, format)](bytes, { maxPixels: MAX_PIXELS, signal }));
+  const { decoded } = await decodeImage(await readFile(path), format, { maxPixels: MAX_PIXELS, signal });
+  return upright(decoded);
 }
 
 /** Reads a picture held in memory (an Office document's embedded image). */
