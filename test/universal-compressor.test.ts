@@ -11,8 +11,9 @@ import sharp from 'sharp';
 import { JobError, type CompressResult } from '../workers/contract.ts';
 import { decodeBmp } from '../workers/decoders/bmp.ts';
 import { detectFamily } from '../workers/decoders/detect.ts';
-import { ssim } from '../workers/image/ssim.ts';
-import { compress, outputFormat } from '../workers/universal.ts';
+import { decodeImage } from '../workers/decoders/index.ts';
+import { ssim, type Pixels } from '../workers/image/ssim.ts';
+import { compress, encodeJpegWithin, JPEG_FLOOR_SSIM, outputFormat } from '../workers/universal.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 const limits = { maxPixels: 100_000_000, signal: new AbortController().signal };
@@ -61,7 +62,8 @@ const CASES: [string, 'jpg' | 'png', number, number][] = [
   ['bmp/derived-japanese-shop-8bit-palette.bmp', 'jpg', 1200, 802],
   ['bmp/derived-prairie_falcon-24bit.bmp', 'jpg', 800, 533],
   ['bmp/file-type-fixture.bmp', 'jpg', 200, 133],
-  ['psd/ag-psd-16bits.psd', 'jpg', 500, 500],
+  // Saved without a real merged image: the layers are composited; a rotated photo leaves transparent corners.
+  ['psd/ag-psd-16bits.psd', 'png', 500, 500],
   ['psd/ag-psd-animation-timeline.psd', 'jpg', 500, 336],
   ['psd/ag-psd-cmyk.psd', 'jpg', 200, 200],
   ['psd/file-type-fixture.psd', 'jpg', 200, 133],
@@ -82,6 +84,51 @@ describe('universal compressor: every format decodes to the right output', () =>
       for (const phase of ['decoding', 'analyzing', 'encoding', 'finalizing']) assert.ok(phases.has(phase), `phase ${phase}`);
     });
   }
+});
+
+async function pixelsOf(input: string | Buffer): Promise<Pixels> {
+  const { data, info } = await sharp(input).raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
+describe('PSD without a real merged image (layers composited)', () => {
+  // Debian's ImageMagick composites the layers of such files; its render is the reference.
+  for (const name of ['ag-psd-16bits.psd', 'ag-psd-animation-timeline.psd']) {
+    it(`${name} looks like ImageMagick's render`, async () => {
+      const { result } = await run(`psd/${name}`);
+      const ref = execFileSync('/usr/bin/convert', [`${join(corpus, 'psd', name)}[0]`, 'png:-'], { maxBuffer: 64 << 20 });
+      const score = ssim(await pixelsOf(ref), await pixelsOf(result.path));
+      assert.ok(score > 0.97, `SSIM against ImageMagick ${score.toFixed(4)}`);
+    });
+  }
+});
+
+describe('size rule: a JPG made from another format stays within the input size', () => {
+  it('a lossy WebP that JPEG at the usual target would outgrow fits, above the floor', async () => {
+    const rel = 'webp/file-type-fixture.webp';
+    const { result } = await run(rel);
+    const input = await readFile(join(corpus, rel));
+    const output = await readFile(result.path);
+    assert.ok(output.length <= input.length, `${output.length} > ${input.length}`);
+    const score = ssim(await pixelsOf(input), await pixelsOf(output));
+    assert.ok(score >= JPEG_FLOOR_SSIM, `SSIM ${score.toFixed(4)}`);
+  });
+
+  it('without a limit the usual target; a limit it cannot reach gives the floor, never below it', async () => {
+    const { decoded } = await decodeImage(await readFile(join(corpus, 'tiff/lena.tif')), 'tif', limits);
+    const pixels = await pixelsOf(await decoded.image.removeAlpha().png().toBuffer());
+    const free = await encodeJpegWithin(pixels, undefined);
+    assert.equal(free.rule, 'target');
+    const fit = await encodeJpegWithin(pixels, undefined, free.data.length - 1);
+    assert.equal(fit.rule, 'fit');
+    assert.ok(fit.data.length < free.data.length && fit.quality < free.quality);
+    const floor = await encodeJpegWithin(pixels, undefined, 1000);
+    assert.equal(floor.rule, 'floor');
+    for (const r of [fit, floor]) {
+      const score = ssim(pixels, await pixelsOf(r.data));
+      assert.ok(score >= JPEG_FLOOR_SSIM, `q${r.quality}: SSIM ${score.toFixed(4)}`);
+    }
+  });
 });
 
 /** A P6 PPM as dcraw writes it. */
@@ -158,6 +205,8 @@ describe('detection and hostile input', () => {
   });
 
   it('empty file', () => failsWith('bad/empty.jpg', /^image\.empty$/));
+  it('the shared decoder entry point refuses an empty file too', () =>
+    assert.rejects(decodeImage(Buffer.alloc(0), 'png', limits), (err: unknown) => err instanceof JobError && err.code === 'image.empty'));
   it('a PDF named .jpg', () => failsWith('bad/actually-pdf.jpg', /^image\.format_mismatch$/));
   it('truncated JPEG', () => failsWith('bad/truncated.jpg', /^image\.truncated$/));
   it('100000×100000 PNG is refused before decoding', () => failsWith('bad/huge-dimensions.png', /^image\.too_many_pixels$/));

@@ -1,23 +1,21 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import { type Compress, JobError } from './contract.ts';
-import { decodeBmp } from './decoders/bmp.ts';
-import { detectFamily, type Family } from './decoders/detect.ts';
+import type { ResizeOptions } from '../src/catalog/index.ts';
+import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
-import { decodeHeic } from './decoders/heic.ts';
+import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
-import { decodePsd } from './decoders/psd.ts';
-import { decodeRaw } from './decoders/raw.ts';
-import { decodeAvif, decodeWithSharp, sharpError } from './decoders/sharp-native.ts';
-import type { Decoded, Decoder } from './decoders/types.ts';
-import { encodeJpegAuto, encodePng } from './image/encode.ts';
+import { sharpError } from './decoders/sharp-native.ts';
+import { chooseJpegQuality, encodePng, jpegOptions } from './image/encode.ts';
 import { applyResize, targetSize } from './image/resize.ts';
+import type { Pixels } from './image/ssim.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
 /**
- * `image.universal-compress`: detect (magic bytes) → decode → upright 8-bit sRGB → alpha by
- * content → output format by the spec's table → the JPG/PNG encoders of the image compressors.
+ * `image.universal-compress`: detect (magic bytes) → decode → upright 8-bit sRGB (resized in the
+ * same pipeline) → alpha by content → output format by the spec's table → JPG at the automatic
+ * quality within the input's size (see encodeJpegWithin), or the PNG encoder's smallest candidate.
  *
  * Failure codes (besides the decoders' own, see workers/decoders/):
  * - `image.empty`: the file has no bytes.
@@ -29,56 +27,35 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  * - `raw.no_image_data`, `raw.unsupported`: see workers/decoders/raw.ts.
  */
 
-const DECODERS: Record<Family, Decoder> = {
-  jpeg: decodeWithSharp,
-  png: decodeWithSharp,
-  gif: decodeWithSharp,
-  webp: decodeWithSharp,
-  avif: decodeAvif,
-  tiff: decodeWithSharp,
-  heic: decodeHeic,
-  bmp: decodeBmp,
-  psd: decodePsd,
-  raw: decodeRaw,
-};
-
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(1, 'decoding');
   const bytes = await readFile(job.inputPath);
-  if (bytes.length === 0) throw new JobError('image.empty', 'The file is empty.');
-  const family = detectFamily(bytes, job.format);
-  const decoded = await DECODERS[family](bytes, { maxPixels: MAX_PIXELS, signal: ctx.signal });
+  const { family, decoded } = await decodeImage(bytes, job.format, { maxPixels: MAX_PIXELS, signal: ctx.signal });
   ctx.signal.throwIfAborted();
   ctx.progress(30, 'analyzing');
 
-  const upright = await normalise(decoded);
+  const resize = job.options.resize;
+  const upright = await normalise(decoded, resize);
   const opaque = upright.channels === 4 && fullyOpaque(upright.data);
-  const pixels = opaque ? dropAlpha(upright.data, upright.width, upright.height) : upright.data;
-  const channels = opaque ? 3 : upright.channels;
-  const format = outputFormat(family, channels === 4);
+  const pixels: Pixels = opaque ? { ...upright, data: dropAlpha(upright.data), channels: 3 } : upright;
+  const format = outputFormat(family, pixels.channels === 4);
+  ctx.signal.throwIfAborted();
   ctx.progress(45, 'encoding');
 
-  const resize = job.options.resize;
-  const resized = targetSize(upright.width, upright.height, resize) !== null;
-  const img = applyResize(sharp(pixels, { raw: { width: upright.width, height: upright.height, channels } }), upright.width, upright.height, resize);
   const path = join(out.dir, `output.${format}`);
-  let width: number;
-  let height: number;
+  // Same format, same size: the input itself is a valid output and is kept when not beaten.
+  const sameFormat = ((family === 'jpeg' && format === 'jpg') || (family === 'png' && format === 'png')) && !upright.resized;
   if (format === 'jpg') {
-    const enc = await encodeJpegAuto(img, { progress: (p) => ctx.progress(45 + p * 0.45, 'encoding') });
-    await writeFile(path, insertExif(enc.data, decoded.exif));
-    ({ width, height } = enc);
+    const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'));
+    await writeFile(path, jpeg.data);
   } else {
-    const enc = await encodePng(img, 'lossy');
-    await writeFile(path, enc.data);
-    ({ width, height } = enc);
+    const png = await encodePng(sharp(pixels.data, { raw: rawOf(pixels) }), 'lossy');
+    await writeFile(path, png.data);
   }
   ctx.progress(95, 'finalizing');
-  // Never larger: only where the input is itself a valid output (same format, same size).
-  const sameFormat = (family === 'jpeg' && format === 'jpg') || (family === 'png' && format === 'png');
-  if (sameFormat && !resized) await keepInputUnlessSmaller(job.inputPath, path);
+  if (sameFormat) await keepInputUnlessSmaller(job.inputPath, path);
   ctx.progress(100, 'finalizing');
-  return { path, format, contentType: format === 'jpg' ? 'image/jpeg' : 'image/png', width, height };
+  return { path, format, contentType: format === 'jpg' ? 'image/jpeg' : 'image/png', width: pixels.width, height: pixels.height };
 };
 
 /** The spec's table: JPG and RAW inputs give JPG; every other format PNG when it has alpha, else JPG. */
@@ -87,25 +64,29 @@ export function outputFormat(family: Family, hasAlpha: boolean): 'jpg' | 'png' {
   return hasAlpha ? 'png' : 'jpg';
 }
 
-interface Upright {
+interface Upright extends Pixels {
   data: Buffer;
-  width: number;
-  height: number;
   channels: 3 | 4;
+  resized: boolean;
 }
 
 /**
- * Turns the decoded picture upright (EXIF orientation) and into 8-bit sRGB: libvips converts from
- * the embedded ICC profile (CMYK, wide gamut, 16-bit and HDR/PQ-tagged inputs alike, with a
- * standard CMYK profile for untagged CMYK), greyscale becomes RGB, alpha is kept.
+ * One libvips pipeline from the decoded picture to upright 8-bit sRGB pixels at the output size:
+ * EXIF orientation applied, colour converted from the embedded ICC profile (CMYK, wide gamut,
+ * 16-bit and HDR/PQ-tagged inputs alike, with a standard CMYK profile for untagged CMYK),
+ * greyscale made RGB, alpha kept, then the resize option.
  */
-async function normalise(decoded: Decoded): Promise<Upright> {
+async function normalise(decoded: Decoded, resize: ResizeOptions | undefined): Promise<Upright> {
   try {
-    const img = decoded.image.rotate().toColourspace('srgb');
     const meta = await decoded.image.metadata();
+    const turned = (meta.orientation ?? 1) >= 5;
+    const shown = turned ? { width: decoded.height, height: decoded.width } : { width: decoded.width, height: decoded.height };
+    const img = decoded.image.rotate().toColourspace('srgb');
     const withAlpha = meta.hasAlpha ? img.ensureAlpha() : img.removeAlpha();
-    const { data, info } = await withAlpha.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-    return { data, width: info.width, height: info.height, channels: info.channels === 4 ? 4 : 3 };
+    const sized = applyResize(withAlpha, shown.width, shown.height, resize);
+    const { data, info } = await sized.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    const resized = targetSize(shown.width, shown.height, resize) !== null;
+    return { data, width: info.width, height: info.height, channels: info.channels === 4 ? 4 : 3, resized };
   } catch (err) {
     throw sharpError(err);
   }
@@ -121,13 +102,75 @@ export function fullyOpaque(rgba: Uint8Array): boolean {
   return true;
 }
 
-function dropAlpha(rgba: Buffer, width: number, height: number): Buffer {
-  const n = width * height;
+function dropAlpha(rgba: Buffer): Buffer {
+  const n = rgba.length >> 2;
   const rgb = Buffer.allocUnsafe(n * 3);
-  for (let i = 0, o = 0; i < n * 4; i += 4, o += 3) {
+  for (let i = 0, o = 0; o < n * 3; i += 4, o += 3) {
     rgb[o] = rgba[i];
     rgb[o + 1] = rgba[i + 1];
     rgb[o + 2] = rgba[i + 2];
   }
   return rgb;
+}
+
+function rawOf(p: Pixels): { width: number; height: number; channels: 3 | 4 } {
+  return { width: p.width, height: p.height, channels: p.channels === 4 ? 4 : 3 };
+}
+
+/**
+ * The quality floor of the size rule: a JPG made from another format may go down to this mean
+ * luma SSIM (full resolution, image/ssim.ts) to stay within the input's size, never lower; 0.95
+ * keeps photos free of visible blocking at normal viewing size.
+ */
+export const JPEG_FLOOR_SSIM = 0.95;
+/** The quality search scores a tile proxy, which reads a little higher than the full image (≤ 0.0006 measured). */
+const PROXY_MARGIN = 0.001;
+
+export interface SizedJpeg {
+  data: Buffer;
+  quality: number;
+  /** `target`: the usual automatic quality; `fit`: lowered to fit the size limit; `floor`: at the floor and still over it. */
+  rule: 'target' | 'fit' | 'floor';
+}
+
+/**
+ * JPG of upright 8-bit RGB pixels at the automatic quality (image/encode.ts: the lowest quality
+ * reaching the JPEG target SSIM), EXIF inserted. With `maxBytes` (the input's size, when the
+ * input is another format, so the never-larger rule cannot simply return it): when that file is
+ * larger, the highest quality whose file fits, but not below the quality that reaches
+ * JPEG_FLOOR_SSIM. When even the floor does not fit, the floor's file is the output: the only
+ * case where the universal compressor writes more bytes than it got (an efficient input format —
+ * 10-bit AVIF, lossy WebP, palette TIFF/BMP — that JPEG cannot match without visible damage,
+ * while the spec's table fixes the output format).
+ */
+export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined, maxBytes?: number, onStep?: (fraction: number) => void): Promise<SizedJpeg> {
+  const raw = rawOf(pixels);
+  const at = async (quality: number): Promise<Buffer> => insertExif(await sharp(pixels.data, { raw }).jpeg(jpegOptions(quality)).toBuffer(), exif);
+  const target = await chooseJpegQuality(pixels);
+  onStep?.(0.4);
+  const first = await at(target);
+  if (maxBytes === undefined || first.length <= maxBytes) return { data: first, quality: target, rule: 'target' };
+  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN);
+  if (floor >= target) return { data: first, quality: target, rule: 'floor' };
+  const atFloor = await at(floor);
+  onStep?.(0.7);
+  if (atFloor.length > maxBytes) return { data: atFloor, quality: floor, rule: 'floor' };
+  // The highest quality that fits, between the floor (fits) and the target (does not): secant on
+  // log(size), nearly linear in quality over such a span, pulled to the middle when the same end
+  // moves twice in a row.
+  let lo = { q: floor, size: atFloor.length, data: atFloor };
+  let hi = { q: target, size: first.length };
+  let moves: ('lo' | 'hi')[] = [];
+  const goal = Math.log(maxBytes);
+  while (hi.q - lo.q > 1) {
+    const la = Math.log(lo.size);
+    let q = Math.round(lo.q + ((goal - la) / (Math.log(hi.size) - la)) * (hi.q - lo.q));
+    if (moves.length >= 2 && moves[moves.length - 1] === moves[moves.length - 2]) q = Math.round((q + (lo.q + hi.q) / 2) / 2);
+    q = Math.min(hi.q - 1, Math.max(lo.q + 1, q));
+    const data = await at(q);
+    if (data.length <= maxBytes) lo = { q, size: data.length, data };
+    else hi = { q, size: data.length };
+    moves = [...moves, data.length <= maxBytes ? 'lo' : 'hi'];
+  }
+  return { data: lo.data, quality: lo.q, rule: 'fit' };
 }
