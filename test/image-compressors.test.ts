@@ -7,7 +7,10 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import { type Compress, JobError } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
+import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
+import { parseGif } from '../workers/image/gif/parse.ts';
+import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import { targetSize } from '../workers/image/resize.ts';
 import { ssim } from '../workers/image/ssim.ts';
 import { compress as jpg } from '../workers/jpg.ts';
@@ -61,6 +64,37 @@ function gifTiming(g: Buffer): { delays: number[]; loop: number | undefined } {
   return { delays, loop };
 }
 
+/** Every frame as displayed (composited by libvips), stacked. */
+async function shownFrames(gifBytes: Buffer | string) {
+  const { data, info } = await sharp(gifBytes, { animated: true }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
+/**
+ * An animation as naive encoders write it: six full, opaque 256×256 frames of lena.gif's pixels
+ * (one global palette, no transparency) with a dark square moving across, 0.1 s each, looping.
+ */
+async function unoptimisedAnimation(): Promise<Buffer> {
+  const lena = parseGif(await readFile(`${corpus}gif/lena.gif`)).frames[0];
+  const rows = rowOrder(256, lena.interlaced);
+  const plain = new Uint8Array(256 * 256);
+  for (let r = 0; r < 256; r++) plain.set(lena.indices.subarray(r * 256, r * 256 + 256), rows[r] * 256);
+  const subBlocks = (d: Uint8Array) => {
+    const out: number[] = [];
+    for (let i = 0; i < d.length; i += 255) out.push(Math.min(255, d.length - i), ...d.subarray(i, i + 255));
+    return Uint8Array.from([...out, 0]);
+  };
+  const loop = Uint8Array.of(0x21, 0xff, 11, ...Buffer.from('NETSCAPE2.0'), 3, 1, 0, 0, 0);
+  const parts: Uint8Array[] = [Buffer.from('GIF89a'), Uint8Array.of(0, 1, 0, 1, 0xf7, 0, 0), lena.palette, loop];
+  for (let k = 0; k < 6; k++) {
+    const px = plain.slice();
+    for (let y = 100; y < 124; y++) px.fill(0, y * 256 + 20 + k * 30, y * 256 + 44 + k * 30);
+    const data = lzwEncode(px, 8, { rgb: lena.palette, transparent: -1 });
+    parts.push(Uint8Array.of(0x21, 0xf9, 4, 4, 10, 0, 0, 0), Uint8Array.of(0x2c, 0, 0, 0, 0, 0, 1, 0, 1, 0, 8), subBlocks(data));
+  }
+  return Buffer.concat([...parts, Uint8Array.of(0x3b)]);
+}
+
 describe('resize targets', () => {
   it('applies presets, pixels and percentage to the longest edge and never upscales', () => {
     assert.deepEqual(targetSize(6000, 4000, { enabled: true, preset: '1080p' }), { width: 1920, height: 1280 });
@@ -106,7 +140,8 @@ describe('image.jpg-compress', () => {
       assert.ok(inExif.includes(text) && outExif.includes(text), text);
     }
     assert.equal((await sharp(r.path).metadata()).exif?.includes('Exif'), true);
-    assert.ok(ssim(await pixels(input), await pixels(r.path)) >= 0.975);
+    const s1 = ssim(await pixels(input), await pixels(r.path));
+    assert.ok(s1 >= 0.975, `SSIM ${s1}`);
     assert.ok(r.phases.every((p) => ['decoding', 'analyzing', 'encoding', 'optimizing', 'finalizing'].includes(p)));
   });
 
@@ -153,7 +188,8 @@ describe('image.png-compress', () => {
     const alpha = await sharp(r.path).ensureAlpha().extractChannel(3).stats();
     assert.equal(alpha.channels[0].min, 0);
     assert.ok(r.outSize < r.inSize * 0.6);
-    assert.ok(ssim(await pixels(input), await pixels(r.path)) >= 0.98);
+    const s2 = ssim(await pixels(input), await pixels(r.path));
+    assert.ok(s2 >= 0.98, `SSIM ${s2}`);
   });
 
   it('lossless and compression disabled are pixel-identical and smaller', async () => {
@@ -216,18 +252,31 @@ describe('image.gif-compress', () => {
     assert.deepEqual(mOut.delay, mIn.delay);
     assert.ok(r.outSize < r.inSize * 0.75, `${r.outSize} vs ${r.inSize}`);
     // Every displayed frame (composited by libvips, not by our own code) stays within the target.
-    const shown = async (path: string) => {
-      const { data, info } = await sharp(path, { animated: true }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-      return { data, width: info.width, height: info.height, channels: info.channels };
-    };
-    assert.ok(ssim(await shown(input), await shown(r.path)) >= 0.98);
+    const shown = ssim(await shownFrames(input), await shownFrames(r.path));
+    assert.ok(shown >= 0.98, `displayed SSIM ${shown}`);
+  });
+
+  it('optimises an unoptimised animation between frames, exactly at threshold 0', async () => {
+    const input = join(work, 'unoptimised.gif');
+    const bytes = await unoptimisedAnimation();
+    await import('node:fs/promises').then((fs) => fs.writeFile(input, bytes));
+    const exact = new GifRecompressor(bytes).recompress(0).data;
+    assert.ok(exact.length < bytes.length * 0.3, `${exact.length} vs ${bytes.length}`);
+    assert.equal(Buffer.compare((await shownFrames(bytes)).data, (await shownFrames(exact)).data), 0);
+    const r = await run(gif, input);
+    assert.deepEqual(gifTiming(await readFile(r.path)), gifTiming(bytes));
+    assert.equal((await sharp(r.path).metadata()).pages, 6);
+    assert.ok(r.outSize <= exact.length, `${r.outSize} vs ${exact.length}`);
+    const shown = ssim(await shownFrames(bytes), await shownFrames(r.path));
+    assert.ok(shown >= 0.98, `displayed SSIM ${shown}`);
   });
 
   it('measures an interlaced GIF in display order', async () => {
     const input = `${corpus}gif/lena.gif`;
     const r = await run(gif, input);
     assert.ok(r.outSize <= r.inSize);
-    assert.ok(ssim(await pixels(input), await pixels(r.path)) >= 0.98);
+    const s3 = ssim(await pixels(input), await pixels(r.path));
+    assert.ok(s3 >= 0.98, `SSIM ${s3}`);
   });
 
   it('resizes every frame of an animation', async () => {

@@ -193,7 +193,7 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   while (pos < n) {
     let code = indices[pos];
     let len = 1;
-    if (limit === 0) {
+    if (limit === 0 && !backdrop) {
       while (pos + len < n) {
         const child = exact[code * 256 + indices[pos + len]];
         if (child < 0) break;

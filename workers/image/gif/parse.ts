@@ -15,6 +15,8 @@ export interface GifFrame {
   transparent: number;
   /** Disposal method: 0-1 leave, 2 restore to background, 3 restore previous. */
   disposal: number;
+  /** Index in GifFile.parts of the graphic control extension of this frame, or -1. */
+  control: number;
   minCodeSize: number;
   /** Palette indices in stream order (row-interlaced when `interlaced`). */
   indices: Uint8Array;
@@ -52,6 +54,7 @@ export function parseGif(gif: Uint8Array): GifFile {
   const frames: GifFrame[] = [];
   let transparent = -1;
   let disposal = 0;
+  let control = -1;
   for (;;) {
     need(1);
     const block = gif[p];
@@ -67,6 +70,7 @@ export function parseGif(gif: Uint8Array): GifFile {
       if (label === 0xf9 && p + 5 <= gif.length && gif[p] === 4) {
         transparent = gif[p + 1] & 1 ? gif[p + 4] : -1;
         disposal = (gif[p + 1] >> 2) & 7;
+        control = parts.length;
       }
       p = skipSubBlocks(gif, p);
       parts.push(gif.subarray(start, p));
@@ -102,6 +106,7 @@ export function parseGif(gif: Uint8Array): GifFile {
       palette: palette ?? new Uint8Array(768),
       transparent,
       disposal,
+      control,
       minCodeSize,
       indices: lzwDecode(joinSubBlocks(gif, p + 1, dataEnd), minCodeSize, w * h),
     };
@@ -110,21 +115,60 @@ export function parseGif(gif: Uint8Array): GifFile {
     p = dataEnd;
     transparent = -1;
     disposal = 0;
+    control = -1;
   }
   return { width, height, parts, frames };
 }
 
-/** The GIF again, each frame's LZW data replaced by `encoded[i]` (not yet in sub-blocks). */
-export function writeGif(file: GifFile, encoded: Uint8Array[]): Buffer {
+/** A frame as written: possibly cropped, possibly given a transparent index, LZW data not yet in sub-blocks. */
+export interface EncodedFrame {
+  left: number;
+  top: number;
+  width: number;
+  height: number;
+  transparent: number;
+  data: Uint8Array;
+}
+
+/**
+ * The GIF again with each frame's image data replaced. Everything else is copied byte for
+ * byte, except where a frame was cropped (its descriptor's position and size) or given a
+ * transparent index (its graphic control extension, added with no delay and no disposal when
+ * it had none, which is what a frame without one means).
+ */
+export function writeGif(file: GifFile, encoded: EncodedFrame[]): Buffer {
+  const parts = file.parts.map((p) => (p instanceof Uint8Array ? p : undefined));
   const out: Uint8Array[] = [];
+  let added = false;
+  file.frames.forEach((f, i) => {
+    const e = encoded[i];
+    if (e.transparent !== f.transparent && f.control >= 0) {
+      const gce = Uint8Array.from(parts[f.control] ?? []);
+      gce[3] = e.transparent >= 0 ? gce[3] | 1 : gce[3] & ~1;
+      gce[6] = Math.max(0, e.transparent);
+      parts[f.control] = gce;
+    }
+  });
   let i = 0;
-  for (const part of file.parts) {
+  for (const [k, part] of file.parts.entries()) {
     if (part instanceof Uint8Array) {
-      out.push(part);
+      out.push(parts[k] ?? part);
       continue;
     }
-    out.push(part.descriptor, Uint8Array.of(part.minCodeSize), toSubBlocks(encoded[i++]));
+    const e = encoded[i++];
+    if (e.transparent !== part.transparent && part.control < 0) {
+      out.push(Uint8Array.of(0x21, 0xf9, 4, 1, 0, 0, e.transparent, 0));
+      added = true;
+    }
+    const descriptor = Uint8Array.from(part.descriptor);
+    for (const [at, v] of [[1, e.left], [3, e.top], [5, e.width], [7, e.height]]) {
+      descriptor[at] = v & 0xff;
+      descriptor[at + 1] = v >> 8;
+    }
+    out.push(descriptor, Uint8Array.of(part.minCodeSize), toSubBlocks(e.data));
   }
+  // A graphic control extension needs the 89a version of the format.
+  if (added) out[0] = Uint8Array.from(out[0]).fill(0x39, 4, 5);
   return Buffer.concat(out);
 }
 
