@@ -2,8 +2,8 @@
 // ImageMagick and libvips at JPEG quality 80: median time, output bytes, and full-resolution luma
 // SSIM of each output against a reference decode (dcraw for RAW, heif-convert for HEIC, ImageMagick
 // for the rest). Stripped camera files are listed with the failure code they end with.
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { JobError } from '../../workers/contract.ts';
@@ -30,11 +30,16 @@ const vips: Tool = async (input, dir) => {
   return out;
 };
 
-/** Decodes anything the tools write (JPEG, PNG, PPM) to 8-bit RGB(A) pixels. */
-async function pixelsOf(path: string): Promise<Pixels> {
+/**
+ * Decodes anything the tools write (JPEG, PNG, PPM) to 8-bit RGB(A) pixels, upright. heif-convert
+ * writes pixels already turned by the HEIF transforms but copies the source EXIF Orientation
+ * beside them: its PNGs are read as stored.
+ */
+async function pixelsOf(path: string, orient = true): Promise<Pixels> {
   const bytes = await readFile(path);
   if (bytes.toString('latin1', 0, 2) === 'P6') return ppm(bytes);
-  const { data, info } = await sharp(bytes, { limitInputPixels: false }).rotate().raw().toBuffer({ resolveWithObject: true });
+  const img = sharp(bytes, { limitInputPixels: false });
+  const { data, info } = await (orient ? img.rotate() : img).raw().toBuffer({ resolveWithObject: true });
   return { data, width: info.width, height: info.height, channels: info.channels };
 }
 
@@ -50,18 +55,19 @@ function ppm(b: Buffer): Pixels {
   return { data: b.subarray(p + 1), width: Number(fields[1]), height: Number(fields[2]), channels: 3 };
 }
 
-async function reference(input: string, dir: string): Promise<string> {
+async function reference(input: string, dir: string): Promise<Pixels> {
   const ext = input.split('.').pop()!.toLowerCase();
   const out = join(dir, 'reference.png');
   if (ext === 'dng' || ext === 'cr2' || ext === 'nef') {
     const { stdout } = await exec('dcraw', ['-w', '-c', input], { encoding: 'buffer', maxBuffer: 512 << 20 });
-    const ref = join(dir, 'reference.ppm');
-    await writeFile(ref, stdout as unknown as Buffer);
-    return ref;
+    return ppm(stdout as unknown as Buffer);
   }
-  if (ext === 'heic' || ext === 'heif') await exec('heif-convert', [input, out]);
-  else await exec(MAGICK, [`${input}[0]`, '-auto-orient', out], { maxBuffer: 64 << 20 });
-  return out;
+  if (ext === 'heic' || ext === 'heif') {
+    await exec('heif-convert', [input, out]);
+    return pixelsOf(out, false);
+  }
+  await exec(MAGICK, [`${input}[0]`, '-auto-orient', out], { maxBuffer: 64 << 20 });
+  return pixelsOf(out);
 }
 
 async function similarity(ref: Pixels, path: string): Promise<string> {
@@ -71,6 +77,7 @@ async function similarity(ref: Pixels, path: string): Promise<string> {
 }
 
 export default async function universal(ctx: BenchContext): Promise<string> {
+  const load = loadavg()[0];
   const rows: (string | number)[][] = [];
   const failures: string[][] = [];
   const work = await mkdtemp(join(tmpdir(), 'bench-universal-'));
@@ -88,7 +95,7 @@ export default async function universal(ctx: BenchContext): Promise<string> {
           failures.push([`${d}/${name}`, err.code, err.message.slice(0, 120)]);
           continue;
         }
-        const ref = await reference(input, dir).then(pixelsOf, () => undefined);
+        const ref = await reference(input, dir).catch(() => undefined);
         const cells: (string | number)[] = [`${d}/${name}`, bytesIn, `${(mine.ms / 1000).toFixed(2)} s`, (await stat(mine.result)).size, mine.result.split('.').pop()!, ref ? await similarity(ref, mine.result) : 'no ref'];
         for (const peer of [magick, vips]) {
           try {
@@ -108,7 +115,7 @@ export default async function universal(ctx: BenchContext): Promise<string> {
   return [
     '## Universal image compressor (image.universal-compress)',
     '',
-    `Median of ${ctx.runs} runs for ours; SSIM = mean luma SSIM at full resolution against the reference decode (dcraw -w for RAW, heif-convert for HEIC, ImageMagick for the rest; ImageMagick renders CMYK PSD without its profile, so that row's reference is itself off).`,
+    `Median of ${ctx.runs} runs for ours (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores); SSIM = mean luma SSIM at full resolution against the reference decode (dcraw -w for RAW, heif-convert for HEIC, ImageMagick for the rest; ImageMagick renders CMYK PSD without its profile, so that row's reference is itself off). Size rule: a JPG made from another format is kept within the input's bytes down to SSIM 0.95 (see README); rows where ours is larger than the input are at that floor.`,
     '',
     markdownTable(['file', 'bytes in', 'ours time', 'ours bytes', 'ours fmt', 'ours SSIM', 'IM q80 bytes', 'IM SSIM', 'vips q80 bytes', 'vips SSIM'], rows),
     '',
