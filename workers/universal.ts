@@ -7,7 +7,7 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpegQuality, encodePng, jpegOptions } from './image/encode.ts';
+import { chooseJpegQuality, encodePng, jpegOptions, proxyOf } from './image/encode.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -123,6 +123,8 @@ function rawOf(p: Pixels): { width: number; height: number; channels: 3 | 4 } {
  * keeps photos free of visible blocking at normal viewing size.
  */
 export const JPEG_FLOOR_SSIM = 0.95;
+/** A predicted size this much over the limit is not confirmed by a full encode. */
+const CLEAR_MISS = 1.02;
 /** The quality search scores a tile proxy, which reads a little higher than the full image (≤ 0.0006 measured). */
 const PROXY_MARGIN = 0.001;
 
@@ -144,33 +146,61 @@ export interface SizedJpeg {
  * while the spec's table fixes the output format).
  */
 export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined, maxBytes?: number, onStep?: (fraction: number) => void): Promise<SizedJpeg> {
-  const raw = rawOf(pixels);
-  const at = async (quality: number): Promise<Buffer> => insertExif(await sharp(pixels.data, { raw }).jpeg(jpegOptions(quality)).toBuffer(), exif);
+  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality), exif);
   const target = await chooseJpegQuality(pixels);
   onStep?.(0.4);
-  const first = await at(target);
+  const first = await full(target);
   if (maxBytes === undefined || first.length <= maxBytes) return { data: first, quality: target, rule: 'target' };
   const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN);
+  onStep?.(0.6);
   if (floor >= target) return { data: first, quality: target, rule: 'floor' };
-  const atFloor = await at(floor);
-  onStep?.(0.7);
-  if (atFloor.length > maxBytes) return { data: atFloor, quality: floor, rule: 'floor' };
-  // The highest quality that fits, between the floor (fits) and the target (does not): secant on
-  // log(size), nearly linear in quality over such a span, pulled to the middle when the same end
-  // moves twice in a row.
-  let lo = { q: floor, size: atFloor.length, data: atFloor };
-  let hi = { q: target, size: first.length };
-  let moves: ('lo' | 'hi')[] = [];
-  const goal = Math.log(maxBytes);
-  while (hi.q - lo.q > 1) {
-    const la = Math.log(lo.size);
-    let q = Math.round(lo.q + ((goal - la) / (Math.log(hi.size) - la)) * (hi.q - lo.q));
-    if (moves.length >= 2 && moves[moves.length - 1] === moves[moves.length - 2]) q = Math.round((q + (lo.q + hi.q) / 2) / 2);
-    q = Math.min(hi.q - 1, Math.max(lo.q + 1, q));
-    const data = await at(q);
-    if (data.length <= maxBytes) lo = { q, size: data.length, data };
-    else hi = { q, size: data.length };
-    moves = [...moves, data.length <= maxBytes ? 'lo' : 'hi'];
+  // Full-size encodes cost about a second at 12 MP, so sizes are predicted on the quality search's
+  // tile proxy, scaled by the full/proxy ratio of the nearest full encode, and each prediction is
+  // confirmed by one full encode: usually one or two of them.
+  const proxy = proxyOf(pixels);
+  const fulls = new Map<number, Buffer>([[target, first]]);
+  const proxySizes = new Map<number, number>();
+  const proxySize = async (q: number): Promise<number> => {
+    // A small image is its own proxy: its predictions are its full encodes.
+    if (proxy === pixels) {
+      const data = fulls.get(q) ?? (await full(q));
+      fulls.set(q, data);
+      return data.length;
+    }
+    const known = proxySizes.get(q) ?? (await encode(proxy, q)).length;
+    proxySizes.set(q, known);
+    return known;
+  };
+  const fits = (q: number) => (fulls.get(q)?.length ?? Infinity) <= maxBytes;
+  let best: number | null = null;
+  let lo = floor;
+  let hi = target - 1;
+  let ratio = first.length / (await proxySize(target));
+  while (lo <= hi) {
+    // The highest quality in [lo, hi] whose predicted size fits (proxy sizes grow with quality).
+    let a = lo;
+    let b = hi;
+    while (a < b) {
+      const mid = (a + b + 1) >> 1;
+      if ((await proxySize(mid)) * ratio <= maxBytes) a = mid;
+      else b = mid - 1;
+    }
+    const data = fulls.get(a) ?? (await full(a));
+    fulls.set(a, data);
+    ratio = data.length / (await proxySize(a));
+    if (fits(a)) {
+      best = a;
+      lo = a + 1;
+      // Calibrated at the neighbouring quality the prediction is within about 1 %: trust a clear miss.
+      if (fulls.has(lo) || (lo <= hi && (await proxySize(lo)) * ratio > maxBytes * CLEAR_MISS)) break;
+    } else {
+      hi = a - 1;
+    }
   }
-  return { data: lo.data, quality: lo.q, rule: 'fit' };
+  if (best === null) return { data: fulls.get(floor) ?? (await full(floor)), quality: floor, rule: 'floor' };
+  return { data: fulls.get(best)!, quality: best, rule: 'fit' };
+}
+
+function encode(p: Pixels, quality: number): Promise<Buffer> {
+  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality)).toBuffer();
 }

@@ -14,7 +14,8 @@ import { checkPixelBudget } from './limits.ts';
  * lighter colour, dissolve: drawn as normal). Reads RGB, greyscale and indexed documents (ag-psd's).
  *
  * Layers are decoded one at a time (ag-psd's raw-data mode), each checked against the pixel
- * budget first: a layer's declared bounds may exceed the document's.
+ * budget first (a layer's declared bounds may exceed the document's), and all of them together
+ * against LAYER_WORK budgets: a file of many huge, nearly empty layers is refused, not ground through.
  */
 
 /** Straight-alpha RGBA, 16 bits per sample, the document's size. */
@@ -27,14 +28,24 @@ export interface Composite {
 const ONE = 65535;
 /** Memory ag-psd may use for one decoded layer bitmap. */
 const LAYER_MEMORY_LIMIT = 1024 * 1024 * 1024;
+/** All layer, mask and group pixels one composite may touch, in multiples of the pixel budget. */
+const LAYER_WORK = 8;
 
 export function compositeLayers(bytes: Buffer, maxPixels: number): Composite {
   const psd = readPsd(bytes, { useRawData: true, useRawThumbnail: true, skipLinkedFilesData: true, totalMemoryLimit: LAYER_MEMORY_LIMIT });
   if (!psd.children?.length) throw new JobError('image.decode_failed', 'The PSD has neither a merged image nor layers.');
   const canvas = new Uint16Array(psd.width * psd.height * 4);
-  drawLayers(psd.children, { data: canvas, width: psd.width, height: psd.height }, maxPixels);
+  let work = 0;
+  const budget = (width: number, height: number) => {
+    checkPixelBudget(width, height, maxPixels);
+    work += width * height;
+    if (work > LAYER_WORK * maxPixels) throw new JobError('image.too_many_pixels', `The PSD's layers add up to more than ${(LAYER_WORK * maxPixels) / 1e6} megapixels to composite.`);
+  };
+  drawLayers(psd.children, { data: canvas, width: psd.width, height: psd.height }, budget);
   return { data: canvas, width: psd.width, height: psd.height };
 }
+
+type Budget = (width: number, height: number) => void;
 
 /** A bitmap placed on the canvas: its bounds in document coordinates and its samples' full scale. */
 interface Placed {
@@ -51,7 +62,7 @@ interface Mask extends Placed {
   outside: number;
 }
 
-function drawLayers(layers: Layer[], target: Composite, maxPixels: number): void {
+function drawLayers(layers: Layer[], target: Composite, budget: Budget): void {
   let clipBase: Float32Array | null = null;
   for (let i = 0; i < layers.length; i++) {
     const layer = layers[i];
@@ -61,17 +72,18 @@ function drawLayers(layers: Layer[], target: Composite, maxPixels: number): void
     if (layer.hidden) continue;
     if (clipped && !clipBase) continue;
     const opacity = (layer.opacity ?? 1) * (layer.fillOpacity ?? 1);
-    const mask = maskOf(layer, maxPixels);
+    const mask = maskOf(layer, budget);
     if (layer.children) {
       const passThrough = layer.blendMode === 'pass through';
+      budget(target.width, target.height);
       const group = passThrough ? Uint16Array.from(target.data) : new Uint16Array(target.data.length);
-      drawLayers(layer.children, { ...target, data: group }, maxPixels);
+      drawLayers(layer.children, { ...target, data: group }, budget);
       const placed: Placed = { data: group, left: 0, top: 0, width: target.width, height: target.height, max: ONE };
       if (passThrough) mix(placed, target, layer.opacity ?? 1, mask);
       else blend(placed, target, layer.blendMode ?? 'normal', layer.opacity ?? 1, mask, null, null);
       continue;
     }
-    const pixels = pixelsOf(layer, maxPixels);
+    const pixels = pixelsOf(layer, budget);
     if (!pixels) continue;
     const keep = nextClipped ? new Float32Array(target.width * target.height) : null;
     blend(pixels, target, layer.blendMode ?? 'normal', opacity, mask, clipped ? clipBase : null, keep);
@@ -79,24 +91,24 @@ function drawLayers(layers: Layer[], target: Composite, maxPixels: number): void
   }
 }
 
-function pixelsOf(layer: Layer, maxPixels: number): Placed | null {
+function pixelsOf(layer: Layer, budget: Budget): Placed | null {
   const width = (layer.right ?? 0) - (layer.left ?? 0);
   const height = (layer.bottom ?? 0) - (layer.top ?? 0);
   if (width <= 0 || height <= 0) return null;
-  checkPixelBudget(width, height, maxPixels);
+  budget(width, height);
   const img = getLayerImageData(layer);
   if (!img) return null;
   return { data: img.data, left: layer.left ?? 0, top: layer.top ?? 0, width, height, max: fullScale(img) };
 }
 
-function maskOf(layer: Layer, maxPixels: number): Mask | null {
+function maskOf(layer: Layer, budget: Budget): Mask | null {
   const m = layer.mask;
   if (!m || m.disabled) return null;
   const width = (m.right ?? 0) - (m.left ?? 0);
   const height = (m.bottom ?? 0) - (m.top ?? 0);
   const outside = (m.defaultColor ?? 0) / 255;
   if (width <= 0 || height <= 0) return outside >= 1 ? null : { data: [], left: 0, top: 0, width: 0, height: 0, max: 1, outside };
-  checkPixelBudget(width, height, maxPixels);
+  budget(width, height);
   const img = getLayerMaskImageData(layer);
   if (!img) return null;
   return { data: img.data, left: m.left ?? 0, top: m.top ?? 0, width, height, max: fullScale(img), outside };
