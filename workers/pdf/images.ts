@@ -5,13 +5,20 @@ import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
 import { encodeFlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
 import { encodePhoto } from './jpeg.ts';
+import { resamplingLoss, VIEW_TARGET_SSIM } from './quality.ts';
 import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
 import type { DisplaySize } from './placements.ts';
 import { decodeJpeg, expandPalette, isGrey, looksPhotographic, resample, toGrey } from './pixels.ts';
 
-/** Images drawn above TRIGGER_PPI on the page are resampled to TARGET_PPI (the /ebook class). */
+/**
+ * Images drawn above TRIGGER_PPI on the page are resampled to TARGET_PPI (the /ebook class, fine
+ * enough for print previews and 150 % zoom); the 10 % slack spares images barely above it a
+ * resampling blur that saves few bytes.
+ */
 export const TARGET_PPI = 150;
-export const TRIGGER_PPI = 200;
+export const TRIGGER_PPI = 165;
+/** The strictest SSIM asked of a JPEG after resampling: beyond it quality 95 is reached for nothing. */
+const MAX_JPEG_SSIM = 0.99;
 /** One image's decoded samples may take at most this much memory; larger images are left as they are. */
 export const MAX_IMAGE_BYTES = 320 * 1024 * 1024;
 /** A lossy re-encode of a JPEG at the same size must save this share, or a generation loss buys too little. */
@@ -53,10 +60,11 @@ export async function optimizeImages(
     const [ref, stream] = images[i];
     const info = imageInfo(ctx, stream.dict);
     if (!info) continue;
-    const target = fixedSize.has(ref) ? undefined : targetSize(info, sizes.get(ref));
+    const ppi = effectivePpi(info, sizes.get(ref));
+    const target = fixedSize.has(ref) ? undefined : targetSize(info, ppi);
     let outcome: Outcome | undefined;
     try {
-      outcome = await recompress(ctx, stream, info, target, smasks.has(ref));
+      outcome = await recompress(ctx, stream, info, { size: target, ppi }, smasks.has(ref));
     } catch {
       // An image we cannot decode (corrupt data, over the memory bound) is kept byte for byte.
       continue;
@@ -72,20 +80,30 @@ export async function optimizeImages(
   return replaced;
 }
 
-/** Pixel size an image should be resampled to, or undefined when its resolution is already modest. */
-export function targetSize(info: ImageInfo, display: DisplaySize | undefined): { width: number; height: number } | undefined {
+/** Pixels per inch at which an image is drawn (the coarser axis), or undefined when its placement is unknown. */
+export function effectivePpi(info: ImageInfo, display: DisplaySize | undefined): number | undefined {
   if (!display || display.width <= 0 || display.height <= 0) return undefined;
-  const ppi = Math.min(info.width / (display.width / 72), info.height / (display.height / 72));
-  if (!(ppi > TRIGGER_PPI)) return undefined;
+  return Math.min(info.width / (display.width / 72), info.height / (display.height / 72));
+}
+
+/** Pixel size an image should be resampled to, or undefined when its resolution is already modest. */
+export function targetSize(info: ImageInfo, ppi: number | undefined): { width: number; height: number } | undefined {
+  if (ppi === undefined || !(ppi > TRIGGER_PPI)) return undefined;
   const scale = TARGET_PPI / ppi;
   return { width: Math.max(1, Math.round(info.width * scale)), height: Math.max(1, Math.round(info.height * scale)) };
+}
+
+interface Placement {
+  /** Pixel size to resample to, when the image is drawn above TRIGGER_PPI. */
+  size?: { width: number; height: number };
+  ppi?: number;
 }
 
 async function recompress(
   ctx: PDFContext,
   stream: PDFRawStream,
   info: ImageInfo,
-  target: { width: number; height: number } | undefined,
+  placement: Placement,
   isSoftMask: boolean,
 ): Promise<Outcome | undefined> {
   const { filters } = info;
@@ -100,10 +118,10 @@ async function recompress(
     const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
     let pixels = await decodeJpeg(jpeg, info.components);
     if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
-    if (target) pixels = await resample(pixels, target.width, target.height);
-    const data = await encodePhoto(pixels);
-    if (data.length >= old * (target ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
-    return jpegOutcome(data, pixels);
+    const fitted = await fit(pixels, placement);
+    const data = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim);
+    if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
+    return jpegOutcome(data, fitted.pixels);
   }
   if (!filters.every(isGeneric)) return undefined;
 
@@ -119,7 +137,7 @@ async function recompress(
   let pixels: Pixels | undefined;
   let colourSpace: PDFObject | undefined;
   const { palette } = info;
-  if (palette && target && !info.hasDecode && (palette.base === 'gray' || palette.base === 'rgb')) {
+  if (palette && placement.size && !info.hasDecode && (palette.base === 'gray' || palette.base === 'rgb')) {
     // Indices cannot be averaged: resampling an Indexed image goes through its base colours.
     pixels = expandPalette(samples, info.width, info.height, info.bitsPerComponent, palette);
     colourSpace = palette.baseSpace;
@@ -136,18 +154,42 @@ async function recompress(
     pixels = toGrey(pixels);
     colourSpace = PDFName.of('DeviceGray');
   }
-  if (target) pixels = await resample(pixels, target.width, target.height);
+  const fitted = await fit(pixels, placement);
+  pixels = fitted.pixels;
   const lossyAllowed = !isSoftMask && !info.colourKey;
   const photo = lossyAllowed && looksPhotographic(pixels);
   const flate = photo ? undefined : encodeFlateImage(pixels.data, pixels.width, pixels.channels, 8, false);
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
-  const jpeg = tryJpeg ? await encodePhoto(pixels) : undefined;
+  const jpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.ssim) : undefined;
   // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
   const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
   const out = useJpeg ? jpegOutcome(jpeg, pixels) : flate && flateOutcome(ctx, flate.data, flate.predictor, pixels.width, pixels.height);
   if (!out || out.contents.length >= old) return undefined;
   return colourSpace ? withColourSpace(out, colourSpace) : out;
+}
+
+interface Fitted {
+  pixels: Pixels;
+  /** Where the pixels are drawn, in pixels per inch. */
+  ppi: number | undefined;
+  /** SSIM the JPEG encode must keep as seen on the page: the page's target plus what resampling spent. */
+  ssim: number;
+  resampled: boolean;
+}
+
+/**
+ * The pixels to store, resampled to the placement's size when there is one. Resampling spends
+ * part of the page's SSIM budget as seen at 100 % zoom (poppler's box scaler aliases a 150 ppi
+ * image more than the original), so the JPEG must then keep VIEW_TARGET_SSIM plus that loss,
+ * up to MAX_JPEG_SSIM.
+ */
+async function fit(pixels: Pixels, placement: Placement): Promise<Fitted> {
+  if (!placement.size) return { pixels, ppi: placement.ppi, ssim: VIEW_TARGET_SSIM, resampled: false };
+  const resampled = await resample(pixels, placement.size.width, placement.size.height);
+  const loss = resamplingLoss(pixels, resampled, placement.ppi);
+  const ppi = placement.ppi === undefined ? undefined : (placement.ppi * resampled.width) / pixels.width;
+  return { pixels: resampled, ppi, ssim: Math.min(MAX_JPEG_SSIM, VIEW_TARGET_SSIM + loss), resampled: true };
 }
 
 function jpegOutcome(data: Buffer, p: Pixels): Outcome {

@@ -1,14 +1,16 @@
 import sharp from 'sharp';
-import { chooseJpegQuality, jpegOptions } from '../image/encode.ts';
+import { jpegOptions } from '../image/encode.ts';
 import type { Pixels } from '../image/ssim.ts';
+import { chooseViewQuality } from './quality.ts';
 
 /**
- * JPEG of gray or RGB samples at the perceptual auto quality of the JPG compressor. The quality
- * search is the same as encodeJpegAuto's, but the encode keeps the component count: a PDF image's
- * ColorSpace says how many components its JPEG must have, and encodeJpegAuto always emits sRGB.
+ * JPEG of gray or RGB samples drawn at `ppi` on the page, at the lowest quality that keeps
+ * `ssim` as seen on the page (chooseViewQuality).
+ * The encode keeps the component count: a PDF image's ColorSpace says how many components its
+ * JPEG must have (encodeJpegAuto would always emit sRGB).
  */
-export async function encodePhoto(p: Pixels): Promise<Buffer> {
-  const quality = await chooseJpegQuality(p);
+export async function encodePhoto(p: Pixels, ppi: number | undefined, ssim: number): Promise<Buffer> {
+  const quality = await chooseViewQuality(p, ppi, ssim);
   const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
   // Without this sharp writes grey pixels as a three-component JPEG.
   if (p.channels === 1) img.toColourspace('b-w');

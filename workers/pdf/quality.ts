@@ -1,0 +1,132 @@
+import sharp from 'sharp';
+import { jpegOptions, proxyOf } from '../image/encode.ts';
+import { ssimOfLuma, type Pixels } from '../image/ssim.ts';
+
+/**
+ * The resolution a page is judged at: 100 % zoom on a typical screen, which is also how the
+ * issue measures pages (pdftoppm at 100 dpi). An image drawn finer than this is seen averaged
+ * down, so JPEG noise finer than a screen pixel is never seen at this zoom; one drawn coarser is
+ * seen magnified, so its flaws are seen larger.
+ */
+export const VIEW_PPI = 100;
+/**
+ * Luma SSIM an image must keep as seen at VIEW_PPI. The page promise is SSIM ≥ 0.95 on every
+ * page; images aim 0.01 higher, room for the tile proxy the search runs on and for renderers
+ * whose resampling differs from the box average modelled here.
+ */
+export const VIEW_TARGET_SSIM = 0.96;
+/** Below 40 blocking shows when the reader zooms in, whatever the 100 % view says. */
+const MIN_QUALITY = 40;
+const MAX_QUALITY = 95;
+
+/** Magnification beyond this adds nothing to judge (each image pixel is already a block of screen pixels). */
+const MAX_MAGNIFICATION = 3;
+
+/** Screen pixels per image pixel at VIEW_PPI; an unknown placement counts as 1:1. */
+export function viewScale(ppi: number | undefined): number {
+  return ppi === undefined || !(ppi > 0) ? 1 : Math.min(MAX_MAGNIFICATION, VIEW_PPI / ppi);
+}
+
+/**
+ * The lowest JPEG quality at which `p`, drawn at `ppi` on its page, keeps `target` SSIM as seen
+ * at VIEW_PPI (see asSeen). Bisection on the JPG compressor's tile proxy (full-resolution tiles
+ * on the MCU grid, so the proxy's blocks are the image's blocks).
+ */
+export async function chooseViewQuality(p: Pixels, ppi: number | undefined, target = VIEW_TARGET_SSIM): Promise<number> {
+  const proxy = proxyOf(p);
+  const scale = viewScale(ppi);
+  const width = Math.max(8, Math.round(proxy.width * scale));
+  const height = Math.max(8, Math.round(proxy.height * scale));
+  const reference = asSeen(proxy, width, height);
+  const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
+  const passes = async (q: number): Promise<boolean> => {
+    const jpeg = await sharp(proxy.data, raw).jpeg(jpegOptions(q)).toBuffer();
+    const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
+    return ssimOfLuma(reference, asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height), width, height) >= target;
+  };
+  let lo = MIN_QUALITY - 1;
+  let hi = MAX_QUALITY;
+  while (hi - lo > 1) {
+    const q = (lo + hi) >> 1;
+    if (await passes(q)) hi = q;
+    else lo = q;
+  }
+  return hi;
+}
+
+/**
+ * SSIM lost by replacing `original`, drawn at `ppi`, with `resampled` (same placement, other
+ * pixel size), both as seen at VIEW_PPI. Computed on the whole image: asSeen streams the samples.
+ */
+export function resamplingLoss(original: Pixels, resampled: Pixels, ppi: number | undefined): number {
+  const scale = viewScale(ppi);
+  const width = Math.max(8, Math.round(original.width * scale));
+  const height = Math.max(8, Math.round(original.height * scale));
+  return 1 - ssimOfLuma(asSeen(original, width, height), asSeen(resampled, width, height), width, height);
+}
+
+/**
+ * Luma of 1- or 3-channel pixels as a renderer shows them at `W`×`H`, modelled on poppler:
+ * reduced, each screen pixel is the plain average of the image pixels it covers (columns
+ * ⌊x·w/W⌋ to ⌊(x+1)·w/W⌋, rows likewise), the most revealing of the usual scalers (smoother
+ * kernels hide more JPEG noise); magnified under 4×, it is interpolated bilinearly. This predicts
+ * pdftoppm's pages to about 0.001 SSIM.
+ */
+export function asSeen(p: Pixels, W: number, H: number): Float32Array {
+  if (p.width > 1 && p.height > 1 && W > p.width && H > p.height && W < 4 * p.width && H < 4 * p.height) return bilinear(boxLuma(p, p.width, p.height), p.width, p.height, W, H);
+  return boxLuma(p, W, H);
+}
+
+/** Area-average luma (repeating pixels where the size grows); one pass, memory for the output only. */
+function boxLuma(p: Pixels, W: number, H: number): Float32Array {
+  const { data, width: w, height: h, channels: c } = p;
+  const x0 = new Int32Array(W);
+  const x1 = new Int32Array(W);
+  for (let x = 0; x < W; x++) {
+    x0[x] = Math.min(w - 1, Math.floor((x * w) / W));
+    x1[x] = Math.max(x0[x] + 1, Math.floor(((x + 1) * w) / W));
+  }
+  const out = new Float32Array(W * H);
+  for (let r = 0; r < H; r++) {
+    const a = Math.min(h - 1, Math.floor((r * h) / H));
+    const b = Math.max(a + 1, Math.floor(((r + 1) * h) / H));
+    const row = out.subarray(r * W, (r + 1) * W);
+    for (let i = a; i < b; i++) {
+      const base = i * w * c;
+      for (let x = 0; x < W; x++) {
+        let sum = 0;
+        for (let k = base + x0[x] * c, e = base + x1[x] * c; k < e; k += c) sum += c >= 3 ? 0.299 * data[k] + 0.587 * data[k + 1] + 0.114 * data[k + 2] : data[k];
+        row[x] += sum;
+      }
+    }
+    for (let x = 0; x < W; x++) row[x] /= (b - a) * (x1[x] - x0[x]);
+  }
+  return out;
+}
+
+/** Bilinear magnification of a plane, pixel centres aligned. */
+function bilinear(y: Float32Array, w: number, h: number, W: number, H: number): Float32Array {
+  const out = new Float32Array(W * H);
+  const xi = new Int32Array(W);
+  const xf = new Float32Array(W);
+  for (let x = 0; x < W; x++) {
+    const sx = Math.min(w - 1, Math.max(0, ((x + 0.5) * w) / W - 0.5));
+    xi[x] = Math.min(w - 2, Math.floor(sx));
+    xf[x] = sx - xi[x];
+  }
+  for (let r = 0; r < H; r++) {
+    const sy = Math.min(h - 1, Math.max(0, ((r + 0.5) * h) / H - 0.5));
+    const i = Math.min(h - 2, Math.floor(sy));
+    const fy = sy - i;
+    const top = i * w;
+    const bottom = top + w;
+    for (let x = 0; x < W; x++) {
+      const k = xi[x];
+      const f = xf[x];
+      const t = y[top + k] + (y[top + k + 1] - y[top + k]) * f;
+      const b = y[bottom + k] + (y[bottom + k + 1] - y[bottom + k]) * f;
+      out[r * W + x] = t + (b - t) * fy;
+    }
+  }
+  return out;
+}
