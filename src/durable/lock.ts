@@ -1,6 +1,7 @@
 import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 
-function alive(pid: number): boolean {
+/** Whether a process with this pid runs (one we may not signal counts as running). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -29,7 +30,7 @@ export function acquireServerLock(path: string): () => void {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const pid = Number(readFileSync(path, 'utf8'));
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) {
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
         throw new Error(`another compressd server (pid ${pid}) is using this data directory`);
       }
       unlinkSync(path);

@@ -1,5 +1,6 @@
 import { mkdirSync, readdirSync, rmSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { processAlive } from '../durable/lock.ts';
 
 /** Extracted trees are named `<version>-<16 hex>`; anything else in the cache root is left alone. */
 const TREE_NAME = /^[\w.+]+-[0-9a-f]{16}$/;
@@ -23,15 +24,6 @@ export function takeLease(root: string, id: string): void {
   });
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** Removes trees of other builds with no live process, abandoned temporary dirs and dead leases. */
 export function pruneOldTrees(root: string, current: string): void {
   const leaseDir = join(root, '.leases');
@@ -39,7 +31,7 @@ export function pruneOldTrees(root: string, current: string): void {
   for (const name of readdirSync(leaseDir)) {
     const dot = name.lastIndexOf('.');
     const pid = Number(name.slice(dot + 1));
-    if (Number.isInteger(pid) && pid > 0 && alive(pid)) live.add(name.slice(0, dot));
+    if (Number.isInteger(pid) && pid > 0 && processAlive(pid)) live.add(name.slice(0, dot));
     else rmSync(join(leaseDir, name), { force: true });
   }
   for (const name of readdirSync(root)) {
