@@ -10,20 +10,13 @@ import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
 import { compress as jpg } from '../../workers/jpg.ts';
 import { compress as png } from '../../workers/png.ts';
-import { savingsVsSsimChart, timeChart } from '../charts.ts';
+import { savingsVsSsimChart, timeChart, type ChartRow } from '../charts.ts';
 import { type BenchContext, exec, markdownTable, median, timed } from '../lib.ts';
 
 /** A tool turns an input file into an output file in `dir`, or returns undefined when it declines. */
 type Tool = (input: string, dir: string) => Promise<string | undefined>;
 
-interface Row {
-  file: string;
-  tool: string;
-  bytesIn: number;
-  bytesOut: number | undefined;
-  ssim: number | undefined;
-  ms: number;
-}
+type Row = ChartRow;
 
 const ours = (c: Compress, options = {}): Tool => async (input, dir) =>
   (await c({ inputPath: input, format: input.split('.').pop() ?? '', options }, { dir }, { signal: new AbortController().signal, progress: () => {} })).path;

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
 import { link, mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fsyncDir } from './journal.ts';
 
 const KEY_FILE = 'download-token.key';
 const KEY_BYTES = 32;
@@ -12,14 +12,6 @@ const VERSION = 1;
 const AAD = Buffer.from('compressd.download-token.v1');
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
-async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, constants.O_RDONLY);
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
 
 async function readKey(path: string): Promise<Buffer> {
   const key = await readFile(path);

@@ -6,7 +6,8 @@ type Op =
   | { kind: 'line'; line: string; resolve: () => void; reject: (err: unknown) => void }
   | { kind: 'rewrite'; text: string; resolve: () => void; reject: (err: unknown) => void };
 
-async function fsyncDir(dir: string): Promise<void> {
+/** Makes a rename or create in `dir` durable. */
+export async function fsyncDir(dir: string): Promise<void> {
   const handle = await open(dir, constants.O_RDONLY);
   try {
     await handle.sync();
