@@ -18,6 +18,7 @@ import type { Job } from './jobs/types.ts';
 import { DiskGuard, insufficientStorage } from './ops/disk.ts';
 import { ServiceMetrics } from './ops/metrics.ts';
 import { createApp } from './server/app.ts';
+import { answerClientError, refuseConnect } from './server/client-error.ts';
 import { outputFileName } from './server/views.ts';
 import { DownloadTokens, presignedDownloadUrl } from './webhooks/download-token.ts';
 import { WebhookOutbox } from './webhooks/outbox.ts';
@@ -160,6 +161,8 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
     s.once('error', reject);
   });
+  server.on('clientError', answerClientError);
+  server.on('connect', refuseConnect);
   // Large uploads may take long; idle connections are still closed by the keep-alive timeout.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();

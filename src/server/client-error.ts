@@ -1,0 +1,32 @@
+import type { Duplex } from 'node:stream';
+
+const ANSWERS: Record<string, [status: number, reason: string, code: string, detail: string]> = {
+  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'request.headers_too_large', 'The request line and headers exceed 16 KB.'],
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'request.timeout', 'The request headers did not arrive in time.'],
+};
+
+/**
+ * Answers a request Node's HTTP parser refused before it reached the app (bad framing,
+ * invalid characters, conflicting lengths, oversized headers) with the spec's error envelope
+ * instead of a bare status line, then closes the connection: after a framing error the
+ * rest of the stream cannot be trusted.
+ */
+export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  const answered = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
+  if (err.code === 'ECONNRESET' || !socket.writable || answered) {
+    socket.destroy();
+    return;
+  }
+  const [status, reason, code, detail] = ANSWERS[err.code ?? ''] ?? [400, 'Bad Request', 'request.malformed', `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).`];
+  const body = JSON.stringify({ error: code, detail });
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** `CONNECT` (a proxy tunnel request) is not something this server offers: 405 instead of a silently dropped socket. */
+export function refuseConnect(_req: unknown, socket: Duplex): void {
+  socket.on('error', () => socket.destroy());
+  const body = JSON.stringify({ error: 'request.method_not_allowed', detail: 'CONNECT is not supported.' });
+  socket.end(`HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
