@@ -2,13 +2,17 @@
 // invariants checked after every case (alive, no 5xx but 503, jobs end, no held credit,
 // a spool with live jobs only, outputs that decode).
 import assert from 'node:assert/strict';
-import { readdir } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PDFDocument } from 'pdf-lib';
+import { promisify } from 'node:util';
 import sharp from 'sharp';
 import yauzl from 'yauzl';
 import { json, type TestServer } from './server.ts';
+
+const exec = promisify(execFile);
 
 /** mulberry32: small, fast and the same on every platform. */
 export class Rng {
@@ -40,11 +44,11 @@ export class Rng {
 }
 
 /** Seed and case count: fixed in CI, from FUZZ_SEED / COMPRESSD_FUZZ_CASES for long runs. */
-export function fuzzSettings(name: string, defaultCases: number): { seed: number; cases: number } {
+export function fuzzSettings(name: string, defaultCases: number, casesVar = 'COMPRESSD_FUZZ_CASES'): { seed: number; cases: number } {
   const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : 20261123;
-  const cases = process.env.COMPRESSD_FUZZ_CASES ? Number(process.env.COMPRESSD_FUZZ_CASES) : defaultCases;
-  assert.ok(Number.isInteger(seed) && Number.isInteger(cases) && cases > 0, 'FUZZ_SEED and COMPRESSD_FUZZ_CASES must be whole numbers');
-  console.log(`${name}: seed ${seed}, ${cases} cases (FUZZ_SEED=${seed} COMPRESSD_FUZZ_CASES=${cases} to replay)`);
+  const cases = process.env[casesVar] ? Number(process.env[casesVar]) : defaultCases;
+  assert.ok(Number.isInteger(seed) && Number.isInteger(cases) && cases > 0, `FUZZ_SEED and ${casesVar} must be whole numbers`);
+  console.log(`${name}: seed ${seed}, ${cases} cases (FUZZ_SEED=${seed} ${casesVar}=${cases} to replay)`);
   return { seed, cases };
 }
 
@@ -110,26 +114,26 @@ export interface RawOptions {
 }
 
 /** Sends `chunks` on one connection and collects everything the server answers until it closes or `waitMs` passes. */
-export function rawExchange(port: number, chunks: Buffer[], opts: RawOptions): Promise<{ data: Buffer; closed: boolean }> {
+export function rawExchange(port: number, chunks: Buffer[], opts: RawOptions): Promise<{ data: Buffer; ending: string }> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     const received: Buffer[] = [];
     let size = 0;
     let done = false;
-    const finish = (closed: boolean) => {
+    const finish = (ending: string) => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       socket.destroy();
-      resolve({ data: Buffer.concat(received), closed });
+      resolve({ data: Buffer.concat(received), ending });
     };
-    const timer = setTimeout(() => finish(false), opts.waitMs);
-    socket.on('error', () => finish(true));
-    socket.on('close', () => finish(true));
+    const timer = setTimeout(() => finish(`no answer or close within ${opts.waitMs} ms`), opts.waitMs);
+    socket.on('error', (err: NodeJS.ErrnoException) => finish(`socket error ${err.code} (${socket.connecting ? 'connecting' : 'connected'})`));
+    socket.on('close', () => finish('closed by the server'));
     socket.on('data', (d) => {
       received.push(d);
       size += d.length;
-      if (opts.readLimit !== undefined && size >= opts.readLimit) finish(false);
+      if (opts.readLimit !== undefined && size >= opts.readLimit) finish('download aborted');
     });
     socket.on('connect', async () => {
       let sent = 0;
@@ -137,7 +141,7 @@ export function rawExchange(port: number, chunks: Buffer[], opts: RawOptions): P
         if (done) return;
         if (opts.abortAfter !== undefined && sent + chunk.length >= opts.abortAfter) {
           socket.write(chunk.subarray(0, opts.abortAfter - sent));
-          setImmediate(() => finish(true));
+          setImmediate(() => finish('upload aborted'));
           return;
         }
         socket.write(chunk);
@@ -157,8 +161,15 @@ export async function assertDecodes(data: Buffer, format: string): Promise<void>
     const { info } = await sharp(data, { animated: true, limitInputPixels: false }).raw().toBuffer({ resolveWithObject: true });
     assert.ok(info.width > 0 && info.height > 0);
   } else if (format === 'pdf') {
-    const doc = await PDFDocument.load(data, { updateMetadata: false });
-    assert.ok(doc.getPageCount() > 0);
+    // Poppler, an independent renderer that tolerates what viewers tolerate, draws the first page.
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-fuzz-pdf-'));
+    try {
+      await writeFile(join(dir, 'out.pdf'), data);
+      const { stdout } = await exec('pdftoppm', ['-r', '10', '-f', '1', '-l', '1', '-png', '-singlefile', join(dir, 'out.pdf')], { encoding: 'buffer', maxBuffer: 16 << 20 });
+      assert.ok((await sharp(stdout).metadata()).width! > 0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   } else if (format === 'docx' || format === 'pptx') {
     const names = await new Promise<string[]>((resolve, reject) =>
       yauzl.fromBuffer(data, { lazyEntries: false }, (err, zip) => {
@@ -194,10 +205,19 @@ export class Invariants {
     if (this.violations.length < 50) this.violations.push(`${caseName}: ${what}`);
   }
 
-  /** Records one response: no 5xx but 503; a 202 is a job to follow. */
-  response(caseName: string, status: number, body: Buffer | string, key = this.s.key): void {
+  /** Records one response: no 5xx but 503; every error in the spec's envelope; a 202 is a job to follow. */
+  response(caseName: string, status: number, body: Buffer | string, key = this.s.key, hasBody = true): void {
     this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1);
     if (status >= 500 && status !== 503) this.violation(caseName, `answered ${status}: ${String(body).slice(0, 200)}`);
+    if (status >= 400 && hasBody) {
+      let envelope: { error?: unknown } | null = null;
+      try {
+        envelope = JSON.parse(String(body));
+      } catch {
+        // reported below
+      }
+      if (typeof envelope?.error !== 'string') this.violation(caseName, `${status} without the error envelope: ${JSON.stringify(String(body).slice(0, 120))}`);
+    }
     if (status === 202) {
       try {
         const id = JSON.parse(String(body)).id;

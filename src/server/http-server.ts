@@ -1,3 +1,5 @@
+import { getRequestListener, RequestError } from '@hono/node-server';
+import { createServer, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 const ANSWERS: Record<string, [status: number, reason: string, code: string, detail: string]> = {
@@ -29,4 +31,25 @@ export function refuseConnect(_req: unknown, socket: Duplex): void {
   socket.on('error', () => socket.destroy());
   const body = JSON.stringify({ error: 'request.method_not_allowed', detail: 'CONNECT is not supported.' });
   socket.end(`HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
+/**
+ * Answers a request the adapter could not turn into a fetch Request (no Host header, a
+ * request target like `*` or `http://other/`, a backslash in the path) with the envelope.
+ */
+function answerRequestError(err: unknown): Response {
+  const detail = err instanceof RequestError ? err.message : 'The request could not be read.';
+  return Response.json({ error: 'request.malformed', detail: `${detail}.` }, { status: 400 });
+}
+
+/**
+ * The HTTP server in front of the app: every request it cannot serve, from a byte stream that
+ * is not HTTP to a request the app never sees, is answered in the error envelope. A missing
+ * Host header is answered by the adapter (400 `request.malformed`) rather than by Node's bare 400.
+ */
+export function createHttpServer(fetch: Parameters<typeof getRequestListener>[0]): Server {
+  const server = createServer({ requireHostHeader: false }, getRequestListener(fetch, { errorHandler: answerRequestError }));
+  server.on('clientError', answerClientError);
+  server.on('connect', refuseConnect);
+  return server;
 }
