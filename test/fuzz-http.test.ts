@@ -3,7 +3,7 @@
 // server must be alive and answer within 2 s; no answer is a 5xx other than 503; every
 // accepted job ends; no credit stays reserved; the spool holds only live jobs.
 import assert from 'node:assert/strict';
-import { after, before, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { fuzzSettings, Invariants, parseResponses, rawExchange, Rng, type RawOptions } from './helpers/fuzz.ts';
 import { json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
@@ -368,4 +368,23 @@ it('answers the issue #16 upload that ends inside the file part with 400 and kee
   const inv = new Invariants(s);
   await inv.spoolHoldsOnlyLiveJobs('issue #16', [s.key, guestKey]);
   inv.report();
+});
+
+describe('requests the app never sees are answered in the envelope', () => {
+  const cases: [name: string, raw: string, status: number, code: string][] = [
+    ['CONNECT', 'CONNECT a.example:443 HTTP/1.1\r\nHost: a.example\r\n\r\n', 405, 'request.method_not_allowed'],
+    ['no Host header', 'GET /healthz HTTP/1.1\r\n\r\n', 400, 'request.malformed'],
+    ['an invalid chunk size', 'POST /compress HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n', 400, 'request.malformed'],
+    ['two different Content-Lengths', 'POST /compress HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab', 400, 'request.malformed'],
+    ['the request target *', 'OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n', 400, 'request.malformed'],
+    ['headers over 16 KB', `GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: ${'v'.repeat(20_000)}\r\n\r\n`, 431, 'request.headers_too_large'],
+  ];
+  for (const [name, raw, status, code] of cases) {
+    it(`${name}: ${status} ${code}`, async () => {
+      const { data } = await rawExchange(s.service.port, [Buffer.from(raw, 'latin1')], { waitMs: 2000, halfClose: true });
+      const [res] = parseResponses(data);
+      assert.equal(res?.status, status);
+      assert.equal(JSON.parse(String(res!.body)).error, code);
+    });
+  }
 });

@@ -7,30 +7,32 @@ const ANSWERS: Record<string, [status: number, reason: string, code: string, det
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'request.timeout', 'The request headers did not arrive in time.'],
 };
 
+/** Writes one error envelope straight to the socket and closes it. */
+function answerOnSocket(socket: Duplex, status: number, reason: string, code: string, detail: string): void {
+  const body = JSON.stringify({ error: code, detail });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+}
+
 /**
  * Answers a request Node's HTTP parser refused before it reached the app (bad framing,
  * invalid characters, conflicting lengths, oversized headers) with the spec's error envelope
  * instead of a bare status line, then closes the connection: after a framing error the
  * rest of the stream cannot be trusted.
  */
-export function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   const answered = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent;
   if (err.code === 'ECONNRESET' || !socket.writable || answered) {
     socket.destroy();
     return;
   }
   const [status, reason, code, detail] = ANSWERS[err.code ?? ''] ?? [400, 'Bad Request', 'request.malformed', `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).`];
-  const body = JSON.stringify({ error: code, detail });
-  socket.end(
-    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
+  answerOnSocket(socket, status, reason, code, detail);
 }
 
 /** `CONNECT` (a proxy tunnel request) is not something this server offers: 405 instead of a silently dropped socket. */
-export function refuseConnect(_req: unknown, socket: Duplex): void {
+function refuseConnect(_req: unknown, socket: Duplex): void {
   socket.on('error', () => socket.destroy());
-  const body = JSON.stringify({ error: 'request.method_not_allowed', detail: 'CONNECT is not supported.' });
-  socket.end(`HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  answerOnSocket(socket, 405, 'Method Not Allowed', 'request.method_not_allowed', 'CONNECT is not supported.');
 }
 
 /**
