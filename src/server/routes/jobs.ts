@@ -33,7 +33,14 @@ export async function downloadResponse(engine: JobEngine, job: Job): Promise<Res
   } catch {
     throw new ApiError('jobs.expired', 410, 'The output is no longer available.');
   }
-  const { size } = await handle.stat();
+  let size: number;
+  try {
+    ({ size } = await handle.stat());
+  } catch {
+    await handle.close();
+    throw new ApiError('jobs.expired', 410, 'The output is no longer available.');
+  }
+  // The file stream closes the handle when the client has it all or goes away (node-server cancels the body).
   const body = Readable.toWeb(handle.createReadStream()) as ReadableStream;
   return new Response(body, {
     headers: {
