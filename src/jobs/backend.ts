@@ -226,7 +226,8 @@ export interface DeliveryClaim {
 }
 
 export interface AttemptOutcome {
-  outcome: 'delivered' | 'retry' | 'rejected';
+  /** `terminal`: the receiver refused it for good (4xx other than 429, 3xx); no retry. */
+  outcome: 'delivered' | 'retry' | 'terminal';
   status: number | null;
   error: string | null;
 }
@@ -237,7 +238,11 @@ export interface AttemptOutcome {
  * ones, sends, and settles.
  */
 export interface Outbox {
-  /** Stores a delivery, due now. Idempotent by `eventId`: false (nothing written) when it is already known, pending or settled. */
+  /**
+   * Stores a delivery, due now. Idempotent by `eventId`: false (nothing written) while a delivery
+   * with that id is pending. (A settled id may be forgotten; the job store, not the outbox, makes
+   * sure a move's webhook is owed once.)
+   */
   enqueue(owed: OwedWebhook): Promise<boolean>;
 
   /**
@@ -276,8 +281,9 @@ export interface BlobStore {
   /** Stores `body` as the job's `kind` blob; resolves its size in bytes. */
   put(jobId: string, kind: BlobKind, body: Readable): Promise<number>;
   /**
-   * Stores a local file as the job's `kind` blob and resolves its size. The file is the caller's
-   * scratch: a store on the same disk may move it into place instead of copying.
+   * Stores a local file as the job's `kind` blob and resolves its size. The file is consumed: a
+   * store on the same disk moves it into place (or finds it already there), others upload it and
+   * delete it; either way the caller no longer owns a file at `path`.
    */
   putFile(jobId: string, kind: BlobKind, path: string): Promise<number>;
   /** The blob as a stream with its size, or null when it does not exist. */

@@ -54,6 +54,8 @@ export type AbortReason = 'jobs.canceled' | 'jobs.timeout' | 'server.shutting_do
 export type EngineFailureCode =
   | 'jobs.timeout'
   | 'jobs.worker_crashed'
+  /** A worker stopped by the engine (cancel, time limit, shutdown); the engine's reason decides the end. */
+  | 'jobs.aborted'
   | 'jobs.worker_error'
   | 'jobs.unknown_compressor'
   | 'jobs.input_missing'
