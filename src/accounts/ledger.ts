@@ -22,8 +22,8 @@ export class CreditLedger implements Ledger {
 
   private constructor(private readonly journal: Journal<LedgerRecord>, private readonly granted: (account: string) => number) {}
 
-  static async open(dataDir: string, granted: (account: string) => number): Promise<CreditLedger> {
-    const ledger = new CreditLedger(new Journal<LedgerRecord>(join(dataDir, 'ledger.log')), granted);
+  static async open(dataDir: string, granted: (account: string) => number, sync = true): Promise<CreditLedger> {
+    const ledger = new CreditLedger(new Journal<LedgerRecord>(join(dataDir, 'ledger.log'), sync), granted);
     for (const r of ledger.journal.readNew().records) ledger.apply(r);
     await ledger.journal.compact([
       ...[...ledger.spent].map(([account, amount]): LedgerRecord => ({ op: 'spent', account, amount })),

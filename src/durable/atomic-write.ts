@@ -8,12 +8,13 @@ import { fsyncDir } from './fsync-dir.ts';
  * a private temporary file (a fresh name each time, so two writers never share one) is written,
  * synced, renamed over the target, and the directory synced.
  */
-export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o600): Promise<void> {
+export async function writeFileAtomic(path: string, data: string | Uint8Array, opts: { mode?: number; sync?: boolean } = {}): Promise<void> {
+  const { mode = 0o600, sync = true } = opts;
   const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
   const handle = await open(tmp, 'wx', mode);
   try {
     await handle.writeFile(data);
-    await handle.sync();
+    if (sync) await handle.sync();
   } catch (err) {
     await handle.close();
     await unlink(tmp).catch(() => {});
@@ -21,5 +22,5 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
   }
   await handle.close();
   await rename(tmp, path);
-  await fsyncDir(dirname(path));
+  if (sync) await fsyncDir(dirname(path));
 }

@@ -108,20 +108,23 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
 
   /** fail: ends the attempt Failed (credits released, webhook owed) and deletes the job's files. */
   async fail(job: Job, failure: JobFailure): Promise<Job | undefined> {
-    const ended = await this.end(job, {
-      status: 'Failed',
-      completedAt: new Date().toISOString(),
-      error: { code: failure.code, detail: truncateDetail(failure.detail) },
-      progress: { percent: job.progress.percent, phase: null },
-    });
-    if (ended) await this.backend.blobs.delete(job.id);
-    return ended;
+    return this.end(
+      job,
+      {
+        status: 'Failed',
+        completedAt: new Date().toISOString(),
+        error: { code: failure.code, detail: truncateDetail(failure.detail) },
+        progress: { percent: job.progress.percent, phase: null },
+      },
+      () => this.backend.blobs.delete(job.id),
+    );
   }
 
-  private async end(job: Job, ending: Ending): Promise<Job | undefined> {
+  private async end(job: Job, ending: Ending, cleanup: () => Promise<void> = async () => {}): Promise<Job | undefined> {
     const owed = this.notifier({ ...job, ...ending, lease: null });
     const result = await this.backend.jobs.finish(job.id, this.settings.nodeId, job.attempts, ending, owed);
     if (!result.ok) return undefined;
+    await cleanup();
     this.emit('ended', result.job);
     return result.job;
   }
@@ -132,10 +135,10 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
    * undefined when the job had already ended.
    */
   async cancel(id: string): Promise<Job | undefined> {
-    const before = await this.backend.jobs.get(id);
+    const wasQueued = (await this.backend.jobs.get(id))?.status === 'Queued';
     const job = await this.backend.jobs.cancel(id, new Date());
     if (!job) return undefined;
-    if (before?.status === 'Queued') await this.backend.blobs.delete(id);
+    if (wasQueued) await this.backend.blobs.delete(id);
     this.emit('ended', job);
     return job;
   }

@@ -14,6 +14,8 @@ export interface FilesBackendOptions {
   log?: (entry: Record<string, unknown>) => void;
   /** Called between the writes of a move; the conformance suite throws from it to simulate a crash. */
   step?: (step: FilesStep) => void;
+  /** False skips the fsyncs (in-process tests of what is built on top); default true. */
+  sync?: boolean;
 }
 
 export interface FilesBackend extends Backend {
@@ -25,9 +27,10 @@ export interface FilesBackend extends Backend {
 
 /** The default backend: journals and the spool in the data dir, for one node. */
 export async function openFilesBackend(dataDir: string, opts: FilesBackendOptions): Promise<FilesBackend> {
-  const ledger = await CreditLedger.open(dataDir, opts.granted);
-  const outbox = await FilesOutbox.open(dataDir, opts.log);
-  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, opts.step);
+  const sync = opts.sync ?? true;
+  const ledger = await CreditLedger.open(dataDir, opts.granted, sync);
+  const outbox = await FilesOutbox.open(dataDir, opts.log, sync);
+  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, { sync, step: opts.step ?? (() => {}) });
   const blobs = new LocalBlobStore(join(dataDir, 'spool'));
   return {
     jobs,
@@ -47,7 +50,7 @@ export async function openFilesBackend(dataDir: string, opts: FilesBackendOption
           report.released++;
         }
       }
-      for (const [id] of jobs.owed) {
+      for (const id of [...jobs.owed.keys()]) {
         const job = await jobs.get(id);
         if (!job || !isTerminal(job.status)) continue;
         await jobs.settle(job);

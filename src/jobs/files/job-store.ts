@@ -50,8 +50,8 @@ export class FilesJobStore implements JobStore {
     private readonly step: (s: FilesStep) => void,
   ) {}
 
-  static async open(dataDir: string, ledger: CreditLedger, outbox: Outbox, step: (s: FilesStep) => void = () => {}): Promise<FilesJobStore> {
-    const store = new FilesJobStore(new Journal<JobRecord>(join(dataDir, 'jobs.log')), ledger, outbox, step);
+  static async open(dataDir: string, ledger: CreditLedger, outbox: Outbox, opts: { sync: boolean; step(s: FilesStep): void }): Promise<FilesJobStore> {
+    const store = new FilesJobStore(new Journal<JobRecord>(join(dataDir, 'jobs.log'), opts.sync), ledger, outbox, opts.step);
     for (const r of store.journal.readNew().records) store.replay(r);
     await store.journal.compact([...store.jobs.values()].map((job) => ({ op: 'put', job, owed: store.owed.get(job.id) })));
     for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);

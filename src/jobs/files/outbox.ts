@@ -33,8 +33,8 @@ export class FilesOutbox implements Outbox {
   private constructor(private readonly journal: Journal<OutboxRecord>) {}
 
   /** Loads and compacts the journal; deliveries in flight when the last process stopped are orphans. */
-  static async open(dataDir: string, log: (entry: Record<string, unknown>) => void = () => {}): Promise<FilesOutbox> {
-    const journal = new Journal<OutboxRecord>(join(dataDir, 'webhooks', 'outbox.jsonl'));
+  static async open(dataDir: string, log: (entry: Record<string, unknown>) => void = () => {}, sync = true): Promise<FilesOutbox> {
+    const journal = new Journal<OutboxRecord>(join(dataDir, 'webhooks', 'outbox.jsonl'), sync);
     const outbox = new FilesOutbox(journal);
     const { records, skipped } = journal.readNew();
     if (skipped > 0) log({ msg: 'webhook outbox: skipped unreadable journal lines', skipped });
