@@ -1,9 +1,9 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { ApiError } from '../errors.ts';
 import type { Backend, Runner } from './backend.ts';
-import { Lifecycle, type Submission } from './lifecycle.ts';
+import type { Lifecycle } from './lifecycle.ts';
 import type { Spool } from './spool.ts';
-import type { AbortReason, FailureCode, Job } from './types.ts';
+import type { AbortReason, FailureCode, Job, Submission } from './types.ts';
 
 export interface EngineSettings {
   jobTimeoutSeconds: number;
