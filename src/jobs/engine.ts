@@ -156,7 +156,7 @@ export class JobEngine {
     try {
       await rm(outDir, { recursive: true, force: true });
       await mkdir(outDir, { recursive: true });
-      const inputPath = await this.backend.blobs.localFile(job.id, 'input', outDir);
+      const inputPath = await this.backend.blobs.localFile(job.id, 'input', this.spool.dir(job.id));
       const outcome = inputPath
         ? await this.runner.run(
             { jobId: job.id, jobType: job.jobType, format: job.format, options: job.options, inputPath, outDir },

@@ -99,8 +99,8 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
       throw new ApiError('compare.not_ready', 409, `The job is ${job.status}; previews exist only for a Succeeded job.`);
     }
     if (await engine.isExpired(job)) throw expired();
-    // A job's scratch holds copies when the blobs are not on this disk (no compressor runs for a Succeeded job).
-    const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', spool.outputDir(job.id)), blobs.localFile(job.id, 'output', spool.outputDir(job.id))]);
+    // The job's scratch holds copies when the blobs are not on this disk.
+    const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', spool.dir(job.id)), blobs.localFile(job.id, 'output', spool.dir(job.id))]);
     if (!inputPath || !outputPath) throw expired();
     const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format };
     let comparison: Comparison;
