@@ -204,6 +204,16 @@ describe('engine moves', () => {
     assert.equal(await r.engine.get(done.id), undefined);
     await r.close();
   });
+
+  it('delete right after the job ended (its worker still clearing up) is not refused', async () => {
+    const r = await rig();
+    r.runner.script = async (req) => FakeRunner.output(req, 'out');
+    const job = await r.submit();
+    const removed = new Promise<boolean>((resolve) => r.engine.lifecycle.once('ended', () => resolve(r.engine.remove(job.id))));
+    assert.equal(await removed, true);
+    assert.equal(await r.engine.get(job.id), undefined);
+    await r.close();
+  });
 });
 
 describe('engine refusals', () => {

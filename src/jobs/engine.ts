@@ -17,6 +17,8 @@ interface Attempt {
   controller: AbortController;
   /** Why this node stopped the worker, once it did. */
   reason: AbortReason | null;
+  /** Settles when the worker has stopped and its scratch is gone. */
+  done?: Promise<void>;
 }
 
 const SWEEP_BATCH = 500;
@@ -86,7 +88,13 @@ export class JobEngine {
 
   /** Deletes an ended job's record and files; false while it is active (or its worker still stops). */
   async remove(id: string): Promise<boolean> {
-    if (this.attempts.has(id)) return false;
+    const attempt = this.attempts.get(id);
+    if (attempt) {
+      // A client may see the job ended while its worker is still clearing its scratch: wait for that, not refuse.
+      const job = await this.backend.jobs.get(id);
+      if (!job || job.status === 'Queued' || job.status === 'Running') return false;
+      await attempt.done;
+    }
     return this.lifecycle.forget(id);
   }
 
@@ -139,6 +147,10 @@ export class JobEngine {
       this.inFlight.delete(p);
       this.pump();
     });
+    attempt.done = p.then(
+      () => {},
+      () => {},
+    );
     this.inFlight.add(p);
   }
 
