@@ -12,7 +12,7 @@ export type JsonSchema = Record<string, unknown>;
 
 export interface CompressorEntry {
   /** Job type, e.g. `image.jpg-compress`. */
-  job: string;
+  jobType: string;
   category: Category;
   /** Dedicated submission path, e.g. `/compress/png`. */
   path: string;

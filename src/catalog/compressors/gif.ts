@@ -3,7 +3,7 @@ import { resizeSchema } from '../options.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const gif: CompressorEntry = {
-  job: 'image.gif-compress',
+  jobType: 'image.gif-compress',
   category: 'images',
   path: '/compress/gif',
   inputFormats: ['gif'],

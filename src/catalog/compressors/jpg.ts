@@ -3,7 +3,7 @@ import { resizeSchema } from '../options.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const jpg: CompressorEntry = {
-  job: 'image.jpg-compress',
+  jobType: 'image.jpg-compress',
   category: 'images',
   path: '/compress/jpg',
   inputFormats: ['jpg', 'jpeg'],

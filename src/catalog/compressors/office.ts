@@ -3,7 +3,7 @@ import { resizeSchema } from '../options.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const office: CompressorEntry = {
-  job: 'document.office-compress',
+  jobType: 'document.office-compress',
   category: 'documents',
   path: '/compress/office',
   inputFormats: ['docx', 'pptx'],

@@ -2,7 +2,7 @@ import { perMegabyte } from '../costing.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const pdf: CompressorEntry = {
-  job: 'document.pdf-compress',
+  jobType: 'document.pdf-compress',
   category: 'documents',
   path: '/compress/pdf',
   inputFormats: ['pdf'],

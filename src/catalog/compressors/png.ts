@@ -3,7 +3,7 @@ import { compressionSchema, resizeSchema } from '../options.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const png: CompressorEntry = {
-  job: 'image.png-compress',
+  jobType: 'image.png-compress',
   category: 'images',
   path: '/compress/png',
   inputFormats: ['png'],
