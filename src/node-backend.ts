@@ -7,7 +7,7 @@ import type { Backend } from './jobs/backend.ts';
 import { sharedSecret } from './jobs/cluster/database.ts';
 import { openClusterBackend } from './jobs/cluster/index.ts';
 import { openFilesBackend } from './jobs/files/index.ts';
-import { LocalSpool, type Spool } from './jobs/spool.ts';
+import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
 import { openBlobStore } from './storage/index.ts';
 import { DownloadTokens } from './webhooks/download-token.ts';
 
@@ -65,7 +65,7 @@ async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
   return {
     backend,
     accounts,
-    spool: new LocalSpool(join(config.dataDir, 'spool')),
+    spool: new ScratchSpool(join(config.dataDir, 'spool')),
     tokens: await DownloadTokens.shared((fresh) => sharedSecret(backend.pool, 'download-token', fresh)),
     firstKey: await firstStart(accounts),
     nodeId: config.nodeId,

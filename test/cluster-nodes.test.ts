@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { openAsBlob } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -127,8 +127,12 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     const viaB = await api(b, key, `/compress/job/${id}/download`);
     assert.equal(viaA.status, 200);
     assert.equal(sha256(await viaA.arrayBuffer()), sha256(await viaB.arrayBuffer()));
+    const compared = await api(b, key, `/compress/job/${id}/compare`);
+    assert.equal(compared.status, 200, 'previews come from the shared storage on any node');
+    await compared.body?.cancel();
     assert.equal((await api(b, key, `/compress/job/${id}`, { method: 'DELETE' })).status, 200);
     assert.equal((await api(a, key, `/compress/job/${id}`)).status, 404);
+    for (const node of [a, b]) assert.deepEqual(await readdir(join(work.path, node.id, 'spool')).catch(() => []), [], `nothing of the job stays on node ${node.id}'s disk`);
   });
 
   test('credits are never overspent under concurrent submits to both nodes', async () => {
@@ -159,10 +163,16 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     a.daemon.child.kill('SIGKILL');
     await a.daemon.exited;
     const killedAt = Date.now();
+    // Running again, on B, once A's lease has expired: a new start time.
+    let again = await status(b, key, id);
+    while (!ENDED.includes(again.status) && !(again.status === 'Running' && again.startedAt !== running.startedAt)) {
+      await new Promise((r) => setTimeout(r, 50));
+      again = await status(b, key, id);
+    }
+    const restartedMs = Date.now() - killedAt;
     const done = await waitFor(b, key, id, ENDED);
-    const takeoverMs = Date.now() - killedAt;
     assert.equal(done.status, 'Succeeded');
-    console.log(`# takeover: finished on B ${takeoverMs} ms after A was killed (lease ${LEASE_SECONDS} s)`);
+    console.log(`# takeover: B started the job ${Date.parse(again.startedAt) - killedAt} ms after A was killed (seen by the test after ${restartedMs} ms; lease ${LEASE_SECONDS} s), finished after ${Date.now() - killedAt} ms`);
 
     const me = (await (await api(b, key, '/compress/entitlements/me')).json()) as Record<string, any>;
     assert.deepEqual(me.credits, { granted: 100, spent: done.metrics.creditCost, reserved: 0, available: 100 - done.metrics.creditCost });
