@@ -10,9 +10,9 @@ import { ApiError } from '../src/errors.ts';
 import type { Runner, RunOutcome, RunRequest } from '../src/jobs/backend.ts';
 import { JobEngine } from '../src/jobs/engine.ts';
 import { openFilesBackend, type FilesBackend } from '../src/jobs/files/index.ts';
-import { Lifecycle, type Submission } from '../src/jobs/lifecycle.ts';
+import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import { LocalSpool } from '../src/jobs/spool.ts';
-import type { Job } from '../src/jobs/types.ts';
+import type { Job, Submission } from '../src/jobs/types.ts';
 import { webhookNotifier } from '../src/webhooks/notify.ts';
 
 type Script = (req: RunRequest, signal: AbortSignal) => Promise<RunOutcome>;

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fdatasync, fstatSync, fsyncSync, mkdirSync, openSync, readSync, write, writeSync } from 'node:fs';
+import { closeSync, fdatasync, fstatSync, fsyncSync, mkdirSync, openSync, readSync, write, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { promisify } from 'node:util';
 import { writeFileAtomic } from './atomic-write.ts';
@@ -32,10 +32,6 @@ export class Journal<T> {
   constructor(readonly path: string, private readonly sync = true) {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     this.fd = openSync(path, 'a+', 0o600);
-  }
-
-  static exists(path: string): boolean {
-    return existsSync(path);
   }
 
   /**

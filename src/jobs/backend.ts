@@ -338,8 +338,10 @@ export interface Backend {
   /**
    * Completes every move a crash interrupted, in this order: holds of ended or unknown jobs are
    * charged (Succeeded) or released (otherwise); owed webhooks of ended jobs that did not reach the
-   * outbox are enqueued; blobs of expired or unknown jobs are deleted. Idempotent; safe on every
-   * node at any time. Does not requeue Running jobs: that is `JobStore.requeueInterrupted`.
+   * outbox are enqueued; blobs of expired or unknown jobs are deleted. Idempotent. The engine calls
+   * it once at start, before serving. A shared backend must spare the blobs of admissions still in
+   * progress on other nodes (input stored, job not yet admitted), e.g. by age. Does not requeue
+   * Running jobs: that is `JobStore.requeueInterrupted`.
    */
   recover(): Promise<RecoveryReport>;
   /**

@@ -1,9 +1,9 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { ApiError } from '../errors.ts';
 import type { Backend, Runner } from './backend.ts';
-import { Lifecycle, type Submission } from './lifecycle.ts';
+import type { Lifecycle } from './lifecycle.ts';
 import type { Spool } from './spool.ts';
-import type { AbortReason, FailureCode, Job } from './types.ts';
+import type { AbortReason, FailureCode, Job, Submission } from './types.ts';
 
 export interface EngineSettings {
   jobTimeoutSeconds: number;
@@ -170,7 +170,7 @@ export class JobEngine {
     try {
       await rm(outDir, { recursive: true, force: true });
       await mkdir(outDir, { recursive: true });
-      const inputPath = await this.backend.blobs.localFile(job.id, 'input', outDir);
+      const inputPath = await this.backend.blobs.localFile(job.id, 'input', this.spool.dir(job.id));
       const outcome = inputPath
         ? await this.runner.run(
             { jobId: job.id, jobType: job.jobType, format: job.format, options: job.options, inputPath, outDir },

@@ -1,8 +1,7 @@
 import { EventEmitter } from 'node:events';
-import type { JobOptions } from '../catalog/types.ts';
 import { ApiError, truncateDetail } from '../errors.ts';
 import type { AdmissionLimits, Backend, ClaimLimits, Ending, Notifier, RunOutcome } from './backend.ts';
-import type { Job, JobFailure, JobWebhook } from './types.ts';
+import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
 
 export interface LifecycleSettings {
   /** This node's id: leases and claims carry it. */
@@ -12,19 +11,6 @@ export interface LifecycleSettings {
   claim: ClaimLimits;
   /** How long a claim holds a job without renewal. */
   leaseMs: number;
-}
-
-/** A job whose input is stored (the `input` blob), ready for admission. */
-export interface Submission {
-  id: string;
-  account: string;
-  jobType: string;
-  format: string;
-  fileName: string;
-  options: JobOptions;
-  inputBytes: number;
-  creditCost: number;
-  webhook: JobWebhook | null;
 }
 
 export interface LifecycleEvents {
@@ -57,22 +43,9 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
     if (queued + running >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
   }
 
-  /** admit: Queued with its credits held, or 429 `queue.limit_exceeded` / 402 `entitlements.insufficient_credits`. */
+  /** admit (the input blob is stored): Queued with its credits held, or 429 `queue.limit_exceeded` / 402 `entitlements.insufficient_credits`. */
   async admit(s: Submission): Promise<Job> {
-    const job: Job = {
-      ...s,
-      status: 'Queued',
-      progress: { percent: 0, phase: null },
-      output: null,
-      error: null,
-      createdAt: new Date().toISOString(),
-      startedAt: null,
-      completedAt: null,
-      expiresAt: null,
-      expired: false,
-      attempts: 0,
-      lease: null,
-    };
+    const job = queuedJob(s, new Date());
     const admitted = await this.backend.jobs.admit(job, this.settings.admission);
     if (admitted.ok) return admitted.job;
     if (admitted.refusal === 'queue.limit_exceeded') throw queueFull(this.settings.admission.maxOpenPerAccount);

@@ -16,6 +16,8 @@ export function jobDir(root: string, id: string): string {
 export interface Spool {
   /** Creates the job's scratch directory; resolves the path an input is to be written to. */
   prepare(id: string): Promise<string>;
+  /** The job's scratch directory (where copies of blobs are made when the blobs are elsewhere). */
+  dir(id: string): string;
   /** The directory a compressor writes into (emptied before each attempt). */
   outputDir(id: string): string;
   /** Deletes the job's scratch files (not its blobs). */
@@ -32,12 +34,16 @@ export class LocalSpool implements Spool {
   constructor(readonly root: string) {}
 
   async prepare(id: string): Promise<string> {
-    await mkdir(jobDir(this.root, id), { recursive: true });
-    return join(jobDir(this.root, id), 'input');
+    await mkdir(this.dir(id), { recursive: true });
+    return join(this.dir(id), 'input');
+  }
+
+  dir(id: string): string {
+    return jobDir(this.root, id);
   }
 
   outputDir(id: string): string {
-    return join(jobDir(this.root, id), 'out');
+    return join(this.dir(id), 'out');
   }
 
   async discard(id: string): Promise<void> {
@@ -54,7 +60,7 @@ export class LocalSpool implements Spool {
  */
 export class ScratchSpool extends LocalSpool {
   override async discard(id: string): Promise<void> {
-    await rm(jobDir(this.root, id), { recursive: true, force: true });
+    await rm(this.dir(id), { recursive: true, force: true });
   }
 
   override discardCopies(id: string): Promise<void> {

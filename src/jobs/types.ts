@@ -128,3 +128,24 @@ export interface Job {
   /** Set while Running, null otherwise. */
   lease: JobLease | null;
 }
+
+/** What a submission fixes about a job; the rest starts as `queuedJob` sets it. */
+export type Submission = Pick<Job, 'id' | 'account' | 'jobType' | 'format' | 'fileName' | 'options' | 'inputBytes' | 'creditCost' | 'webhook'>;
+
+/** The record `admit` stores for a submission: Queued, never started, holding no lease. */
+export function queuedJob(s: Submission, createdAt: Date): Job {
+  return {
+    ...s,
+    status: 'Queued',
+    progress: { percent: 0, phase: null },
+    output: null,
+    error: null,
+    createdAt: createdAt.toISOString(),
+    startedAt: null,
+    completedAt: null,
+    expiresAt: null,
+    expired: false,
+    attempts: 0,
+    lease: null,
+  };
+}

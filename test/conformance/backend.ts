@@ -6,7 +6,7 @@ import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { after, describe, it } from 'node:test';
 import type { Backend, ClaimLimits, Ending, OwedWebhook } from '../../src/jobs/backend.ts';
-import { TRANSITIONS, type Job, type JobStatus, type MoveName } from '../../src/jobs/types.ts';
+import { queuedJob, TRANSITIONS, type Job, type JobStatus, type MoveName, type Submission } from '../../src/jobs/types.ts';
 
 export interface BackendHarness {
   /** A new, empty state (a data dir, a database schema…), named by the returned token. */
@@ -31,30 +31,19 @@ let seq = 0;
 
 function newJob(account: string, opts: Partial<Job> = {}): Job {
   seq++;
-  return {
+  const submission: Submission = {
     id: `job-${process.pid}-${seq}`,
     account,
     jobType: 'image.jpg-compress',
     format: 'jpg',
     fileName: `photo${seq}`,
     options: {},
-    status: 'Queued',
-    progress: { percent: 0, phase: null },
     inputBytes: 1000,
     creditCost: 1,
-    output: null,
-    error: null,
     webhook: { url: 'https://hooks.example.com/in', secret: 'whsec_0123456789abcdef', events: ['succeeded', 'failed'] },
-    // Distinct, increasing creation times: FIFO order is by createdAt.
-    createdAt: new Date(Date.UTC(2026, 0, 1) + seq).toISOString(),
-    startedAt: null,
-    completedAt: null,
-    expiresAt: null,
-    expired: false,
-    attempts: 0,
-    lease: null,
-    ...opts,
   };
+  // Distinct, increasing creation times: FIFO order is by createdAt.
+  return { ...queuedJob(submission, new Date(Date.UTC(2026, 0, 1) + seq)), ...opts };
 }
 
 function owedFor(job: Job, event = 'job.succeeded'): OwedWebhook {

@@ -42,6 +42,7 @@ export class FilesJobStore implements JobStore {
   private readonly served = new Map<string, number>();
   private serveCount = 0;
   private readonly cancels = new EventEmitter<{ cancel: [string] }>();
+  private readonly inMove = new Map<string, Promise<void>>();
 
   private constructor(
     private readonly journal: Journal<JobRecord>,
@@ -105,7 +106,27 @@ export class FilesJobStore implements JobStore {
     return this.journal.append({ op: 'patch', id: job.id, patch, ...(owed ? { owed } : {}) });
   }
 
-  async admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+  /**
+   * Registers a move in flight on job `id`: `get` waits for it, so no reader sees a move half done
+   * (its status changed but its credits or webhook not yet).
+   */
+  private moving<T>(id: string, work: Promise<T>): Promise<T> {
+    const settled = work.then(
+      () => {},
+      () => {},
+    );
+    this.inMove.set(id, settled);
+    void settled.then(() => {
+      if (this.inMove.get(id) === settled) this.inMove.delete(id);
+    });
+    return work;
+  }
+
+  admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+    return this.moving(job.id, this.admitNow(job, limits));
+  }
+
+  private async admitNow(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
     const existing = this.jobs.get(job.id);
     if (existing) return { ok: true, job: existing };
     const open = (this.queued.get(job.account)?.length ?? 0) + this.runningOf(job.account).length;
@@ -137,6 +158,7 @@ export class FilesJobStore implements JobStore {
   }
 
   async get(id: string): Promise<Job | undefined> {
+    await this.inMove.get(id);
     return this.jobs.get(id);
   }
 
@@ -158,13 +180,13 @@ export class FilesJobStore implements JobStore {
     const job = best.job;
     const now = Date.now();
     this.served.set(job.account, ++this.serveCount);
-    await this.apply(job, {
+    await this.moving(job.id, this.apply(job, {
       status: 'Running',
       startedAt: new Date(now).toISOString(),
       attempts: job.attempts + 1,
       progress: { percent: 0, phase: 'starting' },
       lease: { nodeId, expiresAt: new Date(now + leaseMs).toISOString() },
-    });
+    }));
     return job;
   }
 
@@ -185,7 +207,11 @@ export class FilesJobStore implements JobStore {
     if (job?.status === 'Running' && job.attempts === attempt) job.progress = progress;
   }
 
-  async finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
+  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
+    return this.moving(id, this.finishNow(id, nodeId, attempt, ending, owed));
+  }
+
+  private async finishNow(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
     const job = this.jobs.get(id);
     if (!job) return { ok: false, refusal: 'not_found' };
     if (!this.holds(job, nodeId, attempt)) {
@@ -218,7 +244,11 @@ export class FilesJobStore implements JobStore {
     await this.journal.append({ op: 'handed', id: job.id });
   }
 
-  async cancel(id: string, at: Date): Promise<Job | undefined> {
+  cancel(id: string, at: Date): Promise<Job | undefined> {
+    return this.moving(id, this.cancelNow(id, at));
+  }
+
+  private async cancelNow(id: string, at: Date): Promise<Job | undefined> {
     const job = this.jobs.get(id);
     if (!job || !allowed('cancel', job.status)) return undefined;
     await this.apply(job, { status: 'Canceled', completedAt: at.toISOString(), progress: { percent: job.progress.percent, phase: null }, lease: null });
@@ -233,7 +263,7 @@ export class FilesJobStore implements JobStore {
     for (const job of [...this.running.values()].sort(byAge)) {
       const expired = !job.lease || Date.parse(job.lease.expiresAt) < now.getTime();
       if (!expired && job.lease?.nodeId !== nodeId) continue;
-      await this.apply(job, { status: 'Queued', lease: null, progress: { percent: 0, phase: null } });
+      await this.moving(job.id, this.apply(job, { status: 'Queued', lease: null, progress: { percent: 0, phase: null } }));
       requeued.push(job);
     }
     return requeued;
@@ -242,7 +272,7 @@ export class FilesJobStore implements JobStore {
   async expire(id: string): Promise<Job | undefined> {
     const job = this.jobs.get(id);
     if (!job || !allowed('expire', job.status)) return undefined;
-    if (!job.expired) await this.apply(job, { expired: true });
+    if (!job.expired) await this.moving(id, this.apply(job, { expired: true }));
     return job;
   }
 

@@ -101,7 +101,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
     if (await engine.isExpired(job)) throw expired();
     // Copies land in the job's scratch when the blobs are not on this disk (cluster storage); they
     // are deleted after use, since any node may be asked and none runs the job any more.
-    const scratch = spool.outputDir(job.id);
+    const scratch = spool.dir(job.id);
     let comparison: Comparison;
     try {
       const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', scratch), blobs.localFile(job.id, 'output', scratch)]);
