@@ -14,7 +14,7 @@ import { PgAccountRegistry } from '../src/accounts/pg-registry.ts';
 import type { ClaimLimits, Ending, OwedWebhook } from '../src/jobs/backend.ts';
 import { migrate, openPool, SCHEMA_VERSION } from '../src/jobs/cluster/database.ts';
 import { openClusterBackend, type ClusterBackend } from '../src/jobs/cluster/index.ts';
-import type { Job } from '../src/jobs/types.ts';
+import { queuedJob, type Job } from '../src/jobs/types.ts';
 import { s3ClientFromEnv, S3BlobStore } from '../src/storage/s3.ts';
 import { backendConformance } from './conformance/backend.ts';
 import { scratchDir } from './helpers/daemons.ts';
@@ -35,28 +35,8 @@ const LIMITS: ClaimLimits = { maxRunningPerAccount: 6, maxRunningPerJobType: {} 
 const OPEN = { maxOpenPerAccount: 18 };
 
 function newJob(account: string, creditCost = 1, createdAt = new Date()): Job {
-  return {
-    id: randomUUID(),
-    account,
-    jobType: 'image.jpg-compress',
-    format: 'jpg',
-    fileName: 'photo',
-    options: {},
-    status: 'Queued',
-    progress: { percent: 0, phase: null },
-    inputBytes: 1000,
-    creditCost,
-    output: null,
-    error: null,
-    webhook: { url: 'https://hooks.example/x', secret: 's', events: ['succeeded', 'failed'] },
-    createdAt: createdAt.toISOString(),
-    startedAt: null,
-    completedAt: null,
-    expiresAt: null,
-    expired: false,
-    attempts: 0,
-    lease: null,
-  };
+  const webhook = { url: 'https://hooks.example/x', secret: 's', events: ['succeeded', 'failed'] as ('succeeded' | 'failed')[] };
+  return queuedJob({ id: randomUUID(), account, jobType: 'image.jpg-compress', format: 'jpg', fileName: 'photo', options: {}, inputBytes: 1000, creditCost, webhook }, createdAt);
 }
 
 function succeeded(): Ending {

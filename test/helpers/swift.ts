@@ -26,7 +26,8 @@ const SECRET = 'testing';
 
 type Role = 'account' | 'container' | 'object';
 
-function serverConf(role: Role, port: number, dir: string, user: string): string {
+/** The [DEFAULT] section every server shares: loopback, one process, this user, quiet logs. */
+function defaults(port: number, dir: string, user: string): string {
   return `[DEFAULT]
 bind_ip = 127.0.0.1
 bind_port = ${port}
@@ -36,7 +37,11 @@ devices = ${join(dir, 'devices')}
 swift_dir = ${dir}
 user = ${user}
 log_level = WARNING
+`;
+}
 
+function serverConf(role: Role, port: number, dir: string, user: string): string {
+  return `${defaults(port, dir, user)}
 [pipeline:main]
 pipeline = ${role}-server
 
@@ -47,14 +52,8 @@ use = egg:swift#${role}
 
 // The pipeline that works with s3api: `cache` (with memcached) or every request is a 500, `slo` for multipart uploads.
 function proxyConf(port: number, memcachePort: number, dir: string, user: string): string {
-  return `[DEFAULT]
-bind_ip = 127.0.0.1
-bind_port = ${port}
-workers = 0
-swift_dir = ${dir}
-user = ${user}
-log_level = WARNING
-
+  const filters = ['catch_errors', 'gatekeeper', 'healthcheck', 'listing_formats', 's3api', 'copy', 'slo', 'dlo'];
+  return `${defaults(port, dir, user)}
 [pipeline:main]
 pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_formats s3api tempauth copy slo dlo proxy-logging proxy-server
 
@@ -62,40 +61,17 @@ pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_forma
 use = egg:swift#proxy
 account_autocreate = true
 
-[filter:catch_errors]
-use = egg:swift#catch_errors
-
-[filter:gatekeeper]
-use = egg:swift#gatekeeper
-
-[filter:healthcheck]
-use = egg:swift#healthcheck
-
 [filter:proxy-logging]
 use = egg:swift#proxy_logging
-
+${filters.map((f) => `\n[filter:${f}]\nuse = egg:swift#${f}\n`).join('')}
 [filter:cache]
 use = egg:swift#memcache
 memcache_servers = 127.0.0.1:${memcachePort}
-
-[filter:listing_formats]
-use = egg:swift#listing_formats
-
-[filter:s3api]
-use = egg:swift#s3api
 
 [filter:tempauth]
 use = egg:swift#tempauth
 user_test_tester = ${SECRET} .admin
 
-[filter:copy]
-use = egg:swift#copy
-
-[filter:slo]
-use = egg:swift#slo
-
-[filter:dlo]
-use = egg:swift#dlo
 `;
 }
 

@@ -42,13 +42,9 @@ export async function openClusterBackend(databaseUrl: string, blobs: BlobStore):
          WHERE h.state = 'held' AND (j.id IS NULL OR j.status IN ('Succeeded', 'Failed', 'Canceled'))`,
       );
       for (const hold of rows) {
-        if (hold.status === 'Succeeded') {
-          await ledger.charge(hold.job_id);
-          report.charged++;
-        } else {
-          await ledger.release(hold.job_id);
-          report.released++;
-        }
+        const charge = hold.status === 'Succeeded';
+        await (charge ? ledger.charge(hold.job_id) : ledger.release(hold.job_id));
+        report[charge ? 'charged' : 'released']++;
       }
       const ids = await blobs.ids();
       if (ids.length > 0) {
