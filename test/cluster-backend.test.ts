@@ -322,6 +322,27 @@ describe('cluster backend on PostgreSQL', () => {
     }
   });
 
+  test('the retention sweep runs on one node at a time; the others skip their turn', async () => {
+    const { a, b, close } = await twoNodes();
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const ran: string[] = [];
+      const onA = a.exclusive!('retention', async () => {
+        ran.push('A');
+        await held;
+      });
+      while (ran.length === 0) await new Promise((r) => setTimeout(r, 10));
+      await b.exclusive!('retention', async () => void ran.push('B'));
+      release();
+      await onA;
+      await b.exclusive!('retention', async () => void ran.push('B again'));
+      assert.deepEqual(ran, ['A', 'B again']);
+    } finally {
+      await close();
+    }
+  });
+
   test('keys and credits made by the CLI with --database-url work on every node at once', async () => {
     const { a, b, url, close } = await twoNodes();
     try {

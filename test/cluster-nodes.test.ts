@@ -8,6 +8,8 @@ import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { PgAccountRegistry } from '../src/accounts/pg-registry.ts';
+import { openPool } from '../src/jobs/cluster/database.ts';
 import { s3ClientFromEnv } from '../src/storage/s3.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
 import { startPostgres, type TestPostgres } from './helpers/pg.ts';
@@ -91,6 +93,18 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     await work?.remove();
   });
 
+  /** A key made as the CLI makes it, straight in the database (the CLI itself is the first test's). */
+  async function newKey(account: string, credits: number): Promise<string> {
+    const pool = openPool(databaseUrl);
+    try {
+      const accounts = new PgAccountRegistry(pool);
+      await accounts.ensureAccount(account, credits);
+      return (await accounts.createKey(account)).key;
+    } finally {
+      await pool.end();
+    }
+  }
+
   const api = (node: Node, key: string, path: string, init: RequestInit = {}) =>
     fetch(node.url + path, { ...init, headers: { ...(init.headers as Record<string, string>), 'x-service-api-key': key } });
   async function submit(node: Node, key: string, file: string, fields: Record<string, string> = {}): Promise<Response> {
@@ -137,8 +151,7 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
 
   test('credits are never overspent under concurrent submits to both nodes', async () => {
     const [a, b] = nodes as [Node, Node];
-    const made = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'keys', 'create', '--account', 'tight', '--credits', '5', '--database-url', databaseUrl]);
-    const key = made.stdout.trim().split('\n').at(-1)!;
+    const key = await newKey('tight', 5);
     const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => submit(i % 2 ? a : b, key, SMALL)));
     const codes = answers.map((r) => r.status).sort();
     assert.deepEqual(codes, [...Array(5).fill(202), ...Array(7).fill(402)]);
@@ -148,8 +161,7 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
   test('a node SIGKILLed mid-job: another takes the job over after its lease, charges once, sends one webhook', async () => {
     const a = nodes[0]!;
     let b = nodes[1]!;
-    const made = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'keys', 'create', '--account', 'crash', '--credits', '100', '--database-url', databaseUrl]);
-    const key = made.stdout.trim().split('\n').at(-1)!;
+    const key = await newKey('crash', 100);
     // B is stopped while A takes the job, so the job surely runs on A; B comes back before A dies.
     await b.daemon.stop('SIGTERM');
     const accepted = await submit(a, key, PHONE, { webhookUrl: hooks.url('hooks.test', '/hook'), webhookSecret: 'whsec_cluster_test_0123456789' });
