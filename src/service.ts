@@ -1,4 +1,4 @@
-import { serve, type ServerType } from '@hono/node-server';
+import type { ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
@@ -16,6 +16,7 @@ import { DiskGuard, insufficientStorage } from './ops/disk.ts';
 import { ServiceMetrics } from './ops/metrics.ts';
 import { createApp } from './server/app.ts';
 import { openNodeBackend } from './node-backend.ts';
+import { createHttpServer } from './server/http-server.ts';
 import { presignedDownloadUrl } from './webhooks/download-token.ts';
 import { webhookNotifier } from './webhooks/notify.ts';
 import { WebhookOutbox } from './webhooks/outbox.ts';
@@ -127,9 +128,10 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     metricsToken: config.metricsToken,
     poolReady: () => !closed,
   });
-  const server = await new Promise<ServerType>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
-    s.once('error', reject);
+  const server = createHttpServer(app.fetch);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
   });
   // Large uploads may take long; idle connections are still closed by the keep-alive timeout.
   (server as import('node:http').Server).requestTimeout = 0;

@@ -38,8 +38,13 @@ export function normaliseFormat(format: string): string {
 }
 
 /** Dotless formats accepted by some compressor, sorted. */
-export function supportedFormats(): string[] {
+export function acceptedFormats(): string[] {
   return [...new Set(COMPRESSORS.flatMap((c) => c.inputFormats))].sort();
+}
+
+/** The published supported-format list (dotless, sorted) that estimate and schema errors give. */
+export function supportedFormats(): string[] {
+  return [...new Set(COMPRESSORS.flatMap((c) => c.listedFormats))].sort();
 }
 
 export function compressorForFormat(format: string): CompressorEntry | undefined {

@@ -1,4 +1,4 @@
-import { COMPRESSORS, optionsSchemaOf, supportedFormats, unionOptionsSchema } from '../catalog/index.ts';
+import { acceptedFormats, COMPRESSORS, optionsSchemaOf, unionOptionsSchema } from '../catalog/index.ts';
 
 export interface RouteInfo {
   method: string;
@@ -98,7 +98,7 @@ function submitBody() {
           properties: {
             file: { type: 'string', format: 'binary' },
             inputUrl: { type: 'string', format: 'uri' },
-            sourceFormat: { type: 'string', enum: supportedFormats() },
+            sourceFormat: { type: 'string', enum: acceptedFormats() },
             options: { type: 'string', description: 'JSON string of the options object' },
             ...webhook,
           },
@@ -108,7 +108,7 @@ function submitBody() {
         schema: {
           type: 'object',
           required: ['inputUrl', 'sourceFormat'],
-          properties: { inputUrl: { type: 'string', format: 'uri' }, sourceFormat: { type: 'string', enum: supportedFormats() }, options: { $ref: '#/components/schemas/Options' }, ...webhook },
+          properties: { inputUrl: { type: 'string', format: 'uri' }, sourceFormat: { type: 'string', enum: acceptedFormats() }, options: { $ref: '#/components/schemas/Options' }, ...webhook },
         },
       },
     },

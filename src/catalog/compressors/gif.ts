@@ -7,6 +7,7 @@ export const gif: CompressorEntry = {
   category: 'images',
   path: '/compress/gif',
   inputFormats: ['gif'],
+  listedFormats: ['gif'],
   outputsFor: () => ['gif'],
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

@@ -7,6 +7,7 @@ export const jpg: CompressorEntry = {
   category: 'images',
   path: '/compress/jpg',
   inputFormats: ['jpg', 'jpeg'],
+  listedFormats: ['jpg'],
   outputsFor: () => ['jpg'],
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

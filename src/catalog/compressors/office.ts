@@ -7,6 +7,7 @@ export const office: CompressorEntry = {
   category: 'documents',
   path: '/compress/office',
   inputFormats: ['docx', 'pptx'],
+  listedFormats: ['docx', 'pptx'],
   outputsFor: (input) => [input],
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

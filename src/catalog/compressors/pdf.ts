@@ -6,6 +6,7 @@ export const pdf: CompressorEntry = {
   category: 'documents',
   path: '/compress/pdf',
   inputFormats: ['pdf'],
+  listedFormats: ['pdf'],
   outputsFor: () => ['pdf'],
   optionProperties: {},
   costing: perMegabyte(1, 5),

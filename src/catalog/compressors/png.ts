@@ -7,6 +7,7 @@ export const png: CompressorEntry = {
   category: 'images',
   path: '/compress/png',
   inputFormats: ['png'],
+  listedFormats: ['png'],
   outputsFor: () => ['png'],
   optionProperties: { resize: resizeSchema, compression: compressionSchema },
   costing: perMegabyte(1, 5),

@@ -15,6 +15,7 @@ export const universal: CompressorEntry = {
   category: 'images',
   path: '/compress/image',
   inputFormats: [...RASTER_FORMATS, ...RAW_FORMATS],
+  listedFormats: ['webp', 'avif', 'heic', 'bmp'],
   outputsFor: (input) => (input === 'jpg' || input === 'jpeg' || RAW_FORMATS.includes(input) ? ['jpg'] : ['png', 'jpg']),
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

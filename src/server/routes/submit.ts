@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
 import { Hono, type Context } from 'hono';
 import type { Plan } from '../../accounts/plan.ts';
-import { COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
+import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
 import { ApiError } from '../../errors.ts';
 import type { FetchedInput, FetchToFileOptions } from '../../fetch/fetch-input.ts';
 import { validateInputUrl } from '../../fetch/validate-url.ts';
@@ -47,7 +47,7 @@ function resolveCompressor(format: string, dedicated: CompressorEntry | undefine
   if (!entry) {
     throw new ApiError('compress.unsupported_format', 400, `The format "${format}" is not supported.`, {
       format,
-      supportedFormats: dotted([...new Set(COMPRESSORS.flatMap((c) => c.inputFormats))]),
+      supportedFormats: dotted(acceptedFormats()),
     });
   }
   return entry;
