@@ -1,4 +1,4 @@
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
 
 /** Every setting of `compressd serve`: a flag `--kebab-name` and its `COMPRESSD_SNAKE_NAME` twin; flags win. */
@@ -19,6 +19,10 @@ export interface ServeConfig {
   site: string;
   minFreeDiskBytes: number;
   metricsToken: string;
+  databaseUrl: string;
+  storage: string;
+  nodeId: string;
+  leaseSeconds: number;
 }
 
 type Kind = 'int' | 'number' | 'string' | 'bool' | 'numbers';
@@ -58,6 +62,10 @@ export const SETTINGS: Setting[] = [
   setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
   setting('minFreeDiskBytes', 'int', 'refuse new jobs (503) when the data volume has less free space', () => 256 * 1024 * 1024),
   setting('metricsToken', 'string', 'bearer token required by GET /metrics (empty = open)', () => ''),
+  setting('databaseUrl', 'string', 'PostgreSQL URL: cluster mode, state shared by every node (empty = files mode)', () => ''),
+  setting('storage', 'string', 'cluster mode: where inputs and outputs live, s3://BUCKET[/PREFIX] or file:///DIR', () => ''),
+  setting('nodeId', 'string', "cluster mode: this node's name in leases and claims", () => `${hostname()}-${process.pid}`),
+  setting('leaseSeconds', 'number', "cluster mode: a running job whose node stops renewing for this long runs again elsewhere", () => 10),
 ];
 
 export class ConfigError extends Error {}
@@ -118,6 +126,8 @@ export function resolveConfig(
   const config = out as ServeConfig;
   if (config.workers < 1) throw new ConfigError('--workers: expected at least 1');
   if (config.port > 65535) throw new ConfigError('--port: expected at most 65535');
+  if (config.databaseUrl && !config.storage) throw new ConfigError('--database-url: cluster mode also needs --storage s3://BUCKET[/PREFIX] or file:///DIR');
+  if (config.storage && !config.databaseUrl) throw new ConfigError('--storage: shared storage is for cluster mode, which needs --database-url');
   config.dataDir = resolve(config.dataDir);
   config.publicUrl = config.publicUrl.replace(/\/+$/, '');
   return config;
@@ -128,7 +138,7 @@ export function settingsHelp(): string {
   const lines = SETTINGS.map((s) => {
     const d = s.default(defaults);
     (defaults as Record<string, unknown>)[s.key] = d;
-    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : Array.isArray(d) ? d.join(',') : String(d);
+    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : Array.isArray(d) ? d.join(',') : String(d);
     return `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help} (default: ${shown || 'empty'})`;
   });
   return [...lines, `  --${'config'.padEnd(22)} ${''.padEnd(34)} JSON file with any of these settings (camelCase keys); flags and environment win`].join('\n');

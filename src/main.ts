@@ -2,9 +2,11 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
+import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
 import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
+import { migrate, openPool } from './jobs/cluster/database.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { startService } from './service.ts';
@@ -14,10 +16,14 @@ const USAGE = `compressd — self-hosted file compression service
 Usage:
   compressd serve [flags]
   ${COMPRESS_USAGE}
-  compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D]
-  compressd keys list [--data-dir D]
-  compressd keys revoke KEY_OR_ID [--data-dir D]
-  compressd credits add --account NAME --amount N [--data-dir D]
+  compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D | --database-url URL]
+  compressd keys list [--data-dir D | --database-url URL]
+  compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
+  compressd credits add --account NAME --amount N [--data-dir D | --database-url URL]
+  compressd migrate --database-url URL
+
+  --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts, keys and credits
+  live in that PostgreSQL database, shared by every node.
 
 Flags of serve (each has an environment twin; flags win):
 ${settingsHelp()}
@@ -88,12 +94,49 @@ async function serveCommand(args: string[]): Promise<void> {
   process.on('unhandledRejection', (reason) => fatal(reason, 'unhandledRejection'));
 }
 
-function keysCommand(args: string[]): void {
+/**
+ * The account registry an administration command works on: the cluster's database when a
+ * database URL is given (flag or environment), else the data dir's journal.
+ */
+async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: string }, fn: (registry: AccountRegistry | PgAccountRegistry) => Promise<void>): Promise<void> {
+  const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
+  if (!databaseUrl) {
+    const registry = new AccountRegistry(dataDirOf(values['data-dir']));
+    try {
+      return await fn(registry);
+    } finally {
+      registry.close();
+    }
+  }
+  const pool = openPool(databaseUrl);
+  try {
+    await migrate(pool);
+    await fn(new PgAccountRegistry(pool));
+  } finally {
+    await pool.end();
+  }
+}
+
+async function migrateCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { 'database-url': { type: 'string' } } });
+  const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
+  if (!databaseUrl) fail('migrate needs --database-url URL (or COMPRESSD_DATABASE_URL)');
+  const pool = openPool(databaseUrl);
+  try {
+    const { from, to } = await migrate(pool);
+    console.log(from === to ? `schema is up to date (version ${to})` : `migrated the schema from version ${from} to ${to}`);
+  } finally {
+    await pool.end();
+  }
+}
+
+async function keysCommand(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
   const { values, positionals } = parseArgs({
     args: rest,
     options: {
       'data-dir': { type: 'string' },
+      'database-url': { type: 'string' },
       account: { type: 'string' },
       credits: { type: 'string' },
       'allow-ip': { type: 'string' },
@@ -101,43 +144,44 @@ function keysCommand(args: string[]): void {
     },
     allowPositionals: true,
   });
-  const registry = new AccountRegistry(dataDirOf(values['data-dir']));
-  switch (sub) {
-    case 'create': {
-      if (!values.account) fail('keys create needs --account NAME');
-      const credits = values.credits === undefined ? STARTING_CREDITS : Number(values.credits);
-      if (!Number.isInteger(credits) || credits < 0) fail('--credits must be a whole number ≥ 0');
-      const created = registry.ensureAccount(values.account, credits);
-      const { id, key } = registry.createKey(values.account, { guest: values.guest, allowIps: values['allow-ip'] ?? [] });
-      console.log(`${created ? `created account ${values.account} with ${credits} credits; ` : ''}key ${id} for account ${values.account}${values.guest ? ' (guest)' : ''}`);
-      console.log(key);
-      return;
-    }
-    case 'list':
-      for (const k of registry.listKeys()) {
-        console.log([k.id, k.account, k.guest ? 'guest' : 'account', k.revoked ? 'revoked' : 'active', k.allowIps.join(',') || '*', k.createdAt].join('\t'));
+  if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') fail(`unknown keys command ${sub ?? ''}\n${USAGE}`);
+  await withRegistry(values, async (registry) => {
+    switch (sub) {
+      case 'create': {
+        if (!values.account) fail('keys create needs --account NAME');
+        const credits = values.credits === undefined ? STARTING_CREDITS : Number(values.credits);
+        if (!Number.isInteger(credits) || credits < 0) fail('--credits must be a whole number ≥ 0');
+        const created = await registry.ensureAccount(values.account, credits);
+        const { id, key } = await registry.createKey(values.account, { guest: values.guest, allowIps: values['allow-ip'] ?? [] });
+        console.log(`${created ? `created account ${values.account} with ${credits} credits; ` : ''}key ${id} for account ${values.account}${values.guest ? ' (guest)' : ''}`);
+        console.log(key);
+        return;
       }
-      return;
-    case 'revoke': {
-      const target = positionals[0];
-      if (!target) fail('keys revoke needs a key or key id');
-      if (!registry.revokeKey(target)) fail(`no active key ${target}`);
-      console.log(`revoked ${target}`);
-      return;
+      case 'list':
+        for (const k of await registry.listKeys()) {
+          console.log([k.id, k.account, k.guest ? 'guest' : 'account', k.revoked ? 'revoked' : 'active', k.allowIps.join(',') || '*', k.createdAt].join('\t'));
+        }
+        return;
+      case 'revoke': {
+        const target = positionals[0];
+        if (!target) fail('keys revoke needs a key or key id');
+        if (!(await registry.revokeKey(target))) fail(`no active key ${target}`);
+        console.log(`revoked ${target}`);
+        return;
+      }
     }
-    default:
-      fail(`unknown keys command ${sub ?? ''}\n${USAGE}`);
-  }
+  });
 }
 
-function creditsCommand(args: string[]): void {
+async function creditsCommand(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
-  const { values } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, account: { type: 'string' }, amount: { type: 'string' } } });
+  const { values } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, 'database-url': { type: 'string' }, account: { type: 'string' }, amount: { type: 'string' } } });
   if (sub !== 'add') fail(`unknown credits command ${sub ?? ''}`);
   if (!values.account || values.amount === undefined) fail('credits add needs --account NAME --amount N');
-  const registry = new AccountRegistry(dataDirOf(values['data-dir']));
-  registry.addCredits(values.account, Number(values.amount));
-  console.log(`added ${values.amount} credits to ${values.account}`);
+  await withRegistry(values, async (registry) => {
+    await registry.addCredits(values.account!, Number(values.amount));
+    console.log(`added ${values.amount} credits to ${values.account}`);
+  });
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -152,6 +196,8 @@ async function main(argv: string[]): Promise<void> {
       return keysCommand(args);
     case 'credits':
       return creditsCommand(args);
+    case 'migrate':
+      return migrateCommand(args);
     case undefined:
     case 'help':
     case '--help':

@@ -3,7 +3,6 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { defaultPlan } from './accounts/plan.ts';
-import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import type { ServeConfig } from './config.ts';
 import { acquireServerLock } from './durable/lock.ts';
 import { FETCH_DEFAULTS, parseDnsOverrides, parseUrlAllow, type FetchConfig } from './fetch/config.ts';
@@ -11,21 +10,16 @@ import { guardedDispatcher } from './fetch/egress.ts';
 import { UrlFetcher } from './fetch/fetch-input.ts';
 import { COMPRESSORS } from './catalog/index.ts';
 import { JobEngine } from './jobs/engine.ts';
-import { openFilesBackend } from './jobs/files/index.ts';
 import { Lifecycle } from './jobs/lifecycle.ts';
 import { CompressorPool } from './jobs/pool.ts';
-import { LocalSpool } from './jobs/spool.ts';
 import { DiskGuard, insufficientStorage } from './ops/disk.ts';
 import { ServiceMetrics } from './ops/metrics.ts';
 import { createApp } from './server/app.ts';
+import { openNodeBackend } from './node-backend.ts';
 import { createHttpServer } from './server/http-server.ts';
-import { DownloadTokens, presignedDownloadUrl } from './webhooks/download-token.ts';
+import { presignedDownloadUrl } from './webhooks/download-token.ts';
 import { webhookNotifier } from './webhooks/notify.ts';
 import { WebhookOutbox } from './webhooks/outbox.ts';
-
-/** One node: the files backend's leases only matter across its own restarts. */
-const NODE_ID = 'local';
-const LEASE_MS = 30_000;
 
 export interface RunningService {
   server: ServerType;
@@ -45,35 +39,28 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireServerLock(join(config.dataDir, 'server.lock'));
 
-  const accounts = new AccountRegistry(config.dataDir);
-  let firstKey: string | null = null;
-  if (accounts.isEmpty()) {
-    accounts.ensureAccount('default', STARTING_CREDITS);
-    firstKey = accounts.createKey('default').key;
-  }
-  accounts.watch();
+  const node = await openNodeBackend(config, log);
+  const { backend, accounts, spool, tokens, firstKey } = node;
 
   const plan = defaultPlan(config.maxFileSizeBytes);
   const planOf = () => plan;
-  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend') });
-  const spool = new LocalSpool(backend.blobs.root);
   const pool = new CompressorPool(config.workers, (err) => log.error({ err }, 'worker thread error'));
-  const tokens = await DownloadTokens.open(config.dataDir);
   const lifecycle = new Lifecycle(
     backend,
     webhookNotifier({ site: config.site, downloadUrl: (id, expiresAt) => presignedDownloadUrl(config.publicUrl, id, tokens.create(id, expiresAt)) }),
     {
-      nodeId: NODE_ID,
+      nodeId: node.nodeId,
       retentionSeconds: config.retentionSeconds,
       admission: { maxOpenPerAccount: plan.maxQueuedJobs },
       claim: { maxRunningPerAccount: plan.maxConcurrentJobs, maxRunningPerJobType: Object.fromEntries(COMPRESSORS.map((c) => [c.jobType, c.maxConcurrentJobs])) },
-      leaseMs: LEASE_MS,
+      leaseMs: node.leaseMs,
     },
   );
   const engine = new JobEngine(lifecycle, backend, pool, spool, {
     retentionSeconds: config.retentionSeconds,
     jobTimeoutSeconds: config.jobTimeoutSeconds,
     recordRetentionSeconds: 24 * 3600,
+    pollMs: node.pollMs,
   });
 
   const fetchConfig: FetchConfig = {
@@ -100,6 +87,7 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
   };
   const outbox = new WebhookOutbox({
     store: backend.outbox,
+    nodeId: node.nodeId,
     retryDelaysSec: config.webhookRetryDelays,
     site: config.site,
     dispatcher: guardedDispatcher(fetchConfig),
@@ -165,8 +153,7 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
       await engine.stop(graceMs);
       await outbox.stop();
       await pool.close();
-      accounts.close();
-      await backend.close();
+      await node.close();
       releaseLock();
     },
   };

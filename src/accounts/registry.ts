@@ -21,6 +21,17 @@ export interface ApiKeyInfo {
   revoked: boolean;
 }
 
+/** Throws unless `name` is a valid account name and `credits` a valid starting grant. */
+export function checkNewAccount(name: string, credits: number): void {
+  if (!/^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/.test(name)) throw new Error(`invalid account name: ${name}`);
+  if (!Number.isInteger(credits) || credits < 0) throw new Error('credits must be a whole number ≥ 0');
+}
+
+/** Throws unless `amount` is a valid change of an account's grant. */
+export function checkCreditAmount(amount: number): void {
+  if (!Number.isInteger(amount) || amount === 0) throw new Error('amount must be a non-zero whole number');
+}
+
 /** Who is calling: the account whose credits and jobs a request uses. */
 export interface Principal {
   account: string;
@@ -28,12 +39,18 @@ export interface Principal {
   guest: boolean;
 }
 
+/** Who a request's API key belongs to: the data dir's registry, or the cluster's database. */
+export interface Authenticator {
+  /** The principal for a key used from `ip`, or null: unknown, revoked and disallowed IP look the same. */
+  authenticate(key: string | undefined, ip: string): Principal | null | Promise<Principal | null>;
+}
+
 /**
  * Accounts, API keys and credit grants, kept in `accounts.log` in the data dir. The CLI
  * and a running server both append to it; a server picks up the CLI's records by
  * re-reading the journal (`refresh`), so a new key works within about a second.
  */
-export class AccountRegistry {
+export class AccountRegistry implements Authenticator {
   private readonly journal: Journal<AccountRecord>;
   private readonly accounts = new Map<string, { granted: number; createdAt: string }>();
   private readonly keys = new Map<string, ApiKeyInfo & { hash: string }>();
@@ -104,8 +121,7 @@ export class AccountRegistry {
 
   /** Creates the account with its starting grant unless it exists. Returns true when created. */
   ensureAccount(name: string, credits = STARTING_CREDITS): boolean {
-    if (!/^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/.test(name)) throw new Error(`invalid account name: ${name}`);
-    if (!Number.isInteger(credits) || credits < 0) throw new Error('credits must be a whole number ≥ 0');
+    checkNewAccount(name, credits);
     if (this.hasAccount(name)) return false;
     this.write({ t: 'account', name, grant: credits, at: new Date().toISOString() });
     return true;
@@ -129,7 +145,7 @@ export class AccountRegistry {
   }
 
   addCredits(account: string, amount: number): void {
-    if (!Number.isInteger(amount) || amount === 0) throw new Error('amount must be a non-zero whole number');
+    checkCreditAmount(amount);
     if (!this.hasAccount(account)) throw new Error(`no such account: ${account}`);
     this.write({ t: 'credits', account, amount, at: new Date().toISOString() });
   }

@@ -344,6 +344,11 @@ export interface Backend {
    * Running jobs: that is `JobStore.requeueInterrupted`.
    */
   recover(): Promise<RecoveryReport>;
+  /**
+   * Runs `fn` unless another node runs the same task right now, so the retention sweep runs on
+   * one node at a time (cluster: an advisory lock). Absent: one node, nothing to exclude.
+   */
+  exclusive?(task: 'retention', fn: () => Promise<void>): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -10,6 +10,11 @@ export interface EngineSettings {
   retentionSeconds: number;
   /** How long a finished job's record is kept after its output expired. */
   recordRetentionSeconds: number;
+  /**
+   * Several nodes: how often to look for jobs other nodes queued and for running jobs whose node
+   * died (lease expired). Absent: this node admits every job itself and holds every lease.
+   */
+  pollMs?: number;
 }
 
 interface Attempt {
@@ -33,6 +38,7 @@ export class JobEngine {
   private readonly inFlight = new Set<Promise<void>>();
   private readonly unsubscribe: () => void;
   private sweeper?: NodeJS.Timeout;
+  private poller?: NodeJS.Timeout;
   private pumping: Promise<void> | null = null;
   private again = false;
   private stopping = false;
@@ -54,11 +60,19 @@ export class JobEngine {
     await this.sweep();
     const every = Math.min(60, Math.max(0.2, this.settings.retentionSeconds / 4)) * 1000;
     this.sweeper = setInterval(() => {
-      void this.sweep();
+      // A database that is briefly away: the next turn sweeps.
+      void this.sweep().catch(() => {});
       // Leases of dead nodes expire without anyone telling this one.
       void this.lifecycle.requeueInterrupted(false).then((jobs) => jobs.length > 0 && this.pump());
     }, every);
     this.sweeper.unref();
+    if (this.settings.pollMs) {
+      this.poller = setInterval(() => {
+        // Other nodes queue jobs and die without telling this one.
+        void this.lifecycle.requeueInterrupted(false).then(() => this.pump(), () => {});
+      }, this.settings.pollMs);
+      this.poller.unref();
+    }
     this.pump();
   }
 
@@ -205,6 +219,11 @@ export class JobEngine {
 
   /** Expires outputs past retention and forgets records long after that. */
   private async sweep(): Promise<void> {
+    // With several nodes the sweep runs on one of them at a time; the others skip their turn.
+    await (this.backend.exclusive ? this.backend.exclusive('retention', () => this.sweepNow()) : this.sweepNow());
+  }
+
+  private async sweepNow(): Promise<void> {
     const now = Date.now();
     const forgetBefore = new Date(now - (this.settings.retentionSeconds + this.settings.recordRetentionSeconds) * 1000);
     for (const job of await this.backend.jobs.ended({ completedBefore: forgetBefore, limit: SWEEP_BATCH })) await this.lifecycle.forget(job.id);
@@ -219,6 +238,7 @@ export class JobEngine {
   async stop(graceMs = 0): Promise<void> {
     this.stopping = true;
     clearInterval(this.sweeper);
+    clearInterval(this.poller);
     this.unsubscribe();
     const all = Promise.allSettled([...this.inFlight]);
     if (graceMs > 0) await Promise.race([all, new Promise((r) => setTimeout(r, graceMs))]);

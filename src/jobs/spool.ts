@@ -22,6 +22,8 @@ export interface Spool {
   outputDir(id: string): string;
   /** Deletes the job's scratch files (not its blobs). */
   discard(id: string): Promise<void>;
+  /** Deletes copies of the job's blobs made in its scratch (`BlobStore.localFile`) for a reader other than its runner. */
+  discardCopies(id: string): Promise<void>;
 }
 
 /**
@@ -46,5 +48,22 @@ export class LocalSpool implements Spool {
 
   async discard(id: string): Promise<void> {
     await rm(this.outputDir(id), { recursive: true, force: true });
+  }
+
+  /** None are made: the blobs are files here. */
+  async discardCopies(_id: string): Promise<void> {}
+}
+
+/**
+ * Scratch of a node whose blobs live elsewhere (cluster mode): once a job's files are stored or
+ * read, nothing of it stays on this node's disk.
+ */
+export class ScratchSpool extends LocalSpool {
+  override async discard(id: string): Promise<void> {
+    await rm(this.dir(id), { recursive: true, force: true });
+  }
+
+  override discardCopies(id: string): Promise<void> {
+    return this.discard(id);
   }
 }

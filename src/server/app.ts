@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono';
 import type { Logger } from 'pino';
 import type { Plan } from '../accounts/plan.ts';
-import type { AccountRegistry } from '../accounts/registry.ts';
+import type { Authenticator } from '../accounts/registry.ts';
 import { ApiError } from '../errors.ts';
 import type { BlobStore, Ledger } from '../jobs/backend.ts';
 import type { JobEngine } from '../jobs/engine.ts';
@@ -26,7 +26,7 @@ import { submitRoutes, type InputFetcher } from './routes/submit.ts';
 import { uiRoutes } from './routes/ui.ts';
 
 export interface AppServices {
-  accounts: AccountRegistry;
+  accounts: Authenticator;
   ledger: Ledger;
   engine: JobEngine;
   blobs: BlobStore;

@@ -63,6 +63,13 @@ export class DownloadTokens {
     return new DownloadTokens(await loadOrCreateKey(dataDir));
   }
 
+  /** Tokens under a key kept elsewhere (cluster mode: in the database, so every node verifies every token). */
+  static async shared(keyStore: (fresh: Buffer) => Promise<Buffer>): Promise<DownloadTokens> {
+    const key = await keyStore(randomBytes(KEY_BYTES));
+    if (key.length !== KEY_BYTES) throw new Error(`the shared download-token key is not ${KEY_BYTES} bytes`);
+    return new DownloadTokens(key);
+  }
+
   create(jobId: string, expiresAt: Date): string {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);

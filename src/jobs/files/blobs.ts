@@ -11,7 +11,14 @@ import { jobDir, SAFE_ID } from '../spool.ts';
  * the node's scratch for the same job (`LocalSpool`), so storing a scratch file is a rename.
  */
 export class LocalBlobStore implements BlobStore {
-  constructor(readonly root: string) {}
+  /**
+   * @param orphanGraceMs `ids()` leaves out jobs whose files are younger than this: on a directory
+   * shared by several nodes, another node may be storing an upload it has not admitted yet.
+   */
+  constructor(
+    readonly root: string,
+    private readonly orphanGraceMs = 0,
+  ) {}
 
   private path(jobId: string, kind: BlobKind): string {
     return join(jobDir(this.root, jobId), kind);
@@ -27,7 +34,14 @@ export class LocalBlobStore implements BlobStore {
     const target = this.path(jobId, kind);
     if (path !== target) {
       await mkdir(jobDir(this.root, jobId), { recursive: true });
-      await rename(path, target);
+      try {
+        await rename(path, target);
+      } catch (err) {
+        // A shared directory on another file system than this node's scratch.
+        if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+        await this.put(jobId, kind, createReadStream(path));
+        await rm(path, { force: true });
+      }
     }
     return (await stat(target)).size;
   }
@@ -65,7 +79,11 @@ export class LocalBlobStore implements BlobStore {
 
   async ids(): Promise<string[]> {
     await mkdir(this.root, { recursive: true });
-    return (await readdir(this.root)).filter((n) => SAFE_ID.test(n));
+    const ids = (await readdir(this.root)).filter((n) => SAFE_ID.test(n));
+    if (this.orphanGraceMs === 0) return ids;
+    const before = Date.now() - this.orphanGraceMs;
+    const old = await Promise.all(ids.map(async (id) => (await stat(jobDir(this.root, id)).catch(() => null))?.mtimeMs ?? Infinity));
+    return ids.filter((_, i) => old[i]! <= before);
   }
 
   /** Outputs finished before blobs had fixed names stayed in the job's scratch `out/` directory. */

@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from 'hono';
-import type { AccountRegistry } from '../../accounts/registry.ts';
+import type { Authenticator } from '../../accounts/registry.ts';
 import { ApiError } from '../../errors.ts';
 import type { AppEnv } from '../env.ts';
 
@@ -7,9 +7,9 @@ export const unauthorized = () =>
   new ApiError('api_key.invalid_or_ip_not_allowed', 401, 'The API key is missing or invalid, or not allowed from this IP address.');
 
 /** `X-Service-Api-Key` → the caller's principal; missing, unknown, revoked and IP-refused keys look the same. */
-export function requireApiKey(accounts: AccountRegistry): MiddlewareHandler<AppEnv> {
+export function requireApiKey(accounts: Authenticator): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    const principal = accounts.authenticate(c.req.header('x-service-api-key'), c.get('clientIp'));
+    const principal = await accounts.authenticate(c.req.header('x-service-api-key'), c.get('clientIp'));
     if (!principal) throw unauthorized();
     c.set('principal', principal);
     await next();

@@ -99,17 +99,22 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
       throw new ApiError('compare.not_ready', 409, `The job is ${job.status}; previews exist only for a Succeeded job.`);
     }
     if (await engine.isExpired(job)) throw expired();
-    // The job's scratch holds copies when the blobs are not on this disk.
-    const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', spool.dir(job.id)), blobs.localFile(job.id, 'output', spool.dir(job.id))]);
-    if (!inputPath || !outputPath) throw expired();
-    const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format };
+    // Copies land in the job's scratch when the blobs are not on this disk (cluster storage); they
+    // are deleted after use, since any node may be asked and none runs the job any more.
+    const scratch = spool.dir(job.id);
     let comparison: Comparison;
     try {
+      const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', scratch), blobs.localFile(job.id, 'output', scratch)]);
+      if (!inputPath || !outputPath) throw expired();
+      const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format };
       comparison = await comparer.comparison(`${job.id}/${job.completedAt}`, files);
     } catch (err) {
       // Files deleted while the previews were being made (retention, DELETE) read as unreadable.
+      if (err instanceof ApiError) throw err;
       if ((await engine.isExpired(job)) || (await blobs.size(job.id, 'input')) === null || (await blobs.size(job.id, 'output')) === null) throw expired();
       throw err;
+    } finally {
+      await spool.discardCopies(job.id);
     }
     c.header('cache-control', 'private, no-store');
     return c.json(compareView(job, comparison));

@@ -1,0 +1,168 @@
+import pg from 'pg';
+
+/** Advisory lock keys (class, id): one cluster-wide mutex per purpose. */
+const LOCK_CLASS = 0x636d7064; // 'cmpd'
+export const LOCKS = { migrate: 1, retention: 2 } as const;
+
+/**
+ * The schema, one entry per version, applied in order and never edited once released: a
+ * change is a new entry. Credits, open/running counts and the fair-share clock live on the
+ * account row, so admission and claim are one conditional UPDATE of a row that serialises
+ * concurrent callers (a COUNT in a WHERE would read a stale snapshot under READ COMMITTED).
+ */
+const MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE accounts (
+    name text PRIMARY KEY,
+    granted bigint NOT NULL,
+    spent bigint NOT NULL DEFAULT 0,
+    reserved bigint NOT NULL DEFAULT 0,
+    open_jobs integer NOT NULL DEFAULT 0,
+    running_jobs integer NOT NULL DEFAULT 0,
+    last_served_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now()
+  );
+  CREATE TABLE api_keys (
+    id text PRIMARY KEY,
+    account text NOT NULL REFERENCES accounts (name),
+    hash text NOT NULL,
+    guest boolean NOT NULL,
+    allow_ips text[] NOT NULL,
+    created_at timestamptz NOT NULL,
+    revoked_at timestamptz
+  );
+  CREATE TABLE jobs (
+    id text PRIMARY KEY,
+    account text NOT NULL REFERENCES accounts (name),
+    job_type text NOT NULL,
+    format text NOT NULL,
+    file_name text NOT NULL,
+    options jsonb NOT NULL,
+    status text NOT NULL CHECK (status IN ('Queued', 'Running', 'Succeeded', 'Failed', 'Canceled')),
+    progress jsonb NOT NULL,
+    input_bytes bigint NOT NULL,
+    credit_cost integer NOT NULL,
+    output jsonb,
+    error jsonb,
+    webhook jsonb,
+    created_at timestamptz NOT NULL,
+    started_at timestamptz,
+    completed_at timestamptz,
+    expires_at timestamptz,
+    expired boolean NOT NULL DEFAULT false,
+    attempts integer NOT NULL DEFAULT 0,
+    lease_node text,
+    lease_expires_at timestamptz,
+    ran_on text
+  );
+  CREATE INDEX jobs_queued ON jobs (created_at, id) WHERE status = 'Queued';
+  CREATE INDEX jobs_running ON jobs (account, job_type) WHERE status = 'Running';
+  CREATE INDEX jobs_ended ON jobs (completed_at) WHERE status IN ('Succeeded', 'Failed', 'Canceled');
+  CREATE TABLE credit_holds (
+    job_id text PRIMARY KEY,
+    account text NOT NULL REFERENCES accounts (name),
+    amount integer NOT NULL,
+    state text NOT NULL DEFAULT 'held' CHECK (state IN ('held', 'charged', 'released')),
+    settled_at timestamptz
+  );
+  CREATE INDEX credit_holds_open ON credit_holds (account) WHERE state = 'held';
+  CREATE TABLE webhook_outbox (
+    event_id text PRIMARY KEY,
+    job_id text NOT NULL,
+    url text NOT NULL,
+    secret text NOT NULL,
+    payload jsonb NOT NULL,
+    attempt integer NOT NULL DEFAULT 0,
+    claimed_by text,
+    claimed_at timestamptz,
+    next_at timestamptz,
+    settled text,
+    last_status integer,
+    last_error text
+  );
+  CREATE INDEX webhook_outbox_due ON webhook_outbox (next_at) WHERE settled IS NULL;
+  CREATE TABLE service_secrets (
+    name text PRIMARY KEY,
+    value bytea NOT NULL
+  );
+  `,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export type Queryable = pg.Pool | pg.PoolClient;
+
+export function openPool(databaseUrl: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
+  // An idle connection the server dropped must not crash the process; the next query reconnects.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** Runs `fn` in one transaction on one connection; rolls back when it throws. */
+export async function transaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await fn(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}
+
+/** Holds the cluster-wide advisory lock `key` while `fn` runs (on a session of its own). */
+export async function withLock<T>(pool: pg.Pool, key: number, fn: () => Promise<T>, wait = true): Promise<T | undefined> {
+  const client = await pool.connect();
+  try {
+    if (wait) await client.query('SELECT pg_advisory_lock($1, $2)', [LOCK_CLASS, key]);
+    else {
+      const { rows } = await client.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1, $2) AS got', [LOCK_CLASS, key]);
+      if (!rows[0]!.got) return undefined;
+    }
+    try {
+      return await fn();
+    } finally {
+      await client.query('SELECT pg_advisory_unlock($1, $2)', [LOCK_CLASS, key]);
+    }
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * Brings the schema to this version, idempotently: under the migrate lock, so nodes starting
+ * together apply each step once. Refuses a database migrated by a newer compressd.
+ */
+export async function migrate(pool: pg.Pool): Promise<{ from: number; to: number }> {
+  const result = await withLock(pool, LOCKS.migrate, async () => {
+    await pool.query('CREATE TABLE IF NOT EXISTS compressd_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+    const { rows } = await pool.query<{ v: number }>('SELECT coalesce(max(version), 0) AS v FROM compressd_schema');
+    const from = rows[0]!.v;
+    if (from > SCHEMA_VERSION) throw new Error(`the database schema is version ${from}, newer than this compressd knows (${SCHEMA_VERSION}): upgrade compressd`);
+    for (let v = from + 1; v <= SCHEMA_VERSION; v++) {
+      await transaction(pool, async (c) => {
+        await c.query(MIGRATIONS[v - 1]!);
+        await c.query('INSERT INTO compressd_schema (version) VALUES ($1)', [v]);
+      });
+    }
+    return { from, to: SCHEMA_VERSION };
+  });
+  return result!;
+}
+
+/** The secret stored under `name`, storing `fresh` first when there is none (the first node to ask wins). */
+export async function sharedSecret(pool: pg.Pool, name: string, fresh: Buffer): Promise<Buffer> {
+  await pool.query('INSERT INTO service_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING', [name, fresh]);
+  const { rows } = await pool.query<{ value: Buffer }>('SELECT value FROM service_secrets WHERE name = $1', [name]);
+  return rows[0]!.value;
+}
+
+/** `err` is PostgreSQL's unique_violation. */
+export function isUniqueViolation(err: unknown): boolean {
+  return (err as { code?: string }).code === '23505';
+}

@@ -1,0 +1,322 @@
+import pg from 'pg';
+import type { AdmissionLimits, AdmitResult, ClaimLimits, EndedQuery, Ending, FinishResult, JobStore, OwedWebhook } from '../backend.ts';
+import type { Job, JobStatus } from '../types.ts';
+import { isUniqueViolation, transaction, type Queryable } from './database.ts';
+import { settleHold } from './ledger.ts';
+import { enqueueOwed } from './outbox.ts';
+
+const CANCEL_CHANNEL = 'compressd_job_canceled';
+const ENDED = ['Succeeded', 'Failed', 'Canceled'];
+
+interface JobRow {
+  id: string;
+  account: string;
+  job_type: string;
+  format: string;
+  file_name: string;
+  options: Job['options'];
+  status: JobStatus;
+  progress: Job['progress'];
+  input_bytes: string;
+  credit_cost: number;
+  output: Job['output'];
+  error: Job['error'];
+  webhook: Job['webhook'];
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
+  expires_at: Date | null;
+  expired: boolean;
+  attempts: number;
+  lease_node: string | null;
+  lease_expires_at: Date | null;
+  ran_on: string | null;
+}
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+function toJob(r: JobRow): Job {
+  return {
+    id: r.id,
+    account: r.account,
+    jobType: r.job_type,
+    format: r.format,
+    fileName: r.file_name,
+    options: r.options,
+    status: r.status,
+    progress: r.progress,
+    inputBytes: Number(r.input_bytes),
+    creditCost: r.credit_cost,
+    output: r.output,
+    error: r.error,
+    webhook: r.webhook,
+    createdAt: r.created_at.toISOString(),
+    startedAt: iso(r.started_at),
+    completedAt: iso(r.completed_at),
+    expiresAt: iso(r.expires_at),
+    expired: r.expired,
+    attempts: r.attempts,
+    lease: r.lease_node && r.lease_expires_at ? { nodeId: r.lease_node, expiresAt: r.lease_expires_at.toISOString() } : null,
+  };
+}
+
+async function lockJob(db: Queryable, id: string): Promise<JobRow | undefined> {
+  const { rows } = await db.query<JobRow>('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
+  return rows[0];
+}
+
+/**
+ * Job records and the queue in PostgreSQL, shared by every node. Each method is one
+ * transaction; rows are always locked job first, account second, so moves never deadlock.
+ */
+export class PgJobStore implements JobStore {
+  private readonly cancelListeners = new Set<(jobId: string) => void>();
+  private listener?: pg.Client;
+  private listening?: Promise<void>;
+  private closed = false;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly databaseUrl: string,
+  ) {}
+
+  async admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+    try {
+      return await transaction(this.pool, async (c) => {
+        const existing = await c.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [job.id]);
+        if (existing.rows[0]) return { ok: true as const, job: toJob(existing.rows[0]) };
+        // The account row is the admission's lock: concurrent admissions of one account queue here
+        // and each re-reads the counts the previous one committed.
+        const room = await c.query(
+          `UPDATE accounts SET open_jobs = open_jobs + 1, reserved = reserved + $2
+           WHERE name = $1 AND open_jobs < $3 AND granted - spent - reserved >= $2`,
+          [job.account, job.creditCost, limits.maxOpenPerAccount],
+        );
+        if (room.rowCount === 0) {
+          const { rows } = await c.query<{ open_jobs: number; available: string }>('SELECT open_jobs, granted - spent - reserved AS available FROM accounts WHERE name = $1', [job.account]);
+          if (rows[0] && rows[0].open_jobs >= limits.maxOpenPerAccount) return { ok: false as const, refusal: 'queue.limit_exceeded' as const };
+          return { ok: false as const, refusal: 'entitlements.insufficient_credits' as const, required: job.creditCost, available: Math.max(0, Number(rows[0]?.available ?? 0)) };
+        }
+        await c.query('INSERT INTO credit_holds (job_id, account, amount) VALUES ($1, $2, $3)', [job.id, job.account, job.creditCost]);
+        const { rows } = await c.query<JobRow>(
+          `INSERT INTO jobs (id, account, job_type, format, file_name, options, status, progress, input_bytes, credit_cost, webhook, created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, 'Queued', $7, $8, $9, $10, $11) RETURNING *`,
+          [job.id, job.account, job.jobType, job.format, job.fileName, JSON.stringify(job.options), JSON.stringify(job.progress), job.inputBytes, job.creditCost, job.webhook && JSON.stringify(job.webhook), job.createdAt],
+        );
+        return { ok: true as const, job: toJob(rows[0]!) };
+      });
+    } catch (err) {
+      // The same id admitted concurrently by a retrying client: the first admission stands.
+      if (!isUniqueViolation(err)) throw err;
+      const stored = await this.get(job.id);
+      if (!stored) throw err;
+      return { ok: true, job: stored };
+    }
+  }
+
+  async get(id: string): Promise<Job | undefined> {
+    const { rows } = await this.pool.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [id]);
+    return rows[0] && toJob(rows[0]);
+  }
+
+  async claim(nodeId: string, limits: ClaimLimits, leaseMs: number): Promise<Job | null> {
+    const typeLimits = JSON.stringify(limits.maxRunningPerJobType);
+    // A claim that loses a race for the account's last running slot tries again with fresh counts.
+    for (let tries = 0; tries < 8; tries++) {
+      const outcome = await transaction(this.pool, async (c) => {
+        // Least recently served account first, then its oldest job; SKIP LOCKED lets claims on
+        // other nodes pass a job this one is taking.
+        const { rows } = await c.query<{ id: string; account: string; job_type: string }>(
+          `SELECT j.id, j.account, j.job_type FROM jobs j JOIN accounts a ON a.name = j.account
+           WHERE j.status = 'Queued' AND a.running_jobs < $1
+             AND (NOT ($2::jsonb ? j.job_type)
+                  OR (SELECT count(*) FROM jobs r WHERE r.status = 'Running' AND r.account = j.account AND r.job_type = j.job_type) < ($2::jsonb ->> j.job_type)::int)
+           ORDER BY a.last_served_at ASC NULLS FIRST, j.created_at, j.id
+           LIMIT 1 FOR UPDATE OF j SKIP LOCKED`,
+          [limits.maxRunningPerAccount, typeLimits],
+        );
+        const pick = rows[0];
+        if (!pick) return { done: true as const, job: null };
+        const slot = await c.query(
+          'UPDATE accounts SET running_jobs = running_jobs + 1, last_served_at = clock_timestamp() WHERE name = $1 AND running_jobs < $2',
+          [pick.account, limits.maxRunningPerAccount],
+        );
+        if (slot.rowCount === 0) throw new LostRace();
+        const typeLimit = limits.maxRunningPerJobType[pick.job_type];
+        if (typeLimit !== undefined) {
+          // Counted again now that the account row is locked: another node may have started one of this type meanwhile.
+          const { rows: n } = await c.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status = 'Running' AND account = $1 AND job_type = $2", [pick.account, pick.job_type]);
+          if (Number(n[0]!.n) >= typeLimit) throw new LostRace();
+        }
+        const now = new Date();
+        const { rows: started } = await c.query<JobRow>(
+          `UPDATE jobs SET status = 'Running', attempts = attempts + 1, started_at = $2, progress = '{"percent":0,"phase":"starting"}',
+             lease_node = $3, lease_expires_at = $4, ran_on = $3
+           WHERE id = $1 RETURNING *`,
+          [pick.id, now, nodeId, new Date(now.getTime() + leaseMs)],
+        );
+        return { done: true as const, job: toJob(started[0]!) };
+      }).catch((err) => {
+        if (err instanceof LostRace) return { done: false as const, job: null };
+        throw err;
+      });
+      if (outcome.done) return outcome.job;
+    }
+    return null;
+  }
+
+  async renew(id: string, nodeId: string, attempt: number, leaseMs: number): Promise<boolean> {
+    const res = await this.pool.query(
+      "UPDATE jobs SET lease_expires_at = $4 WHERE id = $1 AND status = 'Running' AND lease_node = $2 AND attempts = $3",
+      [id, nodeId, attempt, new Date(Date.now() + leaseMs)],
+    );
+    return res.rowCount === 1;
+  }
+
+  async progress(id: string, attempt: number, progress: Job['progress']): Promise<void> {
+    await this.pool.query("UPDATE jobs SET progress = $3 WHERE id = $1 AND attempts = $2 AND status = 'Running'", [id, attempt, JSON.stringify(progress)]);
+  }
+
+  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
+    return transaction(this.pool, async (c): Promise<FinishResult> => {
+      const row = await lockJob(c, id);
+      if (!row) return { ok: false, refusal: 'not_found' };
+      if (row.status !== 'Running') {
+        if (row.status === ending.status && row.attempts === attempt && row.ran_on === nodeId) return { ok: true, job: toJob(row) };
+        return { ok: false, refusal: 'not_running', job: toJob(row) };
+      }
+      if (row.attempts !== attempt || row.lease_node !== nodeId) return { ok: false, refusal: 'fenced', job: toJob(row) };
+      const { rows } = await c.query<JobRow>(
+        `UPDATE jobs SET status = $2, completed_at = $3, expires_at = $4, output = $5, error = $6, progress = $7,
+           lease_node = NULL, lease_expires_at = NULL
+         WHERE id = $1 RETURNING *`,
+        [
+          id,
+          ending.status,
+          ending.completedAt,
+          ending.status === 'Succeeded' ? ending.expiresAt : null,
+          ending.status === 'Succeeded' ? JSON.stringify(ending.output) : null,
+          ending.status === 'Failed' ? JSON.stringify(ending.error) : null,
+          JSON.stringify(ending.progress),
+        ],
+      );
+      await c.query('UPDATE accounts SET open_jobs = open_jobs - 1, running_jobs = running_jobs - 1 WHERE name = $1', [row.account]);
+      await settleHold(c, id, ending.status === 'Succeeded' ? 'charged' : 'released');
+      if (owed) await enqueueOwed(c, owed, new Date());
+      return { ok: true, job: toJob(rows[0]!) };
+    });
+  }
+
+  cancel(id: string, at: Date): Promise<Job | undefined> {
+    return transaction(this.pool, async (c) => {
+      const row = await lockJob(c, id);
+      if (!row || (row.status !== 'Queued' && row.status !== 'Running')) return undefined;
+      const { rows } = await c.query<JobRow>(
+        `UPDATE jobs SET status = 'Canceled', completed_at = $2, progress = jsonb_set(progress, '{phase}', 'null'),
+           lease_node = NULL, lease_expires_at = NULL
+         WHERE id = $1 RETURNING *`,
+        [id, at],
+      );
+      await c.query('UPDATE accounts SET open_jobs = open_jobs - 1, running_jobs = running_jobs - $2 WHERE name = $1', [row.account, row.status === 'Running' ? 1 : 0]);
+      await settleHold(c, id, 'released');
+      // Delivered to every listening node when this transaction commits.
+      await c.query('SELECT pg_notify($1, $2)', [CANCEL_CHANNEL, id]);
+      return toJob(rows[0]!);
+    });
+  }
+
+  async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
+    const { rows } = await this.pool.query<JobRow>(
+      `WITH r AS (
+         UPDATE jobs SET status = 'Queued', lease_node = NULL, lease_expires_at = NULL, progress = '{"percent":0,"phase":null}'
+         WHERE status = 'Running' AND (lease_expires_at < $1 OR lease_node = $2)
+         RETURNING *
+       ), freed AS (
+         UPDATE accounts a SET running_jobs = a.running_jobs - n.count
+         FROM (SELECT account, count(*)::int AS count FROM r GROUP BY account) n
+         WHERE a.name = n.account
+       )
+       SELECT * FROM r ORDER BY created_at, id`,
+      [now, nodeId ?? null],
+    );
+    return rows.map(toJob);
+  }
+
+  async expire(id: string): Promise<Job | undefined> {
+    const { rows } = await this.pool.query<JobRow>('UPDATE jobs SET expired = true WHERE id = $1 AND status = ANY($2) RETURNING *', [id, ENDED]);
+    return rows[0] && toJob(rows[0]);
+  }
+
+  forget(id: string): Promise<boolean> {
+    return transaction(this.pool, async (c) => {
+      const row = await lockJob(c, id);
+      if (!row) return true;
+      if (!ENDED.includes(row.status)) return false;
+      await c.query('DELETE FROM jobs WHERE id = $1', [id]);
+      // Settled holds and deliveries are history nobody reads once the job is gone.
+      await c.query("DELETE FROM credit_holds WHERE job_id = $1 AND state <> 'held'", [id]);
+      await c.query('DELETE FROM webhook_outbox WHERE job_id = $1 AND settled IS NOT NULL', [id]);
+      return true;
+    });
+  }
+
+  async ended(query: EndedQuery): Promise<Job[]> {
+    const { rows } = await this.pool.query<JobRow>(
+      `SELECT * FROM jobs WHERE status = ANY($1) AND completed_at < $2 AND ($3::boolean IS NULL OR expired = NOT $3)
+       ORDER BY completed_at, id LIMIT $4`,
+      [ENDED, query.completedBefore, query.unexpired ?? null, query.limit],
+    );
+    return rows.map(toJob);
+  }
+
+  async counts(account?: string): Promise<{ queued: number; running: number }> {
+    const { rows } = await this.pool.query<{ queued: string; running: string }>(
+      `SELECT count(*) FILTER (WHERE status = 'Queued') AS queued, count(*) FILTER (WHERE status = 'Running') AS running
+       FROM jobs WHERE status IN ('Queued', 'Running') AND ($1::text IS NULL OR account = $1)`,
+      [account ?? null],
+    );
+    return { queued: Number(rows[0]!.queued), running: Number(rows[0]!.running) };
+  }
+
+  onCancel(listener: (jobId: string) => void): () => void {
+    this.cancelListeners.add(listener);
+    this.listening ??= this.listen();
+    return () => this.cancelListeners.delete(listener);
+  }
+
+  /** Resolves once LISTEN is in place (tests wait for it before canceling from another node). */
+  listeningReady(): Promise<void> {
+    return this.listening ?? Promise.resolve();
+  }
+
+  /** One connection per node LISTENs for cancels; it reconnects after a drop (renew still stops the job meanwhile). */
+  private async listen(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.databaseUrl });
+    const retry = () => {
+      if (this.listener !== client || this.closed) return;
+      this.listener = undefined;
+      void client.end().catch(() => {});
+      setTimeout(() => {
+        if (!this.closed) this.listening = this.listen();
+      }, 1000).unref();
+    };
+    client.on('notification', (msg) => {
+      if (msg.channel === CANCEL_CHANNEL && msg.payload) for (const l of this.cancelListeners) l(msg.payload);
+    });
+    client.on('error', retry);
+    this.listener = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CANCEL_CHANNEL}`);
+    } catch {
+      retry();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.listener?.end().catch(() => {});
+  }
+}
+
+class LostRace extends Error {}

@@ -1,0 +1,82 @@
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { PgAccountRegistry } from './accounts/pg-registry.ts';
+import { AccountRegistry, STARTING_CREDITS, type Authenticator } from './accounts/registry.ts';
+import type { ServeConfig } from './config.ts';
+import type { Backend } from './jobs/backend.ts';
+import { sharedSecret } from './jobs/cluster/database.ts';
+import { openClusterBackend } from './jobs/cluster/index.ts';
+import { openFilesBackend } from './jobs/files/index.ts';
+import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
+import { openBlobStore } from './storage/index.ts';
+import { DownloadTokens } from './webhooks/download-token.ts';
+
+/** Where this node keeps state, and what follows from that: accounts, token key, leases, polling. */
+export interface NodeBackend {
+  backend: Backend;
+  accounts: Authenticator;
+  spool: Spool;
+  tokens: DownloadTokens;
+  /** The API key of the `default` account when this start created it (first start). */
+  firstKey: string | null;
+  nodeId: string;
+  leaseMs: number;
+  /** How often the node looks for work queued by other nodes and for leases of dead ones; absent: one node. */
+  pollMs?: number;
+  close(): Promise<void>;
+}
+
+/** Creates the `default` account and its first key when there are no accounts at all. */
+async function firstStart(accounts: AccountRegistry | PgAccountRegistry): Promise<string | null> {
+  if (!(await accounts.isEmpty())) return null;
+  // Nodes starting together on an empty database: the one that creates the account makes the key.
+  if (!(await accounts.ensureAccount('default', STARTING_CREDITS))) return null;
+  return (await accounts.createKey('default')).key;
+}
+
+/** One node on its data dir (the default): journals and the spool, nothing shared. */
+async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBackend> {
+  const accounts = new AccountRegistry(config.dataDir);
+  const firstKey = await firstStart(accounts);
+  accounts.watch();
+  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend') });
+  return {
+    backend,
+    accounts,
+    spool: new LocalSpool(backend.blobs.root),
+    tokens: await DownloadTokens.open(config.dataDir),
+    firstKey,
+    // The files backend's leases only matter across this node's own restarts.
+    nodeId: 'local',
+    leaseMs: 30_000,
+    async close() {
+      accounts.close();
+      await backend.close();
+    },
+  };
+}
+
+/** One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch. */
+async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
+  const blobs = await openBlobStore(config.storage);
+  const backend = await openClusterBackend(config.databaseUrl, blobs);
+  const accounts = new PgAccountRegistry(backend.pool);
+  const leaseMs = config.leaseSeconds * 1000;
+  return {
+    backend,
+    accounts,
+    spool: new ScratchSpool(join(config.dataDir, 'spool')),
+    tokens: await DownloadTokens.shared((fresh) => sharedSecret(backend.pool, 'download-token', fresh)),
+    firstKey: await firstStart(accounts),
+    nodeId: config.nodeId,
+    leaseMs,
+    // Often enough that a job queued on another node starts within half a second, and a dead node's
+    // job runs again soon after its lease ends.
+    pollMs: Math.min(500, leaseMs / 2),
+    close: () => backend.close(),
+  };
+}
+
+export function openNodeBackend(config: ServeConfig, log: Logger): Promise<NodeBackend> {
+  return config.databaseUrl ? openClusterNode(config) : openFilesNode(config, log);
+}

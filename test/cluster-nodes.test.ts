@@ -1,0 +1,204 @@
+// Issue "cluster mode": two compressd nodes on one PostgreSQL and one S3 bucket (real servers on loopback).
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { openAsBlob } from 'node:fs';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { PgAccountRegistry } from '../src/accounts/pg-registry.ts';
+import { openPool } from '../src/jobs/cluster/database.ts';
+import { s3ClientFromEnv } from '../src/storage/s3.ts';
+import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
+import { startPostgres, type TestPostgres } from './helpers/pg.ts';
+import { CORPUS } from './helpers/server.ts';
+import { startSwift, type TestSwift } from './helpers/swift.ts';
+import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
+
+const run = promisify(execFile);
+const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
+const SMALL = join(CORPUS, 'jpg/jpeg420exif.jpg');
+const LEASE_SECONDS = 2;
+const ENDED = ['Succeeded', 'Failed', 'Canceled'];
+const sha256 = (b: Buffer | ArrayBuffer) => createHash('sha256').update(Buffer.from(b as ArrayBuffer)).digest('hex');
+
+interface Node {
+  id: string;
+  url: string;
+  daemon: Daemon;
+  /** The API key printed when this node created the `default` account. */
+  firstKey: string | null;
+}
+
+describe('cluster mode: two nodes, one database, one bucket', () => {
+  let db: TestPostgres;
+  let swift: TestSwift;
+  let hooks: TestHttpsServer;
+  let work: { path: string; remove(): Promise<void> };
+  let databaseUrl: string;
+  let env: NodeJS.ProcessEnv;
+  const received: { eventId: string; attempt: string; body: Record<string, any> }[] = [];
+  const nodes: Node[] = [];
+
+  async function startNode(id: string): Promise<Node> {
+    const port = await freePort();
+    const daemon = new Daemon(`node ${id}`, process.execPath, [
+      '--import', 'tsx', 'src/main.ts', 'serve',
+      '--database-url', databaseUrl, '--storage', 's3://jobs/cluster', '--node-id', id,
+      '--port', String(port), '--host', '127.0.0.1', '--data-dir', join(work.path, id), '--workers', '1',
+    ], { env });
+    let out = '';
+    daemon.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const url = `http://127.0.0.1:${port}`;
+    await daemon.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
+    const node = { id, url, daemon, firstKey: /API key: (\S+)/.exec(out)?.[1] ?? null };
+    nodes.push(node);
+    return node;
+  }
+
+  before(async () => {
+    [db, swift, hooks] = await Promise.all([
+      startPostgres(),
+      startSwift(),
+      startTestHttpsServer((req, res) => {
+        let body = '';
+        req.on('data', (d) => (body += d));
+        req.on('end', () => {
+          received.push({ eventId: String(req.headers['x-service-event-id']), attempt: String(req.headers['x-service-delivery-attempt']), body: JSON.parse(body) });
+          res.writeHead(200).end();
+        });
+      }),
+    ]);
+    work = await scratchDir('compressd-cluster-');
+    await writeFile(join(work.path, 'ca.pem'), hooks.ca.caPem);
+    databaseUrl = await db.createDatabase('compressd');
+    Object.assign(process.env, swift.env);
+    await s3ClientFromEnv().send(new CreateBucketCommand({ Bucket: 'jobs' }));
+    env = {
+      ...process.env,
+      ...swift.env,
+      NODE_EXTRA_CA_CERTS: join(work.path, 'ca.pem'),
+      COMPRESSD_URL_ALLOW: 'hooks.test',
+      COMPRESSD_DNS_OVERRIDES: 'hooks.test=127.0.0.1',
+      COMPRESSD_WEBHOOK_RETRY_DELAYS: '0,0.2,0.2,0.2,0.2',
+      COMPRESSD_LEASE_SECONDS: String(LEASE_SECONDS),
+      COMPRESSD_PUBLIC_URL: 'http://public.example',
+    };
+  });
+  after(async () => {
+    await Promise.all(nodes.map((n) => n.daemon.stop('SIGKILL')));
+    await Promise.all([db?.stop(), swift?.stop(), hooks?.close()]);
+    await work?.remove();
+  });
+
+  /** A key made as the CLI makes it, straight in the database (the CLI itself is the first test's). */
+  async function newKey(account: string, credits: number): Promise<string> {
+    const pool = openPool(databaseUrl);
+    try {
+      const accounts = new PgAccountRegistry(pool);
+      await accounts.ensureAccount(account, credits);
+      return (await accounts.createKey(account)).key;
+    } finally {
+      await pool.end();
+    }
+  }
+
+  const api = (node: Node, key: string, path: string, init: RequestInit = {}) =>
+    fetch(node.url + path, { ...init, headers: { ...(init.headers as Record<string, string>), 'x-service-api-key': key } });
+  async function submit(node: Node, key: string, file: string, fields: Record<string, string> = {}): Promise<Response> {
+    const form = new FormData();
+    for (const [k, v] of Object.entries(fields)) form.set(k, v);
+    form.set('file', await openAsBlob(file), 'photo.jpg');
+    return api(node, key, '/compress', { method: 'POST', body: form });
+  }
+  const status = async (node: Node, key: string, id: string) => (await (await api(node, key, `/compress/job/${id}`)).json()) as Record<string, any>;
+  async function waitFor(node: Node, key: string, id: string, until: string[], timeoutMs = 120_000): Promise<Record<string, any>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const job = await status(node, key, id);
+      if (until.includes(job.status)) return job;
+      if (Date.now() > deadline) throw new Error(`job ${id} still ${job.status}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  test('any node answers for any job; a key made by the CLI on one machine works on both at once', async () => {
+    const a = await startNode('A');
+    const b = await startNode('B');
+    assert.ok(a.firstKey, 'the first node on an empty database creates the default account and prints its key');
+    assert.equal(b.firstKey, null, 'the second does not');
+    const made = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'keys', 'create', '--account', 'team', '--credits', '100', '--database-url', databaseUrl]);
+    const key = made.stdout.trim().split('\n').at(-1)!;
+
+    const accepted = await submit(b, key, SMALL);
+    assert.equal(accepted.status, 202);
+    const { id } = (await accepted.json()) as { id: string };
+    const done = await waitFor(a, key, id, ENDED);
+    assert.equal(done.status, 'Succeeded');
+    const viaA = await api(a, key, `/compress/job/${id}/download`);
+    const viaB = await api(b, key, `/compress/job/${id}/download`);
+    assert.equal(viaA.status, 200);
+    assert.equal(sha256(await viaA.arrayBuffer()), sha256(await viaB.arrayBuffer()));
+    const compared = await api(b, key, `/compress/job/${id}/compare`);
+    assert.equal(compared.status, 200, 'previews come from the shared storage on any node');
+    await compared.body?.cancel();
+    assert.equal((await api(b, key, `/compress/job/${id}`, { method: 'DELETE' })).status, 200);
+    assert.equal((await api(a, key, `/compress/job/${id}`)).status, 404);
+    for (const node of [a, b]) assert.deepEqual(await readdir(join(work.path, node.id, 'spool')).catch(() => []), [], `nothing of the job stays on node ${node.id}'s disk`);
+  });
+
+  test('credits are never overspent under concurrent submits to both nodes', async () => {
+    const [a, b] = nodes as [Node, Node];
+    const key = await newKey('tight', 5);
+    const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => submit(i % 2 ? a : b, key, SMALL)));
+    const codes = answers.map((r) => r.status).sort();
+    assert.deepEqual(codes, [...Array(5).fill(202), ...Array(7).fill(402)]);
+    for (const r of answers) await r.body?.cancel();
+  });
+
+  test('a node SIGKILLed mid-job: another takes the job over after its lease, charges once, sends one webhook', async () => {
+    const a = nodes[0]!;
+    let b = nodes[1]!;
+    const key = await newKey('crash', 100);
+    // B is stopped while A takes the job, so the job surely runs on A; B comes back before A dies.
+    await b.daemon.stop('SIGTERM');
+    const accepted = await submit(a, key, PHONE, { webhookUrl: hooks.url('hooks.test', '/hook'), webhookSecret: 'whsec_cluster_test_0123456789' });
+    assert.equal(accepted.status, 202);
+    const { id } = (await accepted.json()) as { id: string };
+    await waitFor(a, key, id, ['Running', ...ENDED]);
+    nodes.splice(nodes.indexOf(b), 1);
+    b = await startNode('B');
+    const running = await status(b, key, id);
+    assert.equal(running.status, 'Running', 'the job is still running when its node is killed');
+    a.daemon.child.kill('SIGKILL');
+    await a.daemon.exited;
+    const killedAt = Date.now();
+    // Running again, on B, once A's lease has expired: a new start time.
+    let again = await status(b, key, id);
+    while (!ENDED.includes(again.status) && !(again.status === 'Running' && again.startedAt !== running.startedAt)) {
+      await new Promise((r) => setTimeout(r, 50));
+      again = await status(b, key, id);
+    }
+    const restartedMs = Date.now() - killedAt;
+    const done = await waitFor(b, key, id, ENDED);
+    assert.equal(done.status, 'Succeeded');
+    console.log(`# takeover: B started the job ${Date.parse(again.startedAt) - killedAt} ms after A was killed (seen by the test after ${restartedMs} ms; lease ${LEASE_SECONDS} s), finished after ${Date.now() - killedAt} ms`);
+
+    const me = (await (await api(b, key, '/compress/entitlements/me')).json()) as Record<string, any>;
+    assert.deepEqual(me.credits, { granted: 100, spent: done.metrics.creditCost, reserved: 0, available: 100 - done.metrics.creditCost });
+
+    for (let i = 0; i < 100 && !received.some((r) => r.body.jobId === id); i++) await new Promise((r) => setTimeout(r, 100));
+    const events = received.filter((r) => r.body.jobId === id);
+    assert.equal(new Set(events.map((e) => e.eventId)).size, 1, 'one event id');
+    assert.equal(events[0]!.body.event, 'job.succeeded');
+    const link = new URL(events[0]!.body.output.downloadUrl);
+    const viaLink = await fetch(b.url + link.pathname + link.search);
+    assert.equal(viaLink.status, 200, 'the presigned link works through the surviving node');
+    const viaApi = await api(b, key, `/compress/job/${id}/download`);
+    const bytes = Buffer.from(await viaLink.arrayBuffer());
+    assert.equal(sha256(bytes), sha256(await viaApi.arrayBuffer()));
+    assert.ok(bytes.length > 0 && bytes.length < (await readFile(PHONE)).length);
+  });
+});
