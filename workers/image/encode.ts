@@ -13,8 +13,8 @@ export const JPEG_TARGET_SSIM = 0.98;
  */
 const PROXY_MARGIN = 0.0007;
 /** Quality bounds of the search: below 40 blocking shows whatever SSIM says; above 95 bytes explode for nothing. */
-const MIN_QUALITY = 40;
-const MAX_QUALITY = 95;
+export const MIN_QUALITY = 40;
+export const MAX_QUALITY = 95;
 /** Chroma is kept at full resolution from this quality up, where fine colour detail is part of the promise. */
 const FULL_CHROMA_FROM = 90;
 
