@@ -7,7 +7,7 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import { type Compress, JobError } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { jpegOptions } from '../workers/image/encode.ts';
+import { jpegOptions, jpegOptionsFor } from '../workers/image/encode.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
@@ -142,6 +142,17 @@ describe('ssim', () => {
     const noisy = Uint8Array.from(a.data, (v, i) => (i % 4 === 3 ? v : Math.max(0, Math.min(255, v + ((i * 7919) % 41) - 20))));
     const s = ssim(a, { ...a, data: noisy });
     assert.ok(s < 0.95 && s > 0, `ssim ${s}`);
+  });
+});
+
+describe('JPEG chroma', () => {
+  it('keeps full-resolution chroma at high quality only where colour has fine detail', async () => {
+    const lines = Array.from({ length: 16 }, (_, i) => `<text x="8" y="${24 + i * 24}" font-size="20" fill="#ff2010">Red on blue, line ${i}</text>`).join('');
+    const text = await pixels(Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="400" height="400"><rect width="400" height="400" fill="#1030c0"/>${lines}</svg>`));
+    const photo = await pixels(await sharp(`${corpus}jpg/jpeg420exif.jpg`).resize(400).png().toBuffer());
+    assert.equal(jpegOptionsFor(text, 92).chromaSubsampling, '4:4:4');
+    assert.equal(jpegOptionsFor(photo, 92).chromaSubsampling, '4:2:0');
+    assert.equal(jpegOptionsFor(text, 80).chromaSubsampling, '4:2:0');
   });
 });
 

@@ -7,7 +7,7 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpegQuality, encodePng, jpegOptions, proxyOf } from './image/encode.ts';
+import { chooseJpegQuality, encodePng, jpegOptionsFor, proxyOf } from './image/encode.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -202,5 +202,5 @@ export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined,
 }
 
 function encode(p: Pixels, quality: number): Promise<Buffer> {
-  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality)).toBuffer();
+  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptionsFor(p, quality)).toBuffer();
 }
