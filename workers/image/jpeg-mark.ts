@@ -2,7 +2,7 @@ import { MAX_QUALITY } from './encode.ts';
 import { headerSegments, lumaQuantTable, ourQualityOf } from './jpeg-quant.ts';
 
 /**
- * Our signature in every JPEG this service encodes at a chosen quality: a COM segment (14 bytes).
+ * Our signature in every JPEG this service encodes at a chosen quality: a COM segment (15 bytes).
  * It is what tells our own output from another encoder's when both use the same tables, which
  * near quality 100 every encoder does.
  */
