@@ -125,8 +125,8 @@ function mozjpegSearch(targets: number[], source: (input: string, dir: string) =
     };
     const points: Point[] = [];
     for (const target of targets) {
-      let lo = 20;
-      let hi = 98;
+      let lo = 30;
+      let hi = 96;
       while (hi - lo > 1) {
         const mid = (lo + hi) >> 1;
         if (((await at(mid))?.ssim ?? 0) >= target) hi = mid;
@@ -296,9 +296,14 @@ export default async function quality(ctx: BenchContext): Promise<string> {
   await mkdir(made);
   const load = loadavg()[0];
   const all: Measured[] = [];
+  const skipped: string[] = [];
   try {
     for (const [kind, k] of Object.entries(KINDS).filter(([name]) => !only || only.includes(name))) {
       for (const input of await k.inputs(ctx, made)) {
+        if (await tooLarge(input)) {
+          skipped.push(`${kind}/${basename(input)}`);
+          continue;
+        }
         const dir = await mkdtemp(join(work, `${kind}-`));
         let n = 0;
         const ours = await timed(ctx.runs, async () => {
@@ -325,9 +330,20 @@ export default async function quality(ctx: BenchContext): Promise<string> {
     await rm(work, { recursive: true, force: true });
   }
   await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all, null, 2));
-  const markdown = await report(all, ctx, load);
-  if (!only) await publish(all, ctx);
+  const markdown = await report(all, ctx, load, skipped);
+  if (!only) await publish(all, ctx, skipped);
   return markdown;
+}
+
+/**
+ * BENCH_QUALITY_MAX_MP: leave out images over this many megapixels (every peer setting is a full
+ * encode and a full-resolution SSIM, minutes per file on a loaded 2-core machine). Documents are never left out.
+ */
+async function tooLarge(input: string): Promise<boolean> {
+  const max = Number(process.env.BENCH_QUALITY_MAX_MP ?? Infinity);
+  if (!Number.isFinite(max) || /\.(docx|pptx)$/i.test(input)) return false;
+  const { width = 0, height = 0 } = await sharp(input, { limitInputPixels: false }).metadata().catch(() => ({ width: 0, height: 0 }));
+  return width * height > max * 1e6;
 }
 
 async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
@@ -409,7 +425,10 @@ async function charts(all: Measured[], dir: string, prefix: string): Promise<str
   return names;
 }
 
-async function report(all: Measured[], ctx: BenchContext, load: number): Promise<string> {
+const skippedNote = (skipped: string[]): string =>
+  skipped.length ? `Left out (over BENCH_QUALITY_MAX_MP=${process.env.BENCH_QUALITY_MAX_MP} MP): ${skipped.join(', ')}.` : '';
+
+async function report(all: Measured[], ctx: BenchContext, load: number, skipped: string[]): Promise<string> {
   const images = await charts(all, ctx.resultsDir, 'quality-');
   const kinds = [...new Set(all.map((m) => m.kind))];
   return [
@@ -420,13 +439,15 @@ async function report(all: Measured[], ctx: BenchContext, load: number): Promise
     '',
     summaryTable(all),
     '',
+    skippedNote(skipped),
+    '',
     ...kinds.flatMap((kind) => [`### ${kind}`, '', detailTable(all, kind), '', '<details><summary>every peer setting (bytes / SSIM / time)</summary>', '', peerPoints(all, kind), '', '</details>', '']),
     images.map((f) => `![${f}](${f})`).join(' '),
   ].join('\n');
 }
 
 /** README's "How well it compresses" table and charts (docs/bench/), between its markers. */
-async function publish(all: Measured[], ctx: BenchContext): Promise<void> {
+async function publish(all: Measured[], ctx: BenchContext, skipped: string[]): Promise<void> {
   const root = new URL('../../', import.meta.url).pathname;
   const docs = join(root, 'docs', 'bench');
   await mkdir(docs, { recursive: true });
@@ -443,6 +464,8 @@ async function publish(all: Measured[], ctx: BenchContext): Promise<void> {
     `Measured by \`npm run bench quality\` on ${new Date().toISOString().slice(0, 10)} (${all.length} files: the shared corpus and files made with the properties of issue 19; ${ctx.runs} run(s), a shared, loaded machine, so times are indicative).`,
     '',
     summaryTable(all),
+    '',
+    skippedNote(skipped),
     '',
     ...images.map((f) => `![${f}](docs/bench/${f})`),
     end,
