@@ -229,10 +229,13 @@ describe('detection and hostile input', () => {
   it('truncated JPEG', () => failsWith('bad/truncated.jpg', /^image\.truncated$/));
   it('100000×100000 PNG is refused before decoding', () => failsWith('bad/huge-dimensions.png', /^image\.too_many_pixels$/));
 
-  it('a JPG input never grows', async () => {
+  it('a JPG input never grows, and our output resubmitted comes back unchanged', async () => {
     const { result } = await run('jpg/jpeg420exif.jpg');
     assert.equal(result.format, 'jpg');
     const [a, b] = await Promise.all([readFile(result.path), readFile(join(corpus, 'jpg/jpeg420exif.jpg'))]);
     assert.ok(a.length <= b.length);
+    const dir = await mkdtemp(join(work, 'job-'));
+    const again = await compress({ inputPath: result.path, format: 'jpg', options: {} }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+    assert.deepEqual(await readFile(again.path), a);
   });
 });
