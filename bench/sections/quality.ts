@@ -160,8 +160,8 @@ const universalPeers: Record<string, Peer> = {
 async function hasAlpha(input: string, dir: string): Promise<boolean> {
   const png = join(dir, 'reference-input.png');
   await stat(png).catch(() => referencePng(input, dir));
-  const { channels } = await sharp(png).stats();
-  return channels.length === 4 && channels[3].min < 255;
+  const [{ hasAlpha: declared }, { channels }] = await Promise.all([sharp(png).metadata(), sharp(png).stats()]);
+  return declared === true && channels[channels.length - 1].min < 255;
 }
 
 const KINDS: Record<string, Kind> = {
@@ -289,8 +289,24 @@ function strongest(m: Measured): Ratio | undefined {
   return r.length ? r.reduce((a, b) => (b.ratio > a.ratio ? b : a)) : ratios(m).reduce<Ratio | undefined>((a, b) => (!a || b.ratio > a.ratio ? b : a), undefined);
 }
 
+/**
+ * BENCH_QUALITY_KINDS=jpg,office runs some kinds (README is then left alone); BENCH_QUALITY_FILES=regex
+ * runs only matching inputs; BENCH_QUALITY_JSON=a.json[,b.json] renders the report and README from
+ * saved measurements (a later file's rows replace an earlier one's for the same kind and file).
+ */
 export default async function quality(ctx: BenchContext): Promise<string> {
+  if (process.env.BENCH_QUALITY_JSON) {
+    const rows = new Map<string, Measured>();
+    for (const f of process.env.BENCH_QUALITY_JSON.split(',')) {
+      for (const m of JSON.parse(await readFile(f, 'utf8')) as Measured[]) rows.set(`${m.kind}/${m.file}`, m);
+    }
+    const saved = [...rows.values()];
+    const skipped = JSON.parse(await readFile(join(ctx.resultsDir, 'quality-skipped.json'), 'utf8').catch(() => '[]')) as string[];
+    await publish(saved, ctx, skipped);
+    return report(saved, ctx, loadavg()[0], skipped);
+  }
   const only = process.env.BENCH_QUALITY_KINDS?.split(',');
+  const files = process.env.BENCH_QUALITY_FILES ? new RegExp(process.env.BENCH_QUALITY_FILES) : undefined;
   const work = await mkdtemp(join(tmpdir(), 'bench-quality-'));
   const made = join(work, 'made');
   await mkdir(made);
@@ -300,6 +316,7 @@ export default async function quality(ctx: BenchContext): Promise<string> {
   try {
     for (const [kind, k] of Object.entries(KINDS).filter(([name]) => !only || only.includes(name))) {
       for (const input of await k.inputs(ctx, made)) {
+        if (files && !files.test(basename(input))) continue;
         if (await tooLarge(input)) {
           skipped.push(`${kind}/${basename(input)}`);
           continue;
@@ -330,8 +347,9 @@ export default async function quality(ctx: BenchContext): Promise<string> {
     await rm(work, { recursive: true, force: true });
   }
   await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all, null, 2));
+  await writeFile(join(ctx.resultsDir, 'quality-skipped.json'), JSON.stringify(skipped));
   const markdown = await report(all, ctx, load, skipped);
-  if (!only) await publish(all, ctx, skipped);
+  if (!only && !files) await publish(all, ctx, skipped);
   return markdown;
 }
 
