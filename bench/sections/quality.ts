@@ -332,10 +332,13 @@ export default async function quality(ctx: BenchContext): Promise<string> {
           return undefined;
         });
         if (!ours) continue;
-        const measured =
-          kind === 'office'
-            ? await measureOffice(input, dir, { path: ours.result, ms: ours.ms })
-            : await measureImage(kind, k, input, dir, { path: ours.result, ms: ours.ms });
+        // No reference decode (an AVIF sequence ImageMagick cannot read, say): nothing to compare against.
+        const measured = await (kind === 'office' ? measureOffice(input, dir, { path: ours.result, ms: ours.ms }) : measureImage(kind, k, input, dir, { path: ours.result, ms: ours.ms })).catch(
+          (err: Error) => {
+            skipped.push(`${kind}/${basename(input)} (${err.message.split('\n')[0].slice(0, 80)})`);
+            return undefined;
+          },
+        );
         if (measured) {
           all.push(measured);
           console.log(`quality: ${kind} ${measured.file}: ${ratios(measured).map((r) => `${r.peer} ${r.ratio.toFixed(3)}${r.bound ? ` (${r.bound})` : ''}`).join(', ')}`);
@@ -371,7 +374,7 @@ async function measureImage(kind: string, k: Kind, input: string, dir: string, o
   const peers: Record<string, Point[]> = {};
   for (const [name, peer] of Object.entries(k.peers)) {
     const peerDir = await mkdtemp(join(dir, 'peer-'));
-    const points = await peer(input, peerDir, judge);
+    const points = await peer(input, peerDir, judge).catch(() => []);
     if (points.length) peers[name] = points;
   }
   return { kind, file: basename(input), bytesIn: (await stat(input)).size, ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: oursSsim, ms: ours.ms }, peers };
@@ -444,7 +447,7 @@ async function charts(all: Measured[], dir: string, prefix: string): Promise<str
 }
 
 const skippedNote = (skipped: string[]): string =>
-  skipped.length ? `Left out (over BENCH_QUALITY_MAX_MP=${process.env.BENCH_QUALITY_MAX_MP} MP): ${skipped.join(', ')}.` : '';
+  skipped.length ? `Left out (over BENCH_QUALITY_MAX_MP=${process.env.BENCH_QUALITY_MAX_MP ?? '∞'} MP, or no reference decode): ${skipped.join(', ')}.` : '';
 
 async function report(all: Measured[], ctx: BenchContext, load: number, skipped: string[]): Promise<string> {
   const images = await charts(all, ctx.resultsDir, 'quality-');
