@@ -283,10 +283,13 @@ function ratios(m: Measured): Ratio[] {
   });
 }
 
-/** The peer that is smallest at our SSIM (a peer that could not reach our SSIM does not count as smaller). */
+/**
+ * The peer that is smallest at our SSIM. A peer that never reached our SSIM gives no equal-quality
+ * comparison; a file where no peer did has none (listed apart).
+ */
 function strongest(m: Measured): Ratio | undefined {
   const r = ratios(m).filter((x) => x.bound !== 'beyond');
-  return r.length ? r.reduce((a, b) => (b.ratio > a.ratio ? b : a)) : ratios(m).reduce<Ratio | undefined>((a, b) => (!a || b.ratio > a.ratio ? b : a), undefined);
+  return r.length ? r.reduce((a, b) => (b.ratio > a.ratio ? b : a)) : undefined;
 }
 
 /**
@@ -389,6 +392,7 @@ function summaryTable(all: Measured[]): string {
     const mine = all.filter((m) => m.kind === kind);
     const strong = mine.map(strongest).filter((r): r is Ratio => r !== undefined);
     const worse = mine.filter((m) => (strongest(m)?.ratio ?? 0) > WORSE);
+    const unmatched = mine.filter((m) => strongest(m) === undefined);
     const peerSavings = mine.flatMap((m) => {
       const s = strongest(m);
       return s ? [100 * (1 - m.ours.bytes / s.ratio / m.bytesIn)] : [];
@@ -402,10 +406,11 @@ function summaryTable(all: Measured[]): string {
       peerSavings.length ? pct(median(peerSavings)) : '—',
       strong.length ? median(strong.map((r) => r.ratio)).toFixed(3) : '—',
       `${worse.length}${worse.length ? ` (${worse.map((m) => m.file).join(', ')})` : ''}`,
+      unmatched.map((m) => m.file).join(', ') || '—',
     ];
   });
   return markdownTable(
-    ['kind', 'files', 'our savings (median)', 'our SSIM (median)', 'our time (median)', 'strongest peer\'s savings at our SSIM (median)', 'ours / strongest peer at equal SSIM (median)', `files > ${Math.round((WORSE - 1) * 100)} % bigger`],
+    ['kind', 'files', 'our savings (median)', 'our SSIM (median)', 'our time (median)', 'strongest peer\'s savings at our SSIM (median)', 'ours / strongest peer at equal SSIM (median)', `files > ${Math.round((WORSE - 1) * 100)} % bigger`, 'no peer reached our SSIM'],
     rows,
   );
 }
