@@ -103,6 +103,31 @@ export async function savingsVsSsimChart(path: string, title: string, rows: Char
 
 /** Median time per tool and file as horizontal bars on a log scale, grouped by file. */
 export async function timeChart(path: string, title: string, rows: ChartRow[]): Promise<void> {
+  const lo = Math.floor(Math.log10(Math.max(1, Math.min(...rows.map((r) => r.ms)))));
+  const hi = Math.ceil(Math.log10(Math.max(10, ...rows.map((r) => r.ms))));
+  const ticks = Array.from({ length: hi - lo + 1 }, (_, i) => 10 ** (lo + i)).map((v) => ({ value: v, label: v >= 1000 ? `${v / 1000} s` : `${v} ms`, strong: false }));
+  const scale = (ms: number): number => (Math.log10(Math.max(1, ms)) - lo) / Math.max(1, hi - lo);
+  await barChart(path, title, rows.map((r) => ({ file: r.file, tool: r.tool, value: r.ms })), scale, ticks, (v) => v.toFixed(0));
+}
+
+/** A ratio per tool and file (ours / peer) as bars on a linear scale, with lines at `marks`. */
+export async function ratioChart(path: string, title: string, rows: { file: string; tool: string; value: number }[], marks: number[]): Promise<void> {
+  const top = Math.max(1.5, Math.ceil(Math.max(...rows.map((r) => r.value)) * 4) / 4);
+  const step = top > 3 ? 0.5 : 0.25;
+  const ticks = Array.from({ length: Math.floor(top / step) + 1 }, (_, i) => i * step).map((v) => ({ value: v, label: v.toFixed(2), strong: false }));
+  ticks.push(...marks.map((v) => ({ value: v, label: '', strong: true })));
+  await barChart(path, title, rows, (v) => v / top, ticks, (v) => v.toFixed(2));
+}
+
+/** Horizontal bars grouped by file, one colour per tool; `scale` maps a value to 0–1 of the width. */
+async function barChart(
+  path: string,
+  title: string,
+  rows: { file: string; tool: string; value: number }[],
+  scale: (v: number) => number,
+  ticks: { value: number; label: string; strong: boolean }[],
+  label: (v: number) => string,
+): Promise<void> {
   const tools = [...new Set(rows.map((r) => r.tool))];
   const files = [...new Set(rows.map((r) => r.file))];
   const width = 900;
@@ -112,20 +137,18 @@ export async function timeChart(path: string, title: string, rows: ChartRow[]): 
   const group = tools.length * bar + 18;
   const top = 50 + head.height + 10;
   const height = top + files.length * group + 40;
-  const lo = Math.floor(Math.log10(Math.max(1, Math.min(...rows.map((r) => r.ms)))));
-  const hi = Math.ceil(Math.log10(Math.max(10, ...rows.map((r) => r.ms))));
   const w = width - labelW - 40;
-  const px = (ms: number): number => labelW + (w * (Math.log10(Math.max(1, ms)) - lo)) / Math.max(1, hi - lo);
+  const px = (v: number): number => labelW + w * scale(v);
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">`,
     `<rect width="100%" height="100%" fill="white"/>`,
     `<text x="20" y="28" font-size="18" font-weight="bold" ${FONT}>${esc(title)}</text>`,
     head.svg,
   ];
-  for (let e = lo; e <= hi; e++) {
-    const x = px(10 ** e);
-    out.push(`<line x1="${x}" x2="${x}" y1="${top - 6}" y2="${height - 30}" stroke="#ddd"/>`);
-    out.push(`<text x="${x}" y="${height - 14}" font-size="11" text-anchor="middle" ${FONT}>${10 ** e >= 1000 ? `${10 ** (e - 3)} s` : `${10 ** e} ms`}</text>`);
+  for (const t of ticks) {
+    const x = px(t.value);
+    out.push(`<line x1="${x}" x2="${x}" y1="${top - 6}" y2="${height - 30}" stroke="${t.strong ? '#555' : '#ddd'}"${t.strong ? ' stroke-dasharray="4 3"' : ''}/>`);
+    if (t.label) out.push(`<text x="${x}" y="${height - 14}" font-size="11" text-anchor="middle" ${FONT}>${t.label}</text>`);
   }
   for (const [g, file] of files.entries()) {
     const y0 = top + g * group;
@@ -134,8 +157,8 @@ export async function timeChart(path: string, title: string, rows: ChartRow[]): 
       const r = rows.find((x) => x.file === file && x.tool === tool);
       if (!r) continue;
       const y = y0 + k * bar;
-      out.push(`<rect x="${labelW}" y="${y}" width="${Math.max(1, px(r.ms) - labelW)}" height="${bar - 2}" fill="${COLOURS[k % COLOURS.length]}"/>`);
-      out.push(`<text x="${px(r.ms) + 4}" y="${y + bar - 3}" font-size="9" ${FONT}>${r.ms.toFixed(0)}</text>`);
+      out.push(`<rect x="${labelW}" y="${y}" width="${Math.max(1, px(r.value) - labelW)}" height="${bar - 2}" fill="${COLOURS[k % COLOURS.length]}"/>`);
+      out.push(`<text x="${px(r.value) + 4}" y="${y + bar - 3}" font-size="9" ${FONT}>${label(r.value)}</text>`);
     }
   }
   out.push('</svg>');

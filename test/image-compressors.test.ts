@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { copyFile, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -7,6 +7,7 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import { type Compress, JobError } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
+import { jpegOptions, jpegOptionsFor } from '../workers/image/encode.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
@@ -35,7 +36,7 @@ async function run(c: Compress, inputPath: string, options: JobOptions = {}) {
   return { ...result, phases, inSize: (await stat(inputPath)).size, outSize: (await stat(result.path)).size };
 }
 
-async function pixels(path: string) {
+async function pixels(path: string | Buffer) {
   const { data, info } = await sharp(path).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
   return { data, width: info.width, height: info.height, channels: info.channels };
 }
@@ -51,6 +52,34 @@ function exifSegment(jpeg: Buffer): Buffer | undefined {
     p += 2 + len;
   }
   return undefined;
+}
+
+/** The JPEG without its COM segments. */
+function withoutComments(jpeg: Buffer): Buffer {
+  const parts: Buffer[] = [jpeg.subarray(0, 2)];
+  let p = 2;
+  while (jpeg[p] === 0xff && jpeg[p + 1] !== 0xda) {
+    const end = p + 2 + jpeg.readUInt16BE(p + 2);
+    if (jpeg[p + 1] !== 0xfe) parts.push(jpeg.subarray(p, end));
+    p = end;
+  }
+  return Buffer.concat([...parts, jpeg.subarray(p)]);
+}
+
+/**
+ * The lowest mozjpeg quality (our settings) whose full-image SSIM reaches `target`, by bisection,
+ * and the bytes one quality step above it (our search aims a hair above the target).
+ */
+async function fullSearch(input: Buffer, reference: Awaited<ReturnType<typeof pixels>>, target: number): Promise<{ quality: number; nextBytes: number }> {
+  const at = (q: number) => sharp(input).jpeg(jpegOptions(q)).toBuffer();
+  let lo = 50;
+  let hi = 95;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if (ssim(reference, await pixels(await at(mid))) >= target) hi = mid;
+    else lo = mid;
+  }
+  return { quality: hi, nextBytes: (await at(Math.min(95, hi + 1))).length };
 }
 
 /** Per-frame delays (centiseconds) from a GIF's graphic control extensions. */
@@ -116,6 +145,17 @@ describe('ssim', () => {
   });
 });
 
+describe('JPEG chroma', () => {
+  it('keeps full-resolution chroma at high quality only where colour has fine detail', async () => {
+    const lines = Array.from({ length: 16 }, (_, i) => `<text x="8" y="${24 + i * 24}" font-size="20" fill="#ff2010">Red on blue, line ${i}</text>`).join('');
+    const text = await pixels(Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="400" height="400"><rect width="400" height="400" fill="#1030c0"/>${lines}</svg>`));
+    const photo = await pixels(await sharp(`${corpus}jpg/jpeg420exif.jpg`).resize(400).png().toBuffer());
+    assert.equal(jpegOptionsFor(text, 92).chromaSubsampling, '4:4:4');
+    assert.equal(jpegOptionsFor(photo, 92).chromaSubsampling, '4:2:0');
+    assert.equal(jpegOptionsFor(text, 80).chromaSubsampling, '4:2:0');
+  });
+});
+
 describe('LZW', () => {
   it('round-trips exactly at threshold 0', () => {
     const indices = Uint8Array.from({ length: 50_000 }, (_, i) => (i * i + (i >> 7)) % 13);
@@ -155,10 +195,38 @@ describe('image.jpg-compress', () => {
     assert.deepEqual([r.width, r.height], [600, 800]);
   });
 
-  it('returns its own output unchanged when resubmitted (no second generation loss)', async () => {
+  it('returns its own output unchanged when resubmitted, signed or not (no second generation loss)', async () => {
     const first = await run(jpg, `${corpus}jpg/baiona_cmyk.jpg`);
+    const output = await readFile(first.path);
+    assert.ok(output.includes('compressd/1'), 'signed with a COM segment');
     const second = await run(jpg, first.path);
-    assert.deepEqual(await readFile(second.path), await readFile(first.path));
+    assert.deepEqual(await readFile(second.path), output);
+    // What an earlier, unsigning version wrote (or ours with its comment stripped): same tables, no signature.
+    const unsigned = join(work, 'unsigned.jpg');
+    await writeFile(unsigned, withoutComments(output));
+    const third = await run(jpg, unsigned);
+    assert.deepEqual(await readFile(third.path), await readFile(unsigned));
+  });
+
+  it('recompresses maximum-quality exports of any encoder by what a full SSIM-0.98 search finds', async () => {
+    const photo = await sharp(`${corpus}jpg/jpeg420exif.jpg`).resize(640, 480).png().toBuffer();
+    const exports: [string, Buffer][] = [
+      ['libjpeg q100 (all-ones tables)', await sharp(photo).jpeg({ quality: 100 }).toBuffer()],
+      ['mozjpeg q99', await sharp(photo).jpeg({ quality: 99, mozjpeg: true }).toBuffer()],
+      ['mozjpeg q95, 4:4:4', await sharp(photo).jpeg({ quality: 95, mozjpeg: true, chromaSubsampling: '4:4:4' }).toBuffer()],
+    ];
+    for (const [name, bytes] of exports) {
+      const input = join(work, `export-${n}.jpg`);
+      await writeFile(input, bytes);
+      const r = await run(jpg, input);
+      const reference = await pixels(input);
+      const searched = await fullSearch(bytes, reference, 0.98);
+      const s = ssim(reference, await pixels(r.path));
+      assert.ok(s >= 0.975, `${name}: SSIM ${s}`);
+      // 1 % for what we carry over (EXIF, ICC) and our signature.
+      assert.ok(r.outSize <= searched.nextBytes * 1.01, `${name}: ${r.outSize} B, the search found q${searched.quality} (${searched.nextBytes} B one step up; input ${r.inSize} B)`);
+      assert.ok(r.outSize < r.inSize * 0.85, `${name}: ${r.outSize} vs ${r.inSize}`);
+    }
   });
 
   it('turns a CMYK JPEG into sRGB and resizes by preset', async () => {

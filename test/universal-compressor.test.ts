@@ -14,6 +14,8 @@ import { detectFamily } from '../workers/decoders/detect.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress, encodeJpegWithin, JPEG_FLOOR_SSIM, outputFormat } from '../workers/universal.ts';
+import { ditheredPaletteBmp } from './helpers/made-files.ts';
+import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 const limits = { maxPixels: 100_000_000, signal: new AbortController().signal };
@@ -189,6 +191,22 @@ describe('BMP decoder', () => {
   });
 });
 
+describe('BMP at equal quality', () => {
+  it('a dithered 256-colour BMP is no bigger than a plain libjpeg JPEG at the SSIM it reaches', async () => {
+    // The dither is luma noise that drives the quality to 90+, where 4:4:4 chroma used to cost 60 %
+    // more bytes for nothing: the colour of such an image is smooth, so it stays 4:2:0.
+    const bmp = await ditheredPaletteBmp(join(work, 'dithered.bmp'), 600);
+    const dir = await mkdtemp(join(work, 'job-'));
+    const result = await compress({ inputPath: bmp, format: 'bmp', options: {} }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+    const reference = await rgba(await sharp(execFileSync('convert', [bmp, 'png:-'], { maxBuffer: 64 << 20 })).png().toBuffer());
+    const ours = await readFile(result.path);
+    const reached = ssim(reference, await rgba(ours));
+    const peer = await plainJpegBytesAt(reference, reached);
+    assert.equal((await sharp(ours).metadata()).chromaSubsampling, '4:2:0');
+    assert.ok(ours.length <= peer.bytes * 1.05, `ours ${ours.length} B at SSIM ${reached.toFixed(4)}, libjpeg q${peer.quality} ${peer.bytes} B`);
+  });
+});
+
 describe('detection and hostile input', () => {
   it('detects by magic bytes, not by name', () => {
     const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
@@ -211,10 +229,13 @@ describe('detection and hostile input', () => {
   it('truncated JPEG', () => failsWith('bad/truncated.jpg', /^image\.truncated$/));
   it('100000×100000 PNG is refused before decoding', () => failsWith('bad/huge-dimensions.png', /^image\.too_many_pixels$/));
 
-  it('a JPG input never grows', async () => {
+  it('a JPG input never grows, and our output resubmitted comes back unchanged', async () => {
     const { result } = await run('jpg/jpeg420exif.jpg');
     assert.equal(result.format, 'jpg');
     const [a, b] = await Promise.all([readFile(result.path), readFile(join(corpus, 'jpg/jpeg420exif.jpg'))]);
     assert.ok(a.length <= b.length);
+    const dir = await mkdtemp(join(work, 'job-'));
+    const again = await compress({ inputPath: result.path, format: 'jpg', options: {} }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+    assert.deepEqual(await readFile(again.path), a);
   });
 });

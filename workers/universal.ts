@@ -7,7 +7,8 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpegQuality, encodePng, jpegOptions, proxyOf } from './image/encode.ts';
+import { chooseJpegQuality, encodePng, jpegOptionsFor, proxyOf } from './image/encode.ts';
+import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -45,9 +46,14 @@ export const compress: Compress = async (job, out, ctx) => {
   const path = join(out.dir, `output.${format}`);
   // Same format, same size: the input itself is a valid output and is kept when not beaten.
   const sameFormat = ((family === 'jpeg' && format === 'jpg') || (family === 'png' && format === 'png')) && !upright.resized;
-  if (format === 'jpg') {
+  if (sameFormat && family === 'jpeg' && (await jpegOrigin(bytes)) !== 'other') {
+    // Already encoded by us (or with our tables at a chosen quality): no second generation (see jpg.ts).
+    await writeFile(path, bytes);
+  } else if (format === 'jpg') {
     const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'));
-    await writeFile(path, jpeg.data);
+    const signed = markAsOurs(jpeg.data);
+    // The signature's 15 bytes never push a file that was fitted into the input's size over it.
+    await writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed);
   } else {
     const png = await encodePng(sharp(pixels.data, { raw: rawOf(pixels) }), 'lossy');
     await writeFile(path, png.data);
@@ -202,5 +208,5 @@ export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined,
 }
 
 function encode(p: Pixels, quality: number): Promise<Buffer> {
-  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality)).toBuffer();
+  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptionsFor(p, quality)).toBuffer();
 }

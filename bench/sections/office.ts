@@ -63,15 +63,15 @@ export default async function office(ctx: BenchContext): Promise<string> {
   }
 }
 
-async function reference(file: string, dir: string): Promise<string> {
+export async function reference(file: string, dir: string, maxQuality = 80): Promise<string> {
   const tree = await mkdtemp(join(dir, 'ref-'));
-  const out = join(dir, `reference-${basename(file)}`);
+  const out = join(dir, `reference-q${maxQuality}-${basename(file)}`);
   await rm(out, { force: true });
   await exec('unzip', ['-q', '-o', file, '-d', tree]);
   const media = (await readdir(tree, { recursive: true })).filter((f) => /(^|\/)media\//.test(f));
   const jpegs = media.filter((f) => /\.jpe?g$/i.test(f)).map((f) => join(tree, f));
   const pngs = media.filter((f) => /\.png$/i.test(f)).map((f) => join(tree, f));
-  if (jpegs.length) await exec('jpegoptim', ['-q', '--max=80', ...jpegs]);
+  if (jpegs.length) await exec('jpegoptim', ['-q', `--max=${maxQuality}`, ...jpegs]);
   // pngquant exits 98/99 when it skips a file (larger, or quality not reached): those keep their bytes.
   for (const p of pngs) await exec('pngquant', ['--force', '--skip-if-larger', '--ext', '.png', p]).catch(() => undefined);
   await exec('zip', ['-q', '-X', '-9', out, '[Content_Types].xml'], { cwd: tree });
@@ -92,7 +92,7 @@ async function zipEntries(path: string): Promise<Map<string, Buffer>> {
   return out;
 }
 
-async function mediaSsim(original: string, ours: string, ref: string): Promise<{ ours: number; ref: number; count: number }> {
+export async function mediaSsim(original: string, ours: string, ref: string): Promise<{ ours: number; ref: number; count: number }> {
   const [a, b, c] = await Promise.all([zipEntries(original), zipEntries(ours), zipEntries(ref)]);
   let so = 0;
   let sr = 0;

@@ -35,7 +35,7 @@ const vips: Tool = async (input, dir) => {
  * writes pixels already turned by the HEIF transforms but copies the source EXIF Orientation
  * beside them: its PNGs are read as stored.
  */
-async function pixelsOf(path: string, orient = true): Promise<Pixels> {
+export async function pixelsOf(path: string, orient = true): Promise<Pixels> {
   const bytes = await readFile(path);
   if (bytes.toString('latin1', 0, 2) === 'P6') return ppm(bytes);
   const img = sharp(bytes, { limitInputPixels: false });
@@ -55,7 +55,7 @@ function ppm(b: Buffer): Pixels {
   return { data: b.subarray(p + 1), width: Number(fields[1]), height: Number(fields[2]), channels: 3 };
 }
 
-async function reference(input: string, dir: string): Promise<Pixels> {
+export async function reference(input: string, dir: string): Promise<Pixels> {
   const ext = input.split('.').pop()!.toLowerCase();
   const out = join(dir, 'reference.png');
   if (ext === 'dng' || ext === 'cr2' || ext === 'nef') {

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { jpegOptions } from './encode.ts';
+import { jpegOptions, MAX_QUALITY, MIN_QUALITY } from './encode.ts';
 
 /**
  * Sum of the luminance quantisation table (id 0) of a JPEG: a measure of how coarsely it was
@@ -12,25 +12,30 @@ export function lumaQuantSum(jpeg: Uint8Array): number | undefined {
 
 /** The 64 values of the luminance quantisation table (id 0), in file order. */
 export function lumaQuantTable(jpeg: Uint8Array): number[] | undefined {
+  for (const { marker, start, end } of headerSegments(jpeg)) {
+    if (marker !== 0xdb) continue;
+    for (let q = start; q < end; ) {
+      const precision = jpeg[q] >> 4;
+      const id = jpeg[q] & 15;
+      if (id === 0) {
+        return Array.from({ length: 64 }, (_, k) => (precision ? (jpeg[q + 1 + 2 * k] << 8) | jpeg[q + 2 + 2 * k] : jpeg[q + 1 + k]));
+      }
+      q += 1 + (precision ? 128 : 64);
+    }
+  }
+  return undefined;
+}
+
+/** The marker segments before the first scan: marker byte and payload bounds. */
+export function* headerSegments(jpeg: Uint8Array): Generator<{ marker: number; start: number; end: number }> {
   let p = 2;
   while (p + 4 <= jpeg.length && jpeg[p] === 0xff) {
     const marker = jpeg[p + 1];
-    const len = (jpeg[p + 2] << 8) | jpeg[p + 3];
-    if (marker === 0xda || marker === 0xd9) return undefined;
-    if (marker === 0xdb) {
-      for (let q = p + 4; q < p + 2 + len; ) {
-        const precision = jpeg[q] >> 4;
-        const id = jpeg[q] & 15;
-        const size = precision ? 128 : 64;
-        if (id === 0) {
-          return Array.from({ length: 64 }, (_, k) => (precision ? (jpeg[q + 1 + 2 * k] << 8) | jpeg[q + 2 + 2 * k] : jpeg[q + 1 + k]));
-        }
-        q += 1 + size;
-      }
-    }
-    p += 2 + len;
+    if (marker === 0xda || marker === 0xd9) return;
+    const end = p + 2 + ((jpeg[p + 2] << 8) | jpeg[p + 3]);
+    yield { marker, start: p + 4, end };
+    p = end;
   }
-  return undefined;
 }
 
 const ours = new Map<number, number[]>();
@@ -51,14 +56,15 @@ export async function ourLumaQuantSum(quality: number): Promise<number> {
 }
 
 /**
- * The quality at which our encoder produces exactly this luminance table, if any: the input was
- * made by this encoder (our own output, or another mozjpeg-based optimiser) whose quality was
- * already chosen. Binary search on the table sum, which falls as quality rises.
+ * The quality in our search range (MIN_QUALITY–MAX_QUALITY) at which our encoder produces exactly
+ * this luminance table, if any. Qualities above the range are never matched: there every encoder's
+ * table converges to all ones, so equality says nothing about who wrote the file, and our encoder
+ * never writes them. Binary search on the table sum, which falls as quality rises.
  */
 export async function ourQualityOf(table: number[]): Promise<number | undefined> {
   const sum = table.reduce((a, b) => a + b, 0);
-  let lo = 1;
-  let hi = 100;
+  let lo = MIN_QUALITY;
+  let hi = MAX_QUALITY;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
     if ((await ourLumaQuantSum(mid)) > sum) lo = mid + 1;

@@ -1,6 +1,7 @@
 import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
-import { chooseJpegQuality, jpegOptions } from '../image/encode.ts';
+import { chooseJpegQuality, jpegOptionsFor } from '../image/encode.ts';
+import { jpegOrigin, markAsOurs } from '../image/jpeg-mark.ts';
 import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
 import { ssim } from '../image/ssim.ts';
@@ -68,6 +69,8 @@ export async function recompressImage(data: Buffer, need: Need | null, resize?: 
     if (format === 'tiff' && (meta.depth !== 'uchar' || (meta.space !== 'srgb' && meta.space !== 'b-w'))) return null;
     const rotated = (meta.orientation ?? 1) >= 5;
     const size = scaledSize(meta.width, meta.height, need && (rotated ? { width: need.height, height: need.width } : need), resize);
+    // A JPEG this service already encoded (or one with its tables at a chosen quality) keeps its bytes at its size.
+    if (format === 'jpeg' && !size && (await jpegOrigin(data)) !== 'other') return null;
     let img = sharp(data);
     if (size) img = img.resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' });
     const out = await encode(img, format, (meta.orientation ?? 1) !== 1);
@@ -109,10 +112,11 @@ async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean)
 async function encodeJpeg(img: Sharp, keepOrientation: boolean): Promise<Recompressed> {
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
-  const quality = await chooseJpegQuality({ data, width: info.width, height: info.height, channels: info.channels }, JPEG_TARGET_SSIM);
+  const pixels = { data, width: info.width, height: info.height, channels: info.channels };
+  const quality = await chooseJpegQuality(pixels, JPEG_TARGET_SSIM);
   const encoder = keepOrientation ? base.clone().keepMetadata() : sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } });
-  const out = await encoder.jpeg(jpegOptions(quality)).toBuffer({ resolveWithObject: true });
-  return { data: out.data, width: out.info.width, height: out.info.height };
+  const out = await encoder.jpeg(jpegOptionsFor(pixels, quality)).toBuffer({ resolveWithObject: true });
+  return { data: markAsOurs(out.data), width: out.info.width, height: out.info.height };
 }
 
 /** Lossless unless the palette version is clearly smaller and indistinguishable. */

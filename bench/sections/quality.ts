@@ -1,0 +1,500 @@
+// Rate–quality at equal quality: for every file, each peer runs at several settings, its size is
+// interpolated at the SSIM our output reaches (log bytes against log(1 − SSIM) between the two
+// settings around it), and the report gives per kind the median of ours / peer at equal SSIM and
+// the files where we are more than 5 % bigger than the strongest peer. One metric for all: mean
+// luma SSIM at full resolution (workers/image/ssim.ts) against a reference decode of the input.
+// Inputs: the shared corpus plus files made with the properties of issue 19 (test/helpers/made-files.ts).
+// Writes bench/results/quality*.png; a run of every kind also rewrites README's "How well it
+// compresses" table and its charts in docs/bench/.
+import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import sharp from 'sharp';
+import { ditheredPaletteBmp, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx } from '../../test/helpers/made-files.ts';
+import type { Compress } from '../../workers/contract.ts';
+import { compress as gif } from '../../workers/gif.ts';
+import { ssim, type Pixels } from '../../workers/image/ssim.ts';
+import { compress as jpg } from '../../workers/jpg.ts';
+import { compress as office } from '../../workers/office.ts';
+import { compress as png } from '../../workers/png.ts';
+import { compress as universal } from '../../workers/universal.ts';
+import { ratioChart, savingsVsSsimChart, type ChartRow } from '../charts.ts';
+import { type BenchContext, exec, markdownTable, median, timed } from '../lib.ts';
+import { mediaSsim, reference as officeReference } from './office.ts';
+import { pixelsOf, reference as universalReference } from './universal.ts';
+
+const MAGICK = '/usr/bin/convert';
+/** Bigger than the strongest peer at equal SSIM by more than this counts as a loss. */
+const WORSE = 1.05;
+
+interface Point {
+  setting: string;
+  bytes: number;
+  ssim: number;
+  ms: number;
+}
+
+interface Measured {
+  kind: string;
+  file: string;
+  bytesIn: number;
+  ours: Point;
+  peers: Record<string, Point[]>;
+}
+
+/** Reference pixels of one input and the function that scores an output file against them. */
+interface Judge {
+  score: (output: string) => Promise<number | undefined>;
+}
+
+type Peer = (input: string, dir: string, judge: Judge) => Promise<Point[]>;
+
+interface Kind {
+  inputs: (ctx: BenchContext, made: string) => Promise<string[]>;
+  ours: Compress;
+  judge: (input: string, dir: string) => Promise<Judge>;
+  peers: Record<string, Peer>;
+}
+
+const ctxOf = { signal: new AbortController().signal, progress: () => {} };
+const corpusFiles = async (ctx: BenchContext, ...dirs: string[]): Promise<string[]> =>
+  (await Promise.all(dirs.map(async (d) => (await readdir(join(ctx.corpus, d))).sort().map((f) => join(ctx.corpus, d, f))))).flat();
+
+async function decode(input: string | Buffer): Promise<Pixels> {
+  const { data, info } = await sharp(input, { animated: true, limitInputPixels: false }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
+/** Scores against sharp's decode of the input (every frame, stacked, for animations). */
+const decodeJudge = async (input: string): Promise<Judge> => {
+  const ref = await decode(input);
+  return {
+    score: async (out) => {
+      const p = await decode(out);
+      return p.width === ref.width && p.height === ref.height ? ssim(ref, p) : undefined;
+    },
+  };
+};
+
+/** Runs a command per setting; each writes `out` (or works in place on a copy). */
+function settings(names: string[], run: (setting: string, input: string, out: string) => Promise<unknown>, ext?: string): Peer {
+  return async (input, dir, judge) => {
+    const points: Point[] = [];
+    for (const setting of names) {
+      const out = join(dir, `${setting.replace(/\W+/g, '_')}.${ext ?? input.split('.').pop()}`);
+      const t = performance.now();
+      try {
+        await run(setting, input, out);
+      } catch {
+        continue;
+      }
+      const ms = performance.now() - t;
+      const score = await judge.score(out).catch(() => undefined);
+      if (score !== undefined) points.push({ setting, bytes: (await stat(out)).size, ssim: score, ms });
+    }
+    return points;
+  };
+}
+
+const copyThen = (cmd: string, args: (setting: string) => string[]) => async (setting: string, input: string, out: string) => {
+  await copyFile(input, out);
+  await exec(cmd, [...args(setting), out]);
+};
+
+/**
+ * mozjpeg (sharp, its defaults: 4:2:0, progressive, trellis; metadata kept) at the lowest quality whose SSIM
+ * reaches each target, found by bisection on full encodes of `source` (the input, or the reference
+ * pixels for formats that are not JPEG).
+ */
+function mozjpegSearch(targets: number[], source: (input: string, dir: string) => Promise<string> = async (i) => i): Peer {
+  return async (input, dir, judge) => {
+    const from = await source(input, dir);
+    const tried = new Map<number, Point>();
+    const at = async (q: number): Promise<Point | undefined> => {
+      if (!tried.has(q)) {
+        const out = join(dir, `moz-${q}.jpg`);
+        const t = performance.now();
+        // Metadata kept, as the other tools and ours do (a camera's EXIF can be 20-60 KB).
+        await sharp(from, { limitInputPixels: false }).keepMetadata().jpeg({ quality: q, mozjpeg: true }).toFile(out);
+        const ms = performance.now() - t;
+        const score = await judge.score(out);
+        if (score === undefined) return undefined;
+        tried.set(q, { setting: `q${q}`, bytes: (await stat(out)).size, ssim: score, ms });
+      }
+      return tried.get(q);
+    };
+    const points: Point[] = [];
+    for (const target of targets) {
+      let lo = 30;
+      let hi = 96;
+      while (hi - lo > 1) {
+        const mid = (lo + hi) >> 1;
+        if (((await at(mid))?.ssim ?? 0) >= target) hi = mid;
+        else lo = mid;
+      }
+      const p = await at(hi);
+      if (p) points.push({ ...p, setting: `SSIM ${target}: q${hi}` });
+    }
+    return points;
+  };
+}
+
+const magickJpeg = settings(['60', '70', '80', '90', '95'], (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
+const pngquantRanges = settings(['40-60', '65-80', '85-95'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
+const optipng = settings(['-o2'], (level, input, out) => exec('optipng', [level, '-quiet', '-out', out, input]), 'png');
+
+/** The reference decode of a non-JPEG input written as PNG, so peers that read PNG can start from it. */
+const referencePng = async (input: string, dir: string): Promise<string> => {
+  const out = join(dir, 'reference-input.png');
+  await exec(MAGICK, [`${input}[0]`, '-auto-orient', out], { maxBuffer: 64 << 20 });
+  return out;
+};
+
+/** For inputs with transparency (PNG output) the peers are PNG tools; otherwise JPEG encoders. */
+const universalPeers: Record<string, Peer> = {
+  'ImageMagick q60–95': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : magickJpeg(input, dir, judge)),
+  'mozjpeg SSIM search': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegSearch([0.97, 0.98, 0.99], referencePng)(input, dir, judge)),
+  'pngquant 3 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? pngquantRanges(await referencePng(input, dir), dir, judge) : []),
+};
+
+async function hasAlpha(input: string, dir: string): Promise<boolean> {
+  const png = join(dir, 'reference-input.png');
+  await stat(png).catch(() => referencePng(input, dir));
+  const [{ hasAlpha: declared }, { channels }] = await Promise.all([sharp(png).metadata(), sharp(png).stats()]);
+  return declared === true && channels[channels.length - 1].min < 255;
+}
+
+const KINDS: Record<string, Kind> = {
+  jpg: {
+    inputs: async (ctx, made) => [...(await corpusFiles(ctx, 'jpg')), ...(await maxQualityExports(made))],
+    ours: jpg,
+    judge: decodeJudge,
+    peers: {
+      'mozjpeg SSIM search': mozjpegSearch([0.97, 0.98, 0.99]),
+      'ImageMagick q60–95': magickJpeg,
+      'jpegoptim --max': settings(['60', '70', '80', '90'], copyThen('jpegoptim', (q) => ['-q', `--max=${q}`])),
+    },
+  },
+  png: {
+    inputs: async (ctx, made) => {
+      const photographic = join(made, 'photo-rgb.png');
+      await writeFile(photographic, await photo('jpeg420exif.jpg', 1024));
+      return [...(await corpusFiles(ctx, 'png')), photographic];
+    },
+    ours: png,
+    judge: decodeJudge,
+    peers: { 'pngquant 3 ranges': pngquantRanges, 'optipng -o2': optipng },
+  },
+  gif: {
+    inputs: (ctx) => corpusFiles(ctx, 'gif'),
+    ours: gif,
+    judge: decodeJudge,
+    peers: {
+      'gifsicle -O3 --lossy 0–200': settings(['0', '5', '10', '20', '40', '80', '120', '200'], (lossy, input, out) =>
+        exec('gifsicle', ['-O3', ...(lossy === '0' ? [] : [`--lossy=${lossy}`]), input, '-o', out]),
+      ),
+    },
+  },
+  universal: {
+    inputs: async (ctx, made) => [
+      ...(await corpusFiles(ctx, 'webp', 'avif', 'heic', 'tiff', 'bmp', 'psd', ...(process.env.BENCH_QUALITY_RAW ? ['raw'] : []))),
+      await ditheredPaletteBmp(join(made, 'dithered-palette.bmp')),
+    ],
+    ours: universal,
+    judge: async (input, dir) => {
+      const ref = await universalReference(input, dir);
+      return {
+        score: async (out) => {
+          const p = await pixelsOf(out);
+          return p.width === ref.width && p.height === ref.height ? ssim(ref, p) : undefined;
+        },
+      };
+    },
+    peers: universalPeers,
+  },
+  office: {
+    inputs: async (ctx, made) => [
+      ...(await corpusFiles(ctx, 'docx', 'pptx')),
+      await photoAlbumPptx(join(made, 'photo-album.pptx')),
+      await inlineImagesDocx(join(made, 'inline-images.docx')),
+    ],
+    ours: office,
+    // Office is judged per document below (mean SSIM of its pictures at the size our output keeps).
+    judge: async () => ({ score: async () => undefined }),
+    peers: {},
+  },
+};
+
+/** Office: the simple reference at several jpegoptim levels, media SSIM at the size we keep. */
+async function measureOffice(file: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
+  const points: Point[] = [];
+  let oursSsim: number | undefined;
+  for (const q of [60, 70, 80, 90]) {
+    const t = performance.now();
+    const ref = await officeReference(file, dir, q);
+    const ms = performance.now() - t;
+    const m = await mediaSsim(file, ours.path, ref);
+    if (m.count === 0) return undefined;
+    oursSsim = m.ours;
+    points.push({ setting: `jpegoptim --max=${q}`, bytes: (await stat(ref)).size, ssim: m.ref, ms });
+  }
+  return {
+    kind: 'office',
+    file: basename(file),
+    bytesIn: (await stat(file)).size,
+    ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: oursSsim ?? 1, ms: ours.ms },
+    peers: { 'simple reference (jpegoptim 60–90, pngquant, zip -9)': points },
+  };
+}
+
+/**
+ * The peer's bytes at SSIM `s`: log-linear interpolation between the two settings around it, or
+ * its nearest setting when `s` lies outside what it reached (`beyond`: the peer could not reach our
+ * quality, so its true size there is larger; `below`: ours is lower than all its settings).
+ */
+export function bytesAt(points: Point[], s: number): { bytes: number; bound?: 'beyond' | 'below' } | undefined {
+  const sorted = [...points].sort((a, b) => a.ssim - b.ssim || a.bytes - b.bytes);
+  if (sorted.length === 0) return undefined;
+  const loss = (v: number) => Math.log(Math.max(1e-5, 1 - v));
+  if (s > sorted[sorted.length - 1].ssim) return { bytes: sorted[sorted.length - 1].bytes, bound: 'beyond' };
+  if (s < sorted[0].ssim) return { bytes: sorted[0].bytes, bound: 'below' };
+  let best = Infinity;
+  for (let i = 0; i + 1 < sorted.length; i++) {
+    const [a, b] = [sorted[i], sorted[i + 1]];
+    if (s < a.ssim || s > b.ssim) continue;
+    const f = loss(a.ssim) === loss(b.ssim) ? 0 : (loss(s) - loss(a.ssim)) / (loss(b.ssim) - loss(a.ssim));
+    best = Math.min(best, Math.exp(Math.log(a.bytes) + f * (Math.log(b.bytes) - Math.log(a.bytes))));
+  }
+  // A setting at or above our SSIM that is smaller than the interpolation (curves are not monotonic).
+  for (const p of sorted) if (p.ssim >= s) best = Math.min(best, p.bytes);
+  return { bytes: best };
+}
+
+interface Ratio {
+  peer: string;
+  ratio: number;
+  bound?: 'beyond' | 'below';
+}
+
+function ratios(m: Measured): Ratio[] {
+  return Object.entries(m.peers).flatMap(([peer, points]) => {
+    const at = bytesAt(points, m.ours.ssim);
+    return at ? [{ peer, ratio: m.ours.bytes / at.bytes, bound: at.bound }] : [];
+  });
+}
+
+/**
+ * The peer that is smallest at our SSIM. A peer that never reached our SSIM gives no equal-quality
+ * comparison; a file where no peer did has none (listed apart).
+ */
+function strongest(m: Measured): Ratio | undefined {
+  const r = ratios(m).filter((x) => x.bound !== 'beyond');
+  return r.length ? r.reduce((a, b) => (b.ratio > a.ratio ? b : a)) : undefined;
+}
+
+/**
+ * BENCH_QUALITY_KINDS=jpg,office runs some kinds (README is then left alone); BENCH_QUALITY_FILES=regex
+ * runs only matching inputs; BENCH_QUALITY_JSON=a.json[,b.json] renders the report and README from
+ * saved measurements (a later file's rows replace an earlier one's for the same kind and file).
+ */
+export default async function quality(ctx: BenchContext): Promise<string> {
+  if (process.env.BENCH_QUALITY_JSON) {
+    const rows = new Map<string, Measured>();
+    for (const f of process.env.BENCH_QUALITY_JSON.split(',')) {
+      for (const m of JSON.parse(await readFile(f, 'utf8')) as Measured[]) rows.set(`${m.kind}/${m.file}`, m);
+    }
+    const saved = [...rows.values()];
+    const skipped = JSON.parse(await readFile(join(ctx.resultsDir, 'quality-skipped.json'), 'utf8').catch(() => '[]')) as string[];
+    await publish(saved, ctx, skipped);
+    return report(saved, ctx, loadavg()[0], skipped);
+  }
+  const only = process.env.BENCH_QUALITY_KINDS?.split(',');
+  const files = process.env.BENCH_QUALITY_FILES ? new RegExp(process.env.BENCH_QUALITY_FILES) : undefined;
+  const work = await mkdtemp(join(tmpdir(), 'bench-quality-'));
+  const made = join(work, 'made');
+  await mkdir(made);
+  const load = loadavg()[0];
+  const all: Measured[] = [];
+  const skipped: string[] = [];
+  try {
+    for (const [kind, k] of Object.entries(KINDS).filter(([name]) => !only || only.includes(name))) {
+      for (const input of await k.inputs(ctx, made)) {
+        if (files && !files.test(basename(input))) continue;
+        if (await tooLarge(input)) {
+          skipped.push(`${kind}/${basename(input)}`);
+          continue;
+        }
+        const dir = await mkdtemp(join(work, `${kind}-`));
+        let n = 0;
+        const ours = await timed(ctx.runs, async () => {
+          const out = join(dir, `ours-${n++}`);
+          await mkdir(out);
+          return (await k.ours({ inputPath: input, format: input.split('.').pop() ?? '', options: {} }, { dir: out }, ctxOf)).path;
+        }).catch((err: Error) => {
+          console.log(`quality: ${basename(input)} failed: ${err.message.slice(0, 100)}`);
+          return undefined;
+        });
+        if (!ours) continue;
+        // No reference decode (an AVIF sequence ImageMagick cannot read, say): nothing to compare against.
+        const measured = await (kind === 'office' ? measureOffice(input, dir, { path: ours.result, ms: ours.ms }) : measureImage(kind, k, input, dir, { path: ours.result, ms: ours.ms })).catch(
+          (err: Error) => {
+            skipped.push(`${kind}/${basename(input)} (${err.message.split('\n')[0].slice(0, 80)})`);
+            return undefined;
+          },
+        );
+        if (measured) {
+          all.push(measured);
+          console.log(`quality: ${kind} ${measured.file}: ${ratios(measured).map((r) => `${r.peer} ${r.ratio.toFixed(3)}${r.bound ? ` (${r.bound})` : ''}`).join(', ')}`);
+        }
+        await rm(dir, { recursive: true, force: true });
+      }
+    }
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+  await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all, null, 2));
+  await writeFile(join(ctx.resultsDir, 'quality-skipped.json'), JSON.stringify(skipped));
+  const markdown = await report(all, ctx, load, skipped);
+  if (!only && !files) await publish(all, ctx, skipped);
+  return markdown;
+}
+
+/**
+ * BENCH_QUALITY_MAX_MP: leave out images over this many megapixels (every peer setting is a full
+ * encode and a full-resolution SSIM, minutes per file on a loaded 2-core machine). Documents are never left out.
+ */
+async function tooLarge(input: string): Promise<boolean> {
+  const max = Number(process.env.BENCH_QUALITY_MAX_MP ?? Infinity);
+  if (!Number.isFinite(max) || /\.(docx|pptx)$/i.test(input)) return false;
+  const { width = 0, height = 0 } = await sharp(input, { limitInputPixels: false }).metadata().catch(() => ({ width: 0, height: 0 }));
+  return width * height > max * 1e6;
+}
+
+async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
+  const judge = await k.judge(input, dir);
+  const oursSsim = await judge.score(ours.path);
+  if (oursSsim === undefined) return undefined;
+  const peers: Record<string, Point[]> = {};
+  for (const [name, peer] of Object.entries(k.peers)) {
+    const peerDir = await mkdtemp(join(dir, 'peer-'));
+    const points = await peer(input, peerDir, judge).catch(() => []);
+    if (points.length) peers[name] = points;
+  }
+  return { kind, file: basename(input), bytesIn: (await stat(input)).size, ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: oursSsim, ms: ours.ms }, peers };
+}
+
+const pct = (v: number) => `${v.toFixed(1)} %`;
+const fmtRatio = (r: Ratio | undefined) => (r ? `${r.ratio.toFixed(3)}${r.bound === 'beyond' ? ' ≥' : r.bound === 'below' ? ' ≤' : ''}` : '—');
+
+/** The per-kind table README shows. */
+function summaryTable(all: Measured[]): string {
+  const rows = [...new Set(all.map((m) => m.kind))].map((kind) => {
+    const mine = all.filter((m) => m.kind === kind);
+    const strong = mine.map(strongest).filter((r): r is Ratio => r !== undefined);
+    const worse = mine.filter((m) => (strongest(m)?.ratio ?? 0) > WORSE);
+    const unmatched = mine.filter((m) => strongest(m) === undefined);
+    const peerSavings = mine.flatMap((m) => {
+      const s = strongest(m);
+      return s ? [100 * (1 - m.ours.bytes / s.ratio / m.bytesIn)] : [];
+    });
+    return [
+      kind,
+      mine.length,
+      pct(median(mine.map((m) => 100 * (1 - m.ours.bytes / m.bytesIn)))),
+      median(mine.map((m) => m.ours.ssim)).toFixed(4),
+      `${(median(mine.map((m) => m.ours.ms)) / 1000).toFixed(2)} s`,
+      peerSavings.length ? pct(median(peerSavings)) : '—',
+      strong.length ? median(strong.map((r) => r.ratio)).toFixed(3) : '—',
+      `${worse.length}${worse.length ? ` (${worse.map((m) => m.file).join(', ')})` : ''}`,
+      unmatched.map((m) => m.file).join(', ') || '—',
+    ];
+  });
+  return markdownTable(
+    ['kind', 'files', 'our savings (median)', 'our SSIM (median)', 'our time (median)', 'strongest peer\'s savings at our SSIM (median)', 'ours / strongest peer at equal SSIM (median)', `files > ${Math.round((WORSE - 1) * 100)} % bigger`, 'no peer reached our SSIM'],
+    rows,
+  );
+}
+
+function detailTable(all: Measured[], kind: string): string {
+  const mine = all.filter((m) => m.kind === kind);
+  const peers = [...new Set(mine.flatMap((m) => Object.keys(m.peers)))];
+  return markdownTable(
+    ['file', 'bytes in', 'ours bytes', 'ours SSIM', 'ours time', ...peers.map((p) => `ours / ${p}`)],
+    mine.map((m) => {
+      const r = ratios(m);
+      return [m.file, m.bytesIn, m.ours.bytes, m.ours.ssim.toFixed(4), `${(m.ours.ms / 1000).toFixed(2)} s`, ...peers.map((p) => fmtRatio(r.find((x) => x.peer === p)))];
+    }),
+  );
+}
+
+function peerPoints(all: Measured[], kind: string): string {
+  return all
+    .filter((m) => m.kind === kind)
+    .map((m) => `- ${m.file}: ${Object.entries(m.peers).map(([p, pts]) => `${p}: ${pts.map((x) => `${x.setting} ${x.bytes} B / ${x.ssim.toFixed(4)} / ${x.ms.toFixed(0)} ms`).join('; ')}`).join(' · ')}`)
+    .join('\n');
+}
+
+async function charts(all: Measured[], dir: string, prefix: string): Promise<string[]> {
+  const names: string[] = [];
+  for (const kind of [...new Set(all.map((m) => m.kind))]) {
+    const mine = all.filter((m) => m.kind === kind);
+    const rows: ChartRow[] = mine.flatMap((m) => [
+      { file: m.file, tool: 'compressd', bytesIn: m.bytesIn, bytesOut: m.ours.bytes, ssim: m.ours.ssim, ms: m.ours.ms },
+      ...Object.entries(m.peers).flatMap(([tool, pts]) => pts.map((p) => ({ file: m.file, tool, bytesIn: m.bytesIn, bytesOut: p.bytes, ssim: p.ssim, ms: p.ms }))),
+    ]);
+    const curve = `${prefix}${kind}-rate-quality.png`;
+    await savingsVsSsimChart(join(dir, curve), `${kind}: savings vs SSIM, every peer setting (dashed: 0.98)`, rows, 0.98);
+    const bars = `${prefix}${kind}-ratio.png`;
+    await ratioChart(join(dir, bars), `${kind}: our bytes / peer bytes at our SSIM (1 = equal; right of 1.05 = we are bigger)`, mine.flatMap((m) => ratios(m).map((r) => ({ file: m.file, tool: r.peer, value: r.ratio }))), [1, WORSE]);
+    names.push(curve, bars);
+  }
+  return names;
+}
+
+const skippedNote = (skipped: string[]): string =>
+  skipped.length ? `Left out (over BENCH_QUALITY_MAX_MP=${process.env.BENCH_QUALITY_MAX_MP ?? '∞'} MP, or no reference decode): ${skipped.join(', ')}.` : '';
+
+async function report(all: Measured[], ctx: BenchContext, load: number, skipped: string[]): Promise<string> {
+  const images = await charts(all, ctx.resultsDir, 'quality-');
+  const kinds = [...new Set(all.map((m) => m.kind))];
+  return [
+    '## Rate–quality at equal SSIM',
+    '',
+    `Ours: median of ${ctx.runs} runs (load average at the start ${load.toFixed(1)} on ${availableParallelism()} cores). Peers: one run per setting. ` +
+      'Ratio = our bytes / the peer\'s bytes interpolated at our SSIM (≥: the peer never reached our SSIM, its size there is larger than the one used; ≤: our SSIM is below every setting of the peer).',
+    '',
+    summaryTable(all),
+    '',
+    skippedNote(skipped),
+    '',
+    ...kinds.flatMap((kind) => [`### ${kind}`, '', detailTable(all, kind), '', '<details><summary>every peer setting (bytes / SSIM / time)</summary>', '', peerPoints(all, kind), '', '</details>', '']),
+    images.map((f) => `![${f}](${f})`).join(' '),
+  ].join('\n');
+}
+
+/** README's "How well it compresses" table and charts (docs/bench/), between its markers. */
+async function publish(all: Measured[], ctx: BenchContext, skipped: string[]): Promise<void> {
+  const root = new URL('../../', import.meta.url).pathname;
+  const docs = join(root, 'docs', 'bench');
+  await mkdir(docs, { recursive: true });
+  const images = await charts(all, docs, '');
+  const readmePath = join(root, 'README.md');
+  const readme = await readFile(readmePath, 'utf8');
+  const start = '<!-- bench:quality -->';
+  const end = '<!-- /bench:quality -->';
+  const from = readme.indexOf(start);
+  const to = readme.indexOf(end);
+  if (from < 0 || to < from) return;
+  const body = [
+    start,
+    `Measured by \`npm run bench quality\` on ${new Date().toISOString().slice(0, 10)} (${all.length} files: the shared corpus and files made with the properties of issue 19; ${ctx.runs} run(s), a shared, loaded machine, so times are indicative).`,
+    '',
+    summaryTable(all),
+    '',
+    skippedNote(skipped),
+    '',
+    ...images.map((f) => `![${f}](docs/bench/${f})`),
+    end,
+  ].join('\n');
+  await writeFile(readmePath, readme.slice(0, from) + body + readme.slice(to + end.length));
+}

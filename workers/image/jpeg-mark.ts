@@ -1,0 +1,54 @@
+import { MAX_QUALITY } from './encode.ts';
+import { headerSegments, lumaQuantTable, ourQualityOf } from './jpeg-quant.ts';
+
+/**
+ * Our signature in every JPEG this service encodes at a chosen quality: a COM segment (15 bytes).
+ * It is what tells our own output from another encoder's when both use the same tables, which
+ * near quality 100 every encoder does.
+ */
+const SIGNATURE = Buffer.from('compressd/1', 'latin1');
+
+/** The JPEG with our COM segment inserted after its APPn segments (where readers expect metadata). */
+export function markAsOurs(jpeg: Buffer): Buffer {
+  const at = afterAppSegments(jpeg);
+  const segment = Buffer.alloc(4 + SIGNATURE.length);
+  segment.writeUInt16BE(0xfffe, 0);
+  segment.writeUInt16BE(2 + SIGNATURE.length, 2);
+  SIGNATURE.copy(segment, 4);
+  return Buffer.concat([jpeg.subarray(0, at), segment, jpeg.subarray(at)]);
+}
+
+/**
+ * Who made this JPEG, as far as the bytes tell:
+ * - `ours`: our signature and exactly our encoder's luminance table at a quality of its search
+ *   range. A file edited elsewhere may keep the comment but not the table, and is not ours any more.
+ * - `same-tables`: our encoder's table at a quality below the top of the search range, unsigned:
+ *   an output of a compressd version that did not sign yet, ours with its metadata stripped, or
+ *   another mozjpeg optimiser's at a quality it chose. The top quality is left out: that is where
+ *   our search stops only on rare hard images, and where mozjpeg "maximum quality" exports sit.
+ * - `other`: anything else, including every quality-96–100 export (near all-ones tables).
+ */
+export async function jpegOrigin(jpeg: Buffer): Promise<'ours' | 'same-tables' | 'other'> {
+  const table = lumaQuantTable(jpeg);
+  const quality = table && (await ourQualityOf(table));
+  if (quality === undefined) return 'other';
+  if (hasSignature(jpeg)) return 'ours';
+  return quality < MAX_QUALITY ? 'same-tables' : 'other';
+}
+
+function hasSignature(jpeg: Buffer): boolean {
+  for (const { marker, start, end } of headerSegments(jpeg)) {
+    if (marker === 0xfe && jpeg.subarray(start, end).equals(SIGNATURE)) return true;
+  }
+  return false;
+}
+
+/** Offset just past SOI and the APPn segments that follow it. */
+function afterAppSegments(jpeg: Buffer): number {
+  let at = 2;
+  for (const { marker, end } of headerSegments(jpeg)) {
+    if (marker < 0xe0 || marker > 0xef) break;
+    at = end;
+  }
+  return at;
+}
