@@ -7,11 +7,13 @@ import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts'
 import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
 import { createLogger } from './log.ts';
 import { startService } from './service.ts';
+import packageJson from '../package.json' with { type: 'json' };
 
 const USAGE = `compressd — self-hosted file compression service
 
 Usage:
   compressd serve [flags]
+  compressd --version
   ${COMPRESS_USAGE}
   compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D]
   compressd keys list [--data-dir D]
@@ -145,6 +147,12 @@ async function main(argv: string[]): Promise<void> {
       return keysCommand(args);
     case 'credits':
       return creditsCommand(args);
+    case '--version':
+    case '-v':
+    case 'version':
+      // The Node that runs us: inside the single executable, the one it embeds.
+      console.log(`compressd ${packageJson.version} (node ${process.version})`);
+      return;
     case undefined:
     case 'help':
     case '--help':

