@@ -20,7 +20,8 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 COPY clients/typescript/package.json clients/typescript/
-RUN --mount=type=secret,id=extra_ca \
+# npm's download cache lives in a tmpfs for this step only: it never enters a layer.
+RUN --mount=type=secret,id=extra_ca --mount=type=tmpfs,target=/root/.npm \
     if [ -s /run/secrets/extra_ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca; fi \
  && npm ci --no-audit --no-fund
 COPY . .
