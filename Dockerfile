@@ -20,12 +20,13 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 COPY clients/typescript/package.json clients/typescript/
-# npm's download cache lives in a tmpfs for this step only: it never enters a layer.
-RUN --mount=type=secret,id=extra_ca --mount=type=tmpfs,target=/root/.npm \
+# npm's download cache is a BuildKit cache mount: it never enters a layer, later builds reuse it, and
+# build.mjs finds there the locked tarball of the Node it embeds to compare the binary with.
+RUN --mount=type=secret,id=extra_ca --mount=type=cache,target=/root/.npm \
     if [ -s /run/secrets/extra_ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca; fi \
  && npm ci --no-audit --no-fund
 COPY . .
-RUN node build.mjs
+RUN --mount=type=cache,target=/root/.npm node build.mjs
 
 # ---- runtime: only the executable (glibc and libstdc++ come with the base) ----------------------
 FROM ${RUNTIME_IMAGE}

@@ -15,9 +15,10 @@
 // beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
 // the tree once into a hash-named cache directory (src/runtime/extract.ts).
 import { createHash } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
+import { homedir } from 'node:os';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
@@ -62,9 +63,36 @@ function embeddedNode() {
   const binary = join(dir, 'bin', 'node');
   const said = spawnSync(binary, ['-p', 'process.version + " " + process.platform + "-" + process.arch'], { encoding: 'utf8' });
   if (said.status !== 0 || said.stdout.trim() !== `v${locked.version} linux-x64`) fail(`${binary} is not Node v${locked.version} for linux-x64: ${said.error?.message ?? (said.stdout + said.stderr).trim()}`);
-  return { binary, version: `v${locked.version}` };
+  return { binary, version: `v${locked.version}`, integrity: locked.integrity, tarballName: `${EMBEDDED_NODE_PACKAGE}@${locked.version}` };
 }
+
+const sha256 = (stream) =>
+  new Promise((resolve, reject) => {
+    const hash = createHash('sha256');
+    stream.on('data', (d) => hash.update(d)).on('end', () => resolve(hash.digest('hex'))).on('error', reject);
+  });
+
+/**
+ * Ties the installed binary to the lock file's checksum: the tarball npm verified against that
+ * integrity stays in npm's content-addressed cache, named by the checksum itself, so its
+ * bin/node must equal ours byte for byte. Without that tarball (a cache cleared since `npm ci`)
+ * only the version check above stands, and the build says so.
+ */
+async function verifyAgainstLock(node) {
+  const hex = Buffer.from(node.integrity.slice('sha512-'.length), 'base64').toString('hex');
+  const cache = process.env.npm_config_cache || join(homedir(), '.npm');
+  const tarball = join(cache, '_cacache', 'content-v2', 'sha512', hex.slice(0, 2), hex.slice(2, 4), hex.slice(4));
+  if (!existsSync(tarball)) return `version checked; no cached tarball of ${node.tarballName} to compare bytes with`;
+  const tarHash = createHash('sha512').update(readFileSync(tarball)).digest('hex');
+  if (tarHash !== hex) fail(`npm's cached tarball of ${node.tarballName} does not match package-lock.json's integrity`);
+  const tar = spawn('tar', ['-xzOf', tarball, 'package/bin/node'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [packed, installed] = await Promise.all([sha256(tar.stdout), sha256(createReadStream(node.binary))]);
+  if (packed !== installed) fail(`${node.binary} differs from bin/node of ${node.tarballName} as package-lock.json pins it: run npm ci`);
+  return 'bytes equal the locked tarball';
+}
+
 const node = embeddedNode();
+const nodeCheck = await verifyAgainstLock(node);
 
 // ---- carried packages -------------------------------------------------------------------------
 
@@ -302,6 +330,6 @@ renameSync(staging, join(OUT, 'compressd'));
 const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
 const treeBytes = manifest.files.reduce((s, f) => s + f.size, 0);
 console.log(
-  `build: dist/compressd ${mb(statSync(join(OUT, 'compressd')).size)} (node ${node.version}; runtime tree ${manifest.id}: ` +
+  `build: dist/compressd ${mb(statSync(join(OUT, 'compressd')).size)} (node ${node.version}, ${nodeCheck}; runtime tree ${manifest.id}: ` +
     `${files.length} files, ${mb(treeBytes)}; carried: ${[...closure].map((r) => relative(join(ROOT, 'node_modules'), r)).sort().join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );
