@@ -201,24 +201,24 @@ export class CompressdClient {
   }
 
   private async submission(input: CompressInput, options: CompressOptions): Promise<Body> {
-    const fields: Record<string, string> = {};
-    if (options.options !== undefined) fields.options = JSON.stringify(options.options);
+    const webhook: Record<string, string> = {};
     if (options.webhook) {
-      fields.webhookUrl = options.webhook.url;
-      fields.webhookSecret = options.webhook.secret;
-      if (options.webhook.events) fields.webhookEvents = options.webhook.events.join(',');
+      webhook.webhookUrl = options.webhook.url;
+      webhook.webhookSecret = options.webhook.secret;
+      if (options.webhook.events) webhook.webhookEvents = options.webhook.events.join(',');
     }
     const url = input instanceof URL ? input.href : typeof input === 'string' && /^https?:\/\//i.test(input) ? input : null;
     if (url !== null) {
-      const json = JSON.stringify({ inputUrl: url, ...(options.sourceFormat ? { sourceFormat: options.sourceFormat } : {}), ...(options.options ? { options: options.options } : {}), ...(fields.webhookUrl ? { webhookUrl: fields.webhookUrl, webhookSecret: fields.webhookSecret, ...(fields.webhookEvents ? { webhookEvents: fields.webhookEvents } : {}) } : {}) });
+      const json = JSON.stringify({ inputUrl: url, sourceFormat: options.sourceFormat, options: options.options, ...webhook });
       return { replayable: true, make: () => ({ body: json, contentType: 'application/json' }) };
     }
+    const fields = { ...(options.options === undefined ? {} : { options: JSON.stringify(options.options) }), ...webhook };
     const named = (fallback?: string) => {
       const name = options.fileName ?? fallback;
       if (!name) throw new CompressdError('client.invalid_input', null, 'an upload from bytes or a stream needs options.fileName (its extension names the format)');
       return name;
     };
-    let blob: Blob | null = null;
+    let blob: Blob;
     let fileName: string;
     if (typeof input === 'string') {
       blob = await openAsBlob(input);
@@ -235,13 +235,12 @@ export class CompressdClient {
       const { body, contentType } = streamingForm(fields, fileName, web);
       return { replayable: false, make: () => ({ body, contentType, duplex: true }) };
     }
-    const file = blob;
     return {
       replayable: true,
       make: () => {
         const form = new FormData();
         for (const [k, v] of Object.entries(fields)) form.set(k, v);
-        form.set('file', file, fileName);
+        form.set('file', blob, fileName);
         return { body: form };
       },
     };

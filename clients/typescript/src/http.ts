@@ -47,10 +47,8 @@ export async function errorOf(res: Response): Promise<CompressdError> {
   return new CompressdError(code, res.status, detail, body, retryAfterSeconds(res.headers.get('retry-after')));
 }
 
-export interface Send {
-  /** Builds the request afresh for every attempt; null when the body cannot be sent twice. */
-  (): RequestInit & { replayable: boolean };
-}
+/** Builds the request afresh for every attempt; `replayable: false` when its body cannot be sent twice. */
+export type Send = () => RequestInit & { replayable: boolean };
 
 /**
  * One API call with the spec's retries: 5xx and unreachable servers back off 1, 2, 4, 8 … 30 s,
