@@ -7,6 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { CompressdClient, CompressdError, JobFailedError, verifyWebhook } from '../clients/typescript/src/index.ts';
 import { TYPES_FILE, typesOf } from '../clients/typescript/scripts/generate.ts';
 import { sign } from '../src/webhooks/sign.ts';
@@ -47,6 +48,20 @@ describe('generated types', () => {
   test('src/openapi.ts is what openapi-typescript makes of the served /openapi.json (npm run client:types regenerates it)', async () => {
     const document = (await (await s.api('/openapi.json', { key: null })).json()) as object;
     assert.equal(readFileSync(TYPES_FILE, 'utf8'), await typesOf(document), 'the committed client types are stale: run npm run client:types');
+  });
+
+  test('the answers the client reads match the document\'s response schemas', async () => {
+    const document = (await (await s.api('/openapi.json', { key: null })).json()) as object;
+    const ajv = new Ajv2020({ strict: false, validateFormats: false }).addSchema(document, 'doc');
+    const check = (name: string, value: unknown) => assert.ok(ajv.validate({ $ref: `doc#/components/schemas/${name}` }, value), `${name}: ${ajv.errorsText()}`);
+    const job = await client.compress(JPG);
+    check('JobAccepted', job.accepted);
+    const done = await job.wait();
+    check('JobStatus', done);
+    check('CostEstimate', await client.estimate('jpg', { fileSizeMb: 2.5 }));
+    check('Entitlements', await client.entitlements());
+    check('Compressors', await client.compressors());
+    check('JobDeleted', await (await s.api(`/compress/job/${job.id}`, { method: 'DELETE' })).json());
   });
 });
 
