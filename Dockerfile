@@ -1,21 +1,35 @@
-# compressd as one self-contained executable on a slim glibc base.
-# Untested here (no Docker engine on the build machine); the binary test proves the executable.
+# compressd as one self-contained executable on a slim glibc base. test/docker.test.ts builds and
+# runs this file on a real Docker engine in `npm test`.
 #
 #   docker build -t compressd .
 #   docker run -p 8080:8080 -v compressd-data:/data compressd
 #   read-only root: docker run --read-only --tmpfs /tmp:rw,exec,mode=1777 -p 8080:8080 -v compressd-data:/data compressd
 # Docker mounts --tmpfs noexec by default; the runtime cache holds native code, so `exec` is required.
+#
+# Build arguments:
+#   NODE_IMAGE     image of the build stage (Node 24 LTS; any Debian-based Node 24 image will do)
+#   RUNTIME_IMAGE  image the executable runs on (glibc ≥ 2.28 and libstdc++)
+# Behind a TLS-intercepting proxy, hand its CA bundle (PEM) to the build stage's `npm ci` as a
+# BuildKit secret; it is read during that step only and stays out of every layer:
+#   DOCKER_BUILDKIT=1 docker build --secret id=extra_ca,src=/etc/ssl/certs/ca-certificates.crt -t compressd .
+ARG NODE_IMAGE=node:24-bookworm-slim
+ARG RUNTIME_IMAGE=debian:bookworm-slim
 
-# ---- build: Node 20 (the runtime the executable embeds) + the locked dependencies -------------
-FROM node:20-bookworm AS build
+# ---- build: the locked dependencies, then build.mjs (it embeds the pinned Node 24 from node_modules) ----
+FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+COPY clients/typescript/package.json clients/typescript/
+# npm's download cache is a BuildKit cache mount: it never enters a layer, later builds reuse it, and
+# build.mjs finds there the locked tarball of the Node it embeds to compare the binary with.
+RUN --mount=type=secret,id=extra_ca --mount=type=cache,target=/root/.npm \
+    if [ -s /run/secrets/extra_ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca; fi \
+ && npm ci --no-audit --no-fund
 COPY . .
-RUN node build.mjs
+RUN --mount=type=cache,target=/root/.npm node build.mjs
 
 # ---- runtime: only the executable (glibc and libstdc++ come with the base) ----------------------
-FROM debian:bookworm-slim
+FROM ${RUNTIME_IMAGE}
 RUN groupadd --system --gid 10001 compressd \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin compressd \
  && mkdir -p /data \
@@ -29,8 +43,9 @@ USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 8080
-# No curl in the image: bash's /dev/tcp asks /healthz for its status line.
+# No curl in the image: bash's /dev/tcp asks /healthz for its status line, on the port the
+# container's COMPRESSD_PORT names (a `docker run -e COMPRESSD_PORT=…` included).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
-  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/8080 && printf 'GET /healthz HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' >&3 && head -n 1 <&3 | grep -q ' 200 '"]
+  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${COMPRESSD_PORT:-8080} && printf 'GET /healthz HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' >&3 && head -n 1 <&3 | grep -q ' 200 '"]
 ENTRYPOINT ["/usr/local/bin/compressd"]
 CMD ["serve"]

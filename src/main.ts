@@ -10,11 +10,13 @@ import { migrate, openPool } from './jobs/cluster/database.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { startService } from './service.ts';
+import packageJson from '../package.json' with { type: 'json' };
 
 const USAGE = `compressd — self-hosted file compression service
 
 Usage:
   compressd serve [flags]
+  compressd --version
   ${COMPRESS_USAGE}
   compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D | --database-url URL]
   compressd keys list [--data-dir D | --database-url URL]
@@ -198,6 +200,12 @@ async function main(argv: string[]): Promise<void> {
       return creditsCommand(args);
     case 'migrate':
       return migrateCommand(args);
+    case '--version':
+    case '-v':
+    case 'version':
+      // The Node that runs us: inside the single executable, the one it embeds.
+      console.log(`compressd ${packageJson.version} (node ${process.version})`);
+      return;
     case undefined:
     case 'help':
     case '--help':

