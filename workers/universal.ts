@@ -7,7 +7,7 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpegQuality, encodePng, jpegOptions, proxyOf } from './image/encode.ts';
+import { chooseJpegQuality, encodePng, jpegOptions, proxyOf, type JudgedAt } from './image/encode.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -46,7 +46,9 @@ export const compress: Compress = async (job, out, ctx) => {
   // Same format, same size: the input itself is a valid output and is kept when not beaten.
   const sameFormat = ((family === 'jpeg' && format === 'jpg') || (family === 'png' && format === 'png')) && !upright.resized;
   if (format === 'jpg') {
-    const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'));
+    // Developed from sensor data: judged at the sensor's colour resolution (image/encode.ts).
+    const judgedAt = decoded.via === 'libraw' ? 'sensor' : 'full';
+    const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
     await writeFile(path, jpeg.data);
   } else {
     const png = await encodePng(sharp(pixels.data, { raw: rawOf(pixels) }), 'lossy');
@@ -145,13 +147,19 @@ export interface SizedJpeg {
  * 10-bit AVIF, lossy WebP, palette TIFF/BMP — that JPEG cannot match without visible damage,
  * while the spec's table fixes the output format).
  */
-export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined, maxBytes?: number, onStep?: (fraction: number) => void): Promise<SizedJpeg> {
-  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality), exif);
-  const target = await chooseJpegQuality(pixels);
+export async function encodeJpegWithin(
+  pixels: Pixels,
+  exif: Buffer | undefined,
+  maxBytes?: number,
+  onStep?: (fraction: number) => void,
+  judgedAt: JudgedAt = 'full',
+): Promise<SizedJpeg> {
+  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality, pixels.width * pixels.height), exif);
+  const target = await chooseJpegQuality(pixels, undefined, judgedAt);
   onStep?.(0.4);
   const first = await full(target);
   if (maxBytes === undefined || first.length <= maxBytes) return { data: first, quality: target, rule: 'target' };
-  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN);
+  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt);
   onStep?.(0.6);
   if (floor >= target) return { data: first, quality: target, rule: 'floor' };
   // Full-size encodes cost about a second at 12 MP, so sizes are predicted on the quality search's
@@ -167,7 +175,7 @@ export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined,
       fulls.set(q, data);
       return data.length;
     }
-    const known = proxySizes.get(q) ?? (await encode(proxy, q)).length;
+    const known = proxySizes.get(q) ?? (await encode(proxy, q, pixels.width * pixels.height)).length;
     proxySizes.set(q, known);
     return known;
   };
@@ -201,6 +209,7 @@ export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined,
   return { data: fulls.get(best)!, quality: best, rule: 'fit' };
 }
 
-function encode(p: Pixels, quality: number): Promise<Buffer> {
-  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality)).toBuffer();
+/** `pixels`: the size of the image the encode is for (the proxy's predictions code like the full image). */
+function encode(p: Pixels, quality: number, pixels: number): Promise<Buffer> {
+  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality, pixels)).toBuffer();
 }

@@ -63,7 +63,8 @@ export default async function office(ctx: BenchContext): Promise<string> {
   }
 }
 
-async function reference(file: string, dir: string): Promise<string> {
+/** The simple reference pipeline (also the Office peer of the speed section). */
+export async function reference(file: string, dir: string): Promise<string> {
   const tree = await mkdtemp(join(dir, 'ref-'));
   const out = join(dir, `reference-${basename(file)}`);
   await rm(out, { force: true });
