@@ -60,7 +60,7 @@ export function jpegOptions(quality: number, pixels = 0): JpegOptions {
  * byte for byte), coded as plain baseline: what a quality probe needs, since only its pixels are
  * scored. Skips the Huffman optimisation and the progressive scan search.
  */
-function probeOptions(quality: number): JpegOptions {
+export function probeOptions(quality: number): JpegOptions {
   return { ...jpegOptions(quality), progressive: false, optimiseScans: false, optimiseCoding: false };
 }
 
