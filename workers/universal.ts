@@ -154,7 +154,7 @@ export async function encodeJpegWithin(
   onStep?: (fraction: number) => void,
   judgedAt: JudgedAt = 'full',
 ): Promise<SizedJpeg> {
-  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality, pixels.width * pixels.height), exif);
+  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality), exif);
   const target = await chooseJpegQuality(pixels, undefined, judgedAt);
   onStep?.(0.4);
   const first = await full(target);
@@ -175,7 +175,7 @@ export async function encodeJpegWithin(
       fulls.set(q, data);
       return data.length;
     }
-    const known = proxySizes.get(q) ?? (await encode(proxy, q, pixels.width * pixels.height)).length;
+    const known = proxySizes.get(q) ?? (await encode(proxy, q)).length;
     proxySizes.set(q, known);
     return known;
   };
@@ -209,7 +209,6 @@ export async function encodeJpegWithin(
   return { data: fulls.get(best)!, quality: best, rule: 'fit' };
 }
 
-/** `pixels`: the size of the image the encode is for (the proxy's predictions code like the full image). */
-function encode(p: Pixels, quality: number, pixels: number): Promise<Buffer> {
-  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality, pixels)).toBuffer();
+function encode(p: Pixels, quality: number): Promise<Buffer> {
+  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptions(quality)).toBuffer();
 }
