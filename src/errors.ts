@@ -20,8 +20,15 @@ export class ApiError extends Error {
   }
 }
 
-/** A reason a job ended Failed: a machine-readable code and a short human detail. */
-export interface JobFailure {
-  code: string;
-  detail: string;
+export const ERROR_DETAIL_MAX = 256;
+
+/** Cuts to at most `max` UTF-16 units without splitting a surrogate pair, marking the cut. */
+export function truncateDetail(detail: string, max: number = ERROR_DETAIL_MAX): string {
+  if (detail.length <= max) return detail;
+  let out = '';
+  for (const ch of detail) {
+    if (out.length + ch.length > max - 1) break;
+    out += ch;
+  }
+  return `${out}…`;
 }

@@ -6,6 +6,7 @@ import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
 import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
 import { createLogger } from './log.ts';
+import { fatalErrorHandler } from './ops/fatal.ts';
 import { startService } from './service.ts';
 
 const USAGE = `compressd — self-hosted file compression service
@@ -21,6 +22,9 @@ Usage:
 Flags of serve (each has an environment twin; flags win):
 ${settingsHelp()}
 `;
+
+/** How long running jobs get to finish when the server stops (signal or fatal error). */
+const SHUTDOWN_GRACE_MS = 10_000;
 
 function fail(message: string): never {
   console.error(`compressd: ${message}`);
@@ -69,7 +73,7 @@ async function serveCommand(args: string[]): Promise<void> {
     if (stopping) process.exit(1);
     stopping = true;
     log.info({ signal }, 'shutting down: finishing running jobs');
-    service.close(10_000).then(
+    service.close(SHUTDOWN_GRACE_MS).then(
       () => process.exit(0),
       (err) => {
         log.error({ err }, 'shutdown failed');
@@ -79,6 +83,9 @@ async function serveCommand(args: string[]): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  const fatal = fatalErrorHandler({ log, close: (graceMs) => service.close(graceMs), graceMs: SHUTDOWN_GRACE_MS, exit: (code) => process.exit(code) });
+  process.on('uncaughtException', fatal);
+  process.on('unhandledRejection', (reason) => fatal(reason, 'unhandledRejection'));
 }
 
 function keysCommand(args: string[]): void {

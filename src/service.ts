@@ -1,8 +1,7 @@
-import { serve, type ServerType } from '@hono/node-server';
+import type { ServerType } from '@hono/node-server';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { CreditLedger } from './accounts/ledger.ts';
 import { defaultPlan } from './accounts/plan.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import type { ServeConfig } from './config.ts';
@@ -10,17 +9,23 @@ import { acquireServerLock } from './durable/lock.ts';
 import { FETCH_DEFAULTS, parseDnsOverrides, parseUrlAllow, type FetchConfig } from './fetch/config.ts';
 import { guardedDispatcher } from './fetch/egress.ts';
 import { UrlFetcher } from './fetch/fetch-input.ts';
+import { COMPRESSORS } from './catalog/index.ts';
 import { JobEngine } from './jobs/engine.ts';
+import { openFilesBackend } from './jobs/files/index.ts';
+import { Lifecycle } from './jobs/lifecycle.ts';
 import { CompressorPool } from './jobs/pool.ts';
 import { LocalSpool } from './jobs/spool.ts';
-import { JournaledJobStore } from './jobs/store.ts';
-import type { Job } from './jobs/types.ts';
 import { DiskGuard, insufficientStorage } from './ops/disk.ts';
 import { ServiceMetrics } from './ops/metrics.ts';
 import { createApp } from './server/app.ts';
-import { outputFileName } from './server/views.ts';
+import { createHttpServer } from './server/http-server.ts';
 import { DownloadTokens, presignedDownloadUrl } from './webhooks/download-token.ts';
+import { webhookNotifier } from './webhooks/notify.ts';
 import { WebhookOutbox } from './webhooks/outbox.ts';
+
+/** One node: the files backend's leases only matter across its own restarts. */
+const NODE_ID = 'local';
+const LEASE_MS = 30_000;
 
 export interface RunningService {
   server: ServerType;
@@ -50,15 +55,24 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
 
   const plan = defaultPlan(config.maxFileSizeBytes);
   const planOf = () => plan;
-  const ledger = new CreditLedger(config.dataDir, (a) => accounts.granted(a));
-  const store = new JournaledJobStore(config.dataDir);
-  const spool = new LocalSpool(join(config.dataDir, 'spool'));
+  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend') });
+  const spool = new LocalSpool(backend.blobs.root);
   const pool = new CompressorPool(config.workers, (err) => log.error({ err }, 'worker thread error'));
-  const engine = new JobEngine(store, spool, ledger, pool, {
+  const tokens = await DownloadTokens.open(config.dataDir);
+  const lifecycle = new Lifecycle(
+    backend,
+    webhookNotifier({ site: config.site, downloadUrl: (id, expiresAt) => presignedDownloadUrl(config.publicUrl, id, tokens.create(id, expiresAt)) }),
+    {
+      nodeId: NODE_ID,
+      retentionSeconds: config.retentionSeconds,
+      admission: { maxOpenPerAccount: plan.maxQueuedJobs },
+      claim: { maxRunningPerAccount: plan.maxConcurrentJobs, maxRunningPerJobType: Object.fromEntries(COMPRESSORS.map((c) => [c.jobType, c.maxConcurrentJobs])) },
+      leaseMs: LEASE_MS,
+    },
+  );
+  const engine = new JobEngine(lifecycle, backend, pool, spool, {
     retentionSeconds: config.retentionSeconds,
     jobTimeoutSeconds: config.jobTimeoutSeconds,
-    maxRunningPerAccount: plan.maxConcurrentJobs,
-    maxQueuedPerAccount: plan.maxQueuedJobs,
     recordRetentionSeconds: 24 * 3600,
   });
 
@@ -84,64 +98,34 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
       }
     },
   };
-  const tokens = await DownloadTokens.open(config.dataDir);
   const outbox = new WebhookOutbox({
-    dataDir: config.dataDir,
+    store: backend.outbox,
     retryDelaysSec: config.webhookRetryDelays,
     site: config.site,
     dispatcher: guardedDispatcher(fetchConfig),
     log: (entry) => log.info(entry, 'webhook'),
   });
-  await outbox.start();
 
-  const notify = async (job: Job) => {
-    if (!job.webhook || job.notified || (job.status !== 'Succeeded' && job.status !== 'Failed')) return;
-    const succeeded = job.status === 'Succeeded' && job.output;
-    const processingTimeMs = job.startedAt && job.completedAt ? Date.parse(job.completedAt) - Date.parse(job.startedAt) : null;
-    await outbox.enqueue(job.webhook, {
-      jobId: job.id,
-      status: job.status,
-      completedAt: job.completedAt ?? new Date().toISOString(),
-      ...(succeeded
-        ? {
-            output: {
-              fileName: outputFileName(job),
-              contentType: job.output!.contentType,
-              fileCount: 1,
-              downloadUrl: presignedDownloadUrl(config.publicUrl, job.id, tokens.create(job.id, new Date(job.expiresAt!))),
-              expiresAt: job.expiresAt!,
-            },
-          }
-        : { error: job.error ?? { code: 'jobs.failed', detail: 'The job failed.' } }),
-      metrics: {
-        inputBytes: job.inputBytes,
-        outputBytes: succeeded ? job.output!.bytes : null,
-        creditCost: succeeded ? job.creditCost : 0,
-        processingTimeMs,
-      },
-    });
-    store.update(job.id, { notified: true });
-  };
   const metrics = new ServiceMetrics({ counts: () => engine.counts(), poolUtilization: () => pool.utilization });
-  engine.on('finished', (job) => {
+  lifecycle.on('ended', (job) => {
     metrics.jobFinished(job);
-    log.info({ jobId: job.id, job: job.job, status: job.status, error: job.error?.code, outputBytes: job.output?.bytes, inputBytes: job.inputBytes }, 'job finished');
-    notify(job).catch((err) => log.error({ err, jobId: job.id }, 'webhook enqueue failed'));
+    log.info({ jobId: job.id, jobType: job.jobType, status: job.status, error: job.error?.code, outputBytes: job.output?.bytes, inputBytes: job.inputBytes }, 'job finished');
+    outbox.wake();
   });
-  engine.on('started', (job, waitedMs) => {
+  lifecycle.on('started', (job, waitedMs) => {
     metrics.jobStarted(waitedMs);
-    log.info({ jobId: job.id, job: job.job, waitedMs, attempt: job.attempts }, 'job started');
+    log.info({ jobId: job.id, jobType: job.jobType, waitedMs, attempt: job.attempts }, 'job started');
   });
   outbox.on('attempt', (a) => metrics.webhookAttempt(a.outcome));
-  // Job ends that a crash kept from reaching the outbox.
-  for (const job of [...store.all()]) await notify(job);
   await engine.start();
+  await outbox.start();
 
   let closed = false;
   const app = createApp({
     accounts,
-    ledger,
+    ledger: backend.ledger,
     engine,
+    blobs: backend.blobs,
     spool,
     pool,
     fetcher,
@@ -156,9 +140,10 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     metricsToken: config.metricsToken,
     poolReady: () => !closed,
   });
-  const server = await new Promise<ServerType>((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
-    s.once('error', reject);
+  const server = createHttpServer(app.fetch);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
   });
   // Large uploads may take long; idle connections are still closed by the keep-alive timeout.
   (server as import('node:http').Server).requestTimeout = 0;
@@ -181,8 +166,7 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
       await outbox.stop();
       await pool.close();
       accounts.close();
-      ledger.close();
-      store.close();
+      await backend.close();
       releaseLock();
     },
   };

@@ -117,16 +117,6 @@ describe('GET /compress/schema', () => {
       assert.equal(schema.additionalProperties, false);
     });
   }
-
-  it('answers 400 schema.unsupported_format with dotless supportedFormats', async () => {
-    const res = await s.api('/compress/schema/xyz', { key: null });
-    assert.equal(res.status, 400);
-    const body = await json(res);
-    assert.equal(body.error, 'schema.unsupported_format');
-    assert.equal(body.format, 'xyz');
-    for (const f of ['avif', 'bmp', 'docx', 'gif', 'heic', 'jpg', 'pdf', 'png', 'pptx', 'webp']) assert.ok(body.supportedFormats.includes(f), f);
-    assert.ok(body.supportedFormats.every((f: string) => !f.startsWith('.')));
-  });
 });
 
 describe('GET /compress/estimate/{format}', () => {
@@ -157,15 +147,6 @@ describe('GET /compress/estimate/{format}', () => {
     assert.equal(small.estimatedCredits, small.costing.baseCost);
     assert.ok(large.estimatedCredits > small.estimatedCredits);
   });
-
-  it('answers 400 estimate.unsupported_format', async () => {
-    const res = await s.api('/compress/estimate/exe');
-    assert.equal(res.status, 400);
-    const body = await json(res);
-    assert.equal(body.error, 'estimate.unsupported_format');
-    assert.equal(body.format, 'exe');
-    assert.ok(body.supportedFormats.includes('png'));
-  });
 });
 
 describe('GET /compress/entitlements/me', () => {
@@ -176,5 +157,35 @@ describe('GET /compress/entitlements/me', () => {
     assert.equal(body.balance, 500);
     assert.deepEqual(body.credits, { granted: 500, spent: 0, reserved: 0, available: 500 });
     assert.equal(body.limits.maxQueuedJobs, 18);
+  });
+});
+
+// Spec: "The supported-format list used in estimate and schema errors is: avif, bmp, docx, gif,
+// heic, jpg, pdf, png, pptx, webp." Compress errors list every accepted extension, with dots.
+describe('unsupported_format errors', () => {
+  const SPEC_LIST = ['avif', 'bmp', 'docx', 'gif', 'heic', 'jpg', 'pdf', 'png', 'pptx', 'webp'];
+  const cases: [name: string, path: string, key: boolean, code: string, check: (list: string[]) => void][] = [
+    ['schema', '/compress/schema/xyz', false, 'schema.unsupported_format', (l) => assert.deepEqual(l, SPEC_LIST)],
+    ['schema (dotted format)', '/compress/schema/.exe', false, 'schema.unsupported_format', (l) => assert.deepEqual(l, SPEC_LIST)],
+    ['estimate', '/compress/estimate/exe', true, 'estimate.unsupported_format', (l) => assert.deepEqual(l, SPEC_LIST)],
+    ['estimate (upper case)', '/compress/estimate/TXT?fileSizeBytes=10', true, 'estimate.unsupported_format', (l) => assert.deepEqual(l, SPEC_LIST)],
+  ];
+  for (const [name, path, key, code, check] of cases) {
+    it(`${name}: 400 ${code} with exactly the spec's dotless list`, async () => {
+      const res = await s.api(path, key ? {} : { key: null });
+      assert.equal(res.status, 400);
+      const body = await json(res);
+      assert.equal(body.error, code);
+      check(body.supportedFormats);
+    });
+  }
+
+  it('POST /compress keeps its own list: every accepted extension, with a leading dot', async () => {
+    const form = new FormData();
+    form.set('file', new Blob(['MZ']), 'setup.exe');
+    const body = await json(await s.api('/compress', { method: 'POST', body: form }));
+    assert.equal(body.error, 'compress.unsupported_format');
+    for (const f of ['.jpg', '.jpeg', '.heif', '.tif', '.psd', '.cr2', '.docx']) assert.ok(body.supportedFormats.includes(f), f);
+    assert.ok(body.supportedFormats.every((f: string) => f.startsWith('.')));
   });
 });

@@ -1,6 +1,6 @@
 import type { MessagePort } from 'node:worker_threads';
 import { COMPRESSORS } from '../src/catalog/index.ts';
-import { type Compress, type CompressJob, type CompressResult, JobError } from './contract.ts';
+import { type Compress, type CompressJob, type CompressorFailureCode, type CompressResult, JobError } from './contract.ts';
 import type { Comparison, PreviewJob } from './preview.ts';
 
 /** One task of the pool: which compressor module to run on which files. */
@@ -12,7 +12,7 @@ export interface CompressTask {
   port: MessagePort;
 }
 
-export type CompressOutcome = { ok: true; result: CompressResult } | { ok: false; code: string; detail: string };
+export type CompressOutcome = { ok: true; result: CompressResult } | { ok: false; code: CompressorFailureCode | 'jobs.worker_error'; detail: string };
 
 /** The pool's second task kind: compare previews of a finished job (the string `abort` comes in on `port`). */
 export interface PreviewTask {
@@ -51,9 +51,9 @@ async function preview(task: PreviewTask): Promise<PreviewOutcome> {
     const { makeComparison } = await import('./preview.ts');
     return { ok: true, comparison: await makeComparison(task.preview, controller.signal) };
   } catch (err) {
-    if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message.slice(0, 256) };
+    if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message };
     const message = err instanceof Error ? err.message : String(err);
-    return { ok: false, code: 'compare.unavailable', detail: `The previews could not be made: ${message}`.slice(0, 256) };
+    return { ok: false, code: 'compare.unavailable', detail: `The previews could not be made: ${message}` };
   } finally {
     task.port.close();
   }
@@ -72,9 +72,9 @@ async function compress(task: CompressTask): Promise<CompressOutcome> {
     });
     return { ok: true, result };
   } catch (err) {
-    if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message.slice(0, 256) };
+    if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message };
     const message = err instanceof Error ? err.message : String(err);
-    return { ok: false, code: 'jobs.worker_error', detail: `Compression failed: ${message}`.slice(0, 256) };
+    return { ok: false, code: 'jobs.worker_error', detail: `Compression failed: ${message}` };
   } finally {
     task.port.close();
   }

@@ -25,12 +25,32 @@ export interface CompressResult {
 
 export type Compress = (job: CompressJob, out: { dir: string }, ctx: CompressContext) => Promise<CompressResult>;
 
+/** Codes of the failures compressors report; the engine adds its own (`EngineFailureCode`). */
+export type CompressorFailureCode =
+  | 'image.decode_failed'
+  | 'image.truncated'
+  | 'image.unsupported_variant'
+  | 'image.format_mismatch'
+  | 'image.empty'
+  | 'image.too_many_pixels'
+  | 'raw.no_image_data'
+  | 'raw.unsupported'
+  | 'pdf.damaged'
+  | 'pdf.encrypted'
+  | 'office.damaged'
+  | 'office.not_ooxml'
+  | 'office.zip_bomb'
+  | 'office.unsafe_entry_name'
+  | 'office.encrypted'
+  | 'compare.unavailable'
+  | 'jobs.unknown_compressor';
+
 /**
  * A failure the compressor understands (corrupt file, too many pixels, encrypted PDF…).
  * The pool turns it into a Failed job with this code; anything else becomes `jobs.worker_error`.
  */
 export class JobError extends Error {
-  constructor(readonly code: string, detail: string) {
+  constructor(readonly code: CompressorFailureCode, detail: string) {
     super(detail);
     this.name = 'JobError';
   }

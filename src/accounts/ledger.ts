@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { ApiError } from '../errors.ts';
 import { Journal } from '../durable/journal.ts';
+import type { CreditSummary, Hold, Ledger } from '../jobs/backend.ts';
 
 type LedgerRecord =
   | { op: 'reserve'; id: string; account: string; amount: number }
@@ -8,43 +8,34 @@ type LedgerRecord =
   | { op: 'release'; id: string }
   | { op: 'spent'; account: string; amount: number };
 
-export interface Hold {
-  id: string;
-  account: string;
-  amount: number;
-}
-
-export interface CreditSummary {
-  granted: number;
-  spent: number;
-  reserved: number;
-  available: number;
-}
+export type ReserveResult = { ok: true } | { ok: false; required: number; available: number };
 
 /**
- * Credit reservations and charges (`ledger.log`, written by the server alone). A hold is
- * made at submission and later charged or released; grants come from the account
- * registry. Every change is journaled (fsync) before it takes effect in memory, and the
- * check-and-reserve is synchronous, so concurrent submissions cannot overspend.
+ * The files backend's credit ledger (`ledger.log`, written by the server alone). A hold is keyed by
+ * job id, made at admission and later charged or released once; grants come from the account
+ * registry. Memory changes at once (so a check-and-hold is one synchronous step and concurrent
+ * admissions cannot overspend); the journal record is durable before the returned promise resolves.
  */
-export class CreditLedger {
-  private readonly journal: Journal<LedgerRecord>;
+export class CreditLedger implements Ledger {
   private readonly holds = new Map<string, Hold>();
   private readonly spent = new Map<string, number>();
 
-  constructor(dataDir: string, private readonly granted: (account: string) => number) {
-    this.journal = new Journal<LedgerRecord>(join(dataDir, 'ledger.log'));
-    for (const r of this.journal.readNew()) this.apply(r);
-    this.journal.compact([
-      ...[...this.spent].map(([account, amount]): LedgerRecord => ({ op: 'spent', account, amount })),
-      ...[...this.holds.values()].map((h): LedgerRecord => ({ op: 'reserve', ...h })),
+  private constructor(private readonly journal: Journal<LedgerRecord>, private readonly granted: (account: string) => number) {}
+
+  static async open(dataDir: string, granted: (account: string) => number, sync = true): Promise<CreditLedger> {
+    const ledger = new CreditLedger(new Journal<LedgerRecord>(join(dataDir, 'ledger.log'), sync), granted);
+    for (const r of ledger.journal.readNew().records) ledger.apply(r);
+    await ledger.journal.compact([
+      ...[...ledger.spent].map(([account, amount]): LedgerRecord => ({ op: 'spent', account, amount })),
+      ...[...ledger.holds.values()].map((h): LedgerRecord => ({ op: 'reserve', id: h.jobId, account: h.account, amount: h.amount })),
     ]);
+    return ledger;
   }
 
   private apply(r: LedgerRecord): void {
     switch (r.op) {
       case 'reserve':
-        this.holds.set(r.id, { id: r.id, account: r.account, amount: r.amount });
+        this.holds.set(r.id, { jobId: r.id, account: r.account, amount: r.amount });
         break;
       case 'charge': {
         const h = this.holds.get(r.id);
@@ -62,12 +53,12 @@ export class CreditLedger {
     }
   }
 
-  private record(r: LedgerRecord): void {
-    this.journal.append(r);
+  private record(r: LedgerRecord): Promise<void> {
     this.apply(r);
+    return this.journal.append(r);
   }
 
-  summary(account: string): CreditSummary {
+  private summaryNow(account: string): CreditSummary {
     const granted = this.granted(account);
     const spent = this.spent.get(account) ?? 0;
     let reserved = 0;
@@ -75,31 +66,34 @@ export class CreditLedger {
     return { granted, spent, reserved, available: granted - spent - reserved };
   }
 
-  /** Reserves `amount` credits or throws 402 `entitlements.insufficient_credits`. */
-  reserve(id: string, account: string, amount: number): void {
-    const { available } = this.summary(account);
-    if (amount > available) {
-      throw new ApiError('entitlements.insufficient_credits', 402, `This job needs ${amount} credits; ${Math.max(0, available)} available.`, {
-        required: amount,
-        available: Math.max(0, available),
-      });
-    }
-    this.record({ op: 'reserve', id, account, amount });
+  async summary(account: string): Promise<CreditSummary> {
+    return this.summaryNow(account);
   }
 
-  charge(id: string): void {
-    if (this.holds.has(id)) this.record({ op: 'charge', id });
+  /**
+   * Checks the balance and holds `amount` for `jobId` in one synchronous step; the returned
+   * `durable` resolves once the hold is on disk. A job id that already has a hold keeps it.
+   */
+  reserve(jobId: string, account: string, amount: number): { result: ReserveResult; durable: Promise<void> } {
+    if (this.holds.has(jobId)) return { result: { ok: true }, durable: Promise.resolve() };
+    const { available } = this.summaryNow(account);
+    if (amount > available) return { result: { ok: false, required: amount, available: Math.max(0, available) }, durable: Promise.resolve() };
+    return { result: { ok: true }, durable: this.record({ op: 'reserve', id: jobId, account, amount }) };
   }
 
-  release(id: string): void {
-    if (this.holds.has(id)) this.record({ op: 'release', id });
+  async charge(jobId: string): Promise<void> {
+    if (this.holds.has(jobId)) await this.record({ op: 'charge', id: jobId });
   }
 
-  openHolds(): Hold[] {
+  async release(jobId: string): Promise<void> {
+    if (this.holds.has(jobId)) await this.record({ op: 'release', id: jobId });
+  }
+
+  async openHolds(): Promise<Hold[]> {
     return [...this.holds.values()];
   }
 
-  close(): void {
-    this.journal.close();
+  close(): Promise<void> {
+    return this.journal.close();
   }
 }

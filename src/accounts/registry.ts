@@ -46,7 +46,7 @@ export class AccountRegistry {
   }
 
   refresh(): void {
-    for (const r of this.journal.readNew()) this.apply(r);
+    for (const r of this.journal.readNew().records) this.apply(r);
   }
 
   private apply(r: AccountRecord): void {
@@ -73,7 +73,7 @@ export class AccountRegistry {
 
   private write(r: AccountRecord): void {
     this.refresh();
-    this.journal.append(r);
+    this.journal.appendSync(r);
     this.refresh();
   }
 
@@ -85,7 +85,7 @@ export class AccountRegistry {
 
   close(): void {
     clearInterval(this.timer);
-    this.journal.close();
+    void this.journal.close();
   }
 
   hasAccount(name: string): boolean {

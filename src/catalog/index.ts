@@ -38,8 +38,13 @@ export function normaliseFormat(format: string): string {
 }
 
 /** Dotless formats accepted by some compressor, sorted. */
-export function supportedFormats(): string[] {
+export function acceptedFormats(): string[] {
   return [...new Set(COMPRESSORS.flatMap((c) => c.inputFormats))].sort();
+}
+
+/** The published supported-format list (dotless, sorted) that estimate and schema errors give. */
+export function supportedFormats(): string[] {
+  return [...new Set(COMPRESSORS.flatMap((c) => c.listedFormats))].sort();
 }
 
 export function compressorForFormat(format: string): CompressorEntry | undefined {
@@ -47,8 +52,8 @@ export function compressorForFormat(format: string): CompressorEntry | undefined
   return COMPRESSORS.find((c) => c.inputFormats.includes(f));
 }
 
-export function compressorForJob(job: string): CompressorEntry | undefined {
-  return COMPRESSORS.find((c) => c.job === job);
+export function compressorForJobType(jobType: string): CompressorEntry | undefined {
+  return COMPRESSORS.find((c) => c.jobType === jobType);
 }
 
 export function compressorForPath(path: string): CompressorEntry | undefined {
@@ -65,8 +70,8 @@ const SCHEMA_DIALECT = 'https://json-schema.org/draft/2020-12/schema';
 export function optionsSchemaOf(entry: CompressorEntry): JsonSchema {
   return {
     $schema: SCHEMA_DIALECT,
-    $comment: entry.job,
-    title: `Options for ${entry.job}`,
+    $comment: entry.jobType,
+    title: `Options for ${entry.jobType}`,
     type: 'object',
     properties: { _schemaVersion: schemaVersionSchema, ...entry.optionProperties },
     additionalProperties: false,
@@ -79,7 +84,7 @@ export function unionOptionsSchema(): JsonSchema {
   for (const c of COMPRESSORS) Object.assign(properties, c.optionProperties);
   return {
     $schema: SCHEMA_DIALECT,
-    $comment: `Union of the options of ${COMPRESSORS.map((c) => c.job).join(', ')}`,
+    $comment: `Union of the options of ${COMPRESSORS.map((c) => c.jobType).join(', ')}`,
     title: 'Compression options',
     type: 'object',
     properties,

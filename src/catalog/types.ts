@@ -12,12 +12,18 @@ export type JsonSchema = Record<string, unknown>;
 
 export interface CompressorEntry {
   /** Job type, e.g. `image.jpg-compress`. */
-  job: string;
+  jobType: string;
   category: Category;
   /** Dedicated submission path, e.g. `/compress/png`. */
   path: string;
   /** Dotless input extensions, in the order they are listed. */
   inputFormats: string[];
+  /**
+   * The formats this compressor stands for in the service's published supported-format list
+   * (the one estimate and schema errors give): aliases (jpeg, heif, tif) and specialist formats
+   * (TIFF, PSD, RAW) are accepted without being listed there.
+   */
+  listedFormats: string[];
   /** Dotless formats this compressor may produce for a given input format. */
   outputsFor(inputFormat: string): string[];
   /** Option JSON Schema (draft 2020-12) `properties`; the catalog wraps them. */

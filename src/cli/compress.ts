@@ -1,12 +1,11 @@
-import { Ajv2020 } from 'ajv/dist/2020.js';
 import { copyFileSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { basename, dirname, extname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { compressorForFormat, unionOptionsSchema, type CompressorEntry, type JobOptions } from '../catalog/index.ts';
+import { compressorForFormat, type JobOptions } from '../catalog/index.ts';
 import { ApiError } from '../errors.ts';
 import { CompressorPool } from '../jobs/pool.ts';
-import { validateOptions } from '../server/options.ts';
+import { optionsFor, outputFileName, sameFormat, validateAnyOptions } from '../options.ts';
 import { displayPath, expandInputs, type InputFile } from './inputs.ts';
 import { PlainReporter, type Reporter, TtyReporter } from './progress.ts';
 import { type FileOutcome, outcomeLine, summaryTable } from './summary.ts';
@@ -36,7 +35,7 @@ export interface CompressIo {
 
 class UsageError extends Error {}
 
-interface Plan {
+interface RunSettings {
   outDir: string | null;
   inPlace: boolean;
   options: Record<string, unknown>;
@@ -45,10 +44,10 @@ interface Plan {
 
 /** Runs `compressd compress …`; resolves to the process exit status. */
 export async function compressCommand(args: string[], io: CompressIo = { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() }): Promise<number> {
-  let plan: Plan;
+  let settings: RunSettings;
   let positionals: string[];
   try {
-    ({ plan, positionals } = parseCommand(args, io.cwd));
+    ({ settings, positionals } = parseCommand(args, io.cwd));
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     io.stderr.write(err.message ? `compressd compress: ${err.message}\n\n${HELP}` : HELP);
@@ -68,7 +67,7 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
 
   const reporter: Reporter = io.stderr.isTTY ? new TtyReporter(io.stderr, io.stdout) : new PlainReporter(io.stdout);
   for (const o of outcomes) reporter.finish(-1, outcomeLine(o));
-  const run = new OfflineRun(plan, files, reporter, io.cwd);
+  const run = new OfflineRun(settings, files, reporter, io.cwd);
   const stop = () => run.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
@@ -83,7 +82,7 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
   return outcomes.some((o) => o.error) ? 1 : 0;
 }
 
-function parseCommand(args: string[], cwd: string): { plan: Plan; positionals: string[] } {
+function parseCommand(args: string[], cwd: string): { settings: RunSettings; positionals: string[] } {
   let parsed;
   try {
     parsed = parseArgs({
@@ -108,7 +107,7 @@ function parseCommand(args: string[], cwd: string): { plan: Plan; positionals: s
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError('--jobs must be a whole number ≥ 1');
   return {
     positionals,
-    plan: {
+    settings: {
       outDir: values['in-place'] ? null : resolve(cwd, values.out ?? 'compressed'),
       inPlace: values['in-place'] ?? false,
       options: parseOptions(values.options),
@@ -119,29 +118,13 @@ function parseCommand(args: string[], cwd: string): { plan: Plan; positionals: s
 
 /** Checked against the union of every compressor's options, so a misspelt option is an error, not ignored. */
 function parseOptions(raw: string | undefined): Record<string, unknown> {
-  if (raw === undefined) return {};
-  let value: unknown;
   try {
-    value = JSON.parse(raw);
-  } catch {
-    throw new UsageError('--options must be a JSON object');
+    return validateAnyOptions(raw, '--options');
+  } catch (err) {
+    if (err instanceof ApiError) throw new UsageError(err.detail ?? err.code);
+    throw err;
   }
-  const validate = new Ajv2020({ strict: false }).compile(unionOptionsSchema());
-  if (!validate(value)) {
-    const e = validate.errors![0];
-    const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
-    throw new UsageError(`--options${e.instancePath.replaceAll('/', '.')} ${e.message}${extra}`);
-  }
-  return value as Record<string, unknown>;
 }
-
-/** The options one compressor gets: those it has, validated by its own schema as the API does. */
-function optionsFor(entry: CompressorEntry, options: Record<string, unknown>): JobOptions {
-  const own = Object.fromEntries(Object.entries(options).filter(([k]) => k === '_schemaVersion' || k in entry.optionProperties));
-  return validateOptions(entry, own);
-}
-
-const sameFormat = (ext: string, format: string) => ext === format || (ext === 'jpeg' && format === 'jpg');
 
 class OfflineRun {
   private readonly pool: CompressorPool;
@@ -150,8 +133,8 @@ class OfflineRun {
   private readonly claimed = new Set<string>();
   private next = 0;
 
-  constructor(private readonly plan: Plan, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly cwd: string) {
-    this.pool = new CompressorPool(Math.min(plan.jobs, Math.max(1, files.length)));
+  constructor(private readonly settings: RunSettings, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly cwd: string) {
+    this.pool = new CompressorPool(Math.min(settings.jobs, Math.max(1, files.length)));
     this.inputs = new Set(files.map((f) => realpathSync(f.path)));
   }
 
@@ -169,7 +152,7 @@ class OfflineRun {
       }
     };
     try {
-      await Promise.all(Array.from({ length: Math.min(this.plan.jobs, this.files.length) }, lane));
+      await Promise.all(Array.from({ length: Math.min(this.settings.jobs, this.files.length) }, lane));
     } finally {
       await this.pool.close();
     }
@@ -186,34 +169,34 @@ class OfflineRun {
     if (!entry) return fail('compress.unsupported_format', `no compressor takes .${ext || '(no extension)'} files`);
     let options: JobOptions;
     try {
-      options = optionsFor(entry, this.plan.options);
+      options = optionsFor(entry, this.settings.options, '--options');
     } catch (err) {
       if (err instanceof ApiError) return fail(err.code, err.detail ?? err.message);
       throw err;
     }
 
-    const targetDir = this.plan.outDir ? join(this.plan.outDir, relative(file.base, dirname(file.path))) : dirname(file.path);
+    const targetDir = this.settings.outDir ? join(this.settings.outDir, relative(file.base, dirname(file.path))) : dirname(file.path);
     mkdirSync(targetDir, { recursive: true });
     // Beside the target, so publishing the output is one rename on one file system.
     const work = mkdtempSync(join(targetDir, '.compressd-'));
     this.reporter.start(id, label);
     try {
-      const outcome = await this.pool.run({
-        worker: entry.worker,
-        job: { inputPath: file.path, format: ext, options },
-        outDir: work,
-        signal: this.controller.signal,
-        onProgress: (percent, phase) => this.reporter.progress(id, percent, phase),
-      });
-      if (!outcome.ok) return fail(outcome.code, outcome.detail);
-      const { result } = outcome;
-      const name = sameFormat(ext, result.format) ? basename(file.path) : `${basename(file.path, extname(file.path))}.${result.format}`;
-      const target = join(targetDir, name);
+      const outcome = await this.pool.run(
+        { jobId: String(id), jobType: entry.jobType, format: ext, options, inputPath: file.path, outDir: work },
+        this.controller.signal,
+        (percent, phase) => this.reporter.progress(id, percent, phase),
+      );
+      if (this.controller.signal.aborted) return fail('cli.interrupted', 'stopped: the run was interrupted');
+      if (!outcome.ok) return fail(outcome.failure.code, outcome.failure.detail);
+      const { output } = outcome;
+      const name = outputFileName(basename(file.path, extname(file.path)), output.format);
+      // --in-place replaces an input whose format did not change, whatever its extension's spelling.
+      const target = this.settings.inPlace && sameFormat(ext, output.format) ? file.path : join(targetDir, name);
       const refusal = this.refuse(file, target);
       if (refusal) return fail('cli.would_overwrite', refusal);
       this.claimed.add(target);
-      if (dirname(resolve(result.path)) === work) renameSync(result.path, target);
-      else copyFileSync(result.path, target);
+      if (dirname(resolve(output.path)) === work) renameSync(output.path, target);
+      else copyFileSync(output.path, target);
       return { label, inputBytes, outputBytes: statSync(target).size, output: displayPath(target, this.cwd) };
     } finally {
       rmSync(work, { recursive: true, force: true });
@@ -229,9 +212,9 @@ class OfflineRun {
     } catch {
       return null;
     }
-    if (this.plan.inPlace && real === realpathSync(file.path)) return null;
+    if (this.settings.inPlace && real === realpathSync(file.path)) return null;
     if (this.inputs.has(real)) return `${displayPath(target, this.cwd)} is an input; use --in-place to replace inputs`;
-    if (this.plan.inPlace) return `${displayPath(target, this.cwd)} exists and is not this input`;
+    if (this.settings.inPlace) return `${displayPath(target, this.cwd)} exists and is not this input`;
     return null;
   }
 }

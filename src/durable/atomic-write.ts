@@ -1,22 +1,26 @@
-import { closeSync, fsyncSync, openSync, renameSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { open, rename, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { fsyncDir } from './fsync-dir.ts';
 
-/** Writes a file so that readers and crashes see either the old or the new content, never a mix. */
-export function writeFileAtomic(path: string, data: string | Buffer, mode = 0o600): void {
+/**
+ * Replaces `path` so that readers and crashes see either the old or the new content, never a mix:
+ * a private temporary file (a fresh name each time, so two writers never share one) is written,
+ * synced, renamed over the target, and the directory synced.
+ */
+export async function writeFileAtomic(path: string, data: string | Uint8Array, opts: { mode?: number; sync?: boolean } = {}): Promise<void> {
+  const { mode = 0o600, sync = true } = opts;
   const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
-  const fd = openSync(tmp, 'w', mode);
+  const handle = await open(tmp, 'wx', mode);
   try {
-    writeSync(fd, typeof data === 'string' ? Buffer.from(data) : data);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    await handle.writeFile(data);
+    if (sync) await handle.sync();
+  } catch (err) {
+    await handle.close();
+    await unlink(tmp).catch(() => {});
+    throw err;
   }
-  renameSync(tmp, path);
-  const dir = openSync(dirname(path), 'r');
-  try {
-    fsyncSync(dir);
-  } finally {
-    closeSync(dir);
-  }
+  await handle.close();
+  await rename(tmp, path);
+  if (sync) await fsyncDir(dirname(path));
 }

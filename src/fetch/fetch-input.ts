@@ -120,6 +120,8 @@ export class UrlFetcher {
           outcome = mapped.outcome;
           throw mapped.error;
         }
+        // Whoever reads the body sees its errors; until then (or if nobody does) they must not go unhandled.
+        res.body.on('error', () => {});
         const status = res.statusCode;
         outcome = status >= 500 || status === 429 ? 'failure' : 'success';
 

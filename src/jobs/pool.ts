@@ -1,22 +1,16 @@
 import { MessageChannel } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { CompressJob } from '../../workers/contract.ts';
 import type { CompressOutcome, CompressTask, PreviewOutcome, PreviewTask } from '../../workers/compress.ts';
 import type { PreviewJob } from '../../workers/preview.ts';
+import { compressorForJobType } from '../catalog/index.ts';
+import { truncateDetail } from '../errors.ts';
 import { workerEntry } from '../runtime/bundled.ts';
+import type { RunOutcome, Runner, RunRequest } from './backend.ts';
 
 export type { CompressOutcome, PreviewOutcome };
 
-export interface PoolRun {
-  worker: string;
-  job: CompressJob;
-  outDir: string;
-  signal: AbortSignal;
-  onProgress(percent: number, phase: string): void;
-}
-
-/** The worker-thread pool that runs compressors (piscina): one task per job. */
-export class CompressorPool {
+/** The worker-thread pool that runs compressors (piscina): one task per job. The engine's and the CLI's runner. */
+export class CompressorPool implements Runner {
   private readonly piscina: Piscina;
   /**
    * Compare previews run in threads of their own, so a preview neither waits behind long
@@ -24,12 +18,12 @@ export class CompressorPool {
    */
   private readonly previews: Piscina;
 
-  constructor(readonly threads: number, onThreadError: (err: unknown) => void = () => {}) {
+  constructor(readonly slots: number, onThreadError: (err: unknown) => void = () => {}) {
     this.piscina = new Piscina({
       filename: workerEntry(),
       // Threads start with the first job rather than with the process, which keeps start-up short.
       minThreads: 0,
-      maxThreads: threads,
+      maxThreads: slots,
       idleTimeout: 60_000,
       // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
       concurrentTasksPerWorker: 1,
@@ -38,7 +32,7 @@ export class CompressorPool {
     this.previews = new Piscina({
       filename: workerEntry(),
       minThreads: 0,
-      maxThreads: Math.max(1, Math.floor(threads / 2)),
+      maxThreads: Math.max(1, Math.floor(slots / 2)),
       idleTimeout: 60_000,
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 2048 },
@@ -59,7 +53,7 @@ export class CompressorPool {
     } catch (err) {
       if (signal.aborted) return { ok: false, code: 'compare.timeout', detail: 'Making the previews took too long.' };
       const message = err instanceof Error ? err.message : String(err);
-      return { ok: false, code: 'compare.unavailable', detail: `The preview worker stopped unexpectedly: ${message}`.slice(0, 256) };
+      return { ok: false, code: 'compare.unavailable', detail: truncateDetail(`The preview worker stopped unexpectedly: ${message}`) };
     } finally {
       signal.removeEventListener('abort', onAbort);
       port1.close();
@@ -67,26 +61,26 @@ export class CompressorPool {
   }
 
   /**
-   * Runs one job. An abort through `signal` terminates the task's thread (its reason is
-   * the outcome's code); a thread that dies fails only this job with `jobs.worker_crashed`.
+   * Runs one job. An abort through `signal` terminates the task's thread; a thread that dies fails
+   * only this job with `jobs.worker_crashed`.
    */
-  async run(r: PoolRun): Promise<CompressOutcome> {
+  async run(req: RunRequest, signal: AbortSignal, progress: (percent: number, phase: string) => void): Promise<RunOutcome> {
+    const entry = compressorForJobType(req.jobType);
+    if (!entry) return { ok: false, failure: { code: 'jobs.unknown_compressor', detail: `No compressor for ${req.jobType}.` } };
     const { port1, port2 } = new MessageChannel();
-    port1.on('message', (m: { percent: number; phase: string }) => r.onProgress(m.percent, m.phase));
+    port1.on('message', (m: { percent: number; phase: string }) => progress(m.percent, m.phase));
     const onAbort = () => port1.postMessage('abort');
-    r.signal.addEventListener('abort', onAbort, { once: true });
-    const task: CompressTask = { worker: r.worker, job: r.job, outDir: r.outDir, port: port2 };
+    signal.addEventListener('abort', onAbort, { once: true });
+    const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
     try {
-      return (await this.piscina.run(task, { transferList: [port2], signal: r.signal })) as CompressOutcome;
+      const outcome = (await this.piscina.run(task, { transferList: [port2], signal })) as CompressOutcome;
+      return outcome.ok ? { ok: true, output: outcome.result } : { ok: false, failure: { code: outcome.code, detail: outcome.detail } };
     } catch (err) {
-      if (r.signal.aborted) {
-        const reason = r.signal.reason;
-        return { ok: false, code: typeof reason === 'string' ? reason : 'jobs.aborted', detail: 'The job was stopped.' };
-      }
+      if (signal.aborted) return { ok: false, failure: { code: 'jobs.aborted', detail: 'The job was stopped.' } };
       const message = err instanceof Error ? err.message : String(err);
-      return { ok: false, code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}`.slice(0, 256) };
+      return { ok: false, failure: { code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}` } };
     } finally {
-      r.signal.removeEventListener('abort', onAbort);
+      signal.removeEventListener('abort', onAbort);
       port1.close();
     }
   }

@@ -1,50 +1,50 @@
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 
-/**
- * Where job files live: `spool/<job>/input` and `spool/<job>/out/`. Behind an interface
- * so shared storage can replace the local disk. Paths come from job ids only, never
- * from client file names.
- */
-export interface Spool {
-  root: string;
-  prepare(id: string): Promise<string>;
-  inputPath(id: string): string;
-  outputDir(id: string): string;
-  remove(id: string): Promise<void>;
-  /** Job ids that have files in the spool. */
-  ids(): Promise<string[]>;
+export const SAFE_ID = /^[A-Za-z0-9-]+$/;
+
+/** `<root>/<job>`; paths come from job ids only, never from client file names. */
+export function jobDir(root: string, id: string): string {
+  if (!SAFE_ID.test(id)) throw new Error(`unsafe job id: ${id}`);
+  return join(root, id);
 }
 
-const SAFE_ID = /^[A-Za-z0-9-]+$/;
+/**
+ * A node's scratch space for one job: where an upload or URL download lands before it becomes the
+ * job's input blob, and where a compressor writes before its output becomes the output blob.
+ */
+export interface Spool {
+  /** Creates the job's scratch directory; resolves the path an input is to be written to. */
+  prepare(id: string): Promise<string>;
+  /** The job's scratch directory (where copies of blobs are made when the blobs are elsewhere). */
+  dir(id: string): string;
+  /** The directory a compressor writes into (emptied before each attempt). */
+  outputDir(id: string): string;
+  /** Deletes the job's scratch files (not its blobs). */
+  discard(id: string): Promise<void>;
+}
 
+/**
+ * Scratch under `<root>/<job>/`. With the files backend the root is the blob store's own, so the
+ * scratch input already is the input blob and the output is one rename away from its blob.
+ */
 export class LocalSpool implements Spool {
   constructor(readonly root: string) {}
 
-  private dir(id: string): string {
-    if (!SAFE_ID.test(id)) throw new Error(`unsafe job id: ${id}`);
-    return join(this.root, id);
-  }
-
   async prepare(id: string): Promise<string> {
     await mkdir(this.dir(id), { recursive: true });
-    return this.inputPath(id);
+    return join(this.dir(id), 'input');
   }
 
-  inputPath(id: string): string {
-    return join(this.dir(id), 'input');
+  dir(id: string): string {
+    return jobDir(this.root, id);
   }
 
   outputDir(id: string): string {
     return join(this.dir(id), 'out');
   }
 
-  async remove(id: string): Promise<void> {
-    await rm(this.dir(id), { recursive: true, force: true });
-  }
-
-  async ids(): Promise<string[]> {
-    await mkdir(this.root, { recursive: true });
-    return (await readdir(this.root)).filter((n) => SAFE_ID.test(n));
+  async discard(id: string): Promise<void> {
+    await rm(this.outputDir(id), { recursive: true, force: true });
   }
 }

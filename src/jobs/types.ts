@@ -1,9 +1,75 @@
 import type { JobOptions } from '../catalog/types.ts';
-import type { JobFailure } from '../errors.ts';
+import type { CompressorFailureCode } from '../../workers/contract.ts';
 
 export type JobStatus = 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Canceled';
 
-export const TERMINAL: ReadonlySet<JobStatus> = new Set(['Succeeded', 'Failed', 'Canceled']);
+export type TerminalStatus = 'Succeeded' | 'Failed' | 'Canceled';
+
+export const TERMINAL: ReadonlySet<JobStatus> = new Set<JobStatus>(['Succeeded', 'Failed', 'Canceled']);
+
+export function isTerminal(status: JobStatus): status is TerminalStatus {
+  return TERMINAL.has(status);
+}
+
+/** The named moves of the lifecycle; every change of a job's record is one of these. */
+export type MoveName = 'admit' | 'start' | 'succeed' | 'fail' | 'cancel' | 'requeueInterrupted' | 'expire' | 'forget';
+
+/** What a move does to the job's credit hold. */
+export type CreditEffect = 'reserve' | 'keep' | 'charge' | 'release';
+
+export interface Transition {
+  /** Statuses the move may start from (empty: the move creates the job). */
+  from: readonly JobStatus[];
+  /** The status it leaves the job in; `same` keeps it, `gone` deletes the record. */
+  to: JobStatus | 'same' | 'gone';
+  credits: CreditEffect;
+  /** Whether the move owes the job's webhook (when the job has one selecting this event). */
+  owesWebhook: boolean;
+}
+
+/**
+ * The lifecycle, as one table: Queued → Running → Succeeded | Failed; Canceled from Queued or
+ * Running; Running → Queued when the process (or node) running it died. Every backend checks a
+ * move's `from` inside the same atomic step that applies it; nothing else changes a job.
+ */
+export const TRANSITIONS: Readonly<Record<MoveName, Transition>> = {
+  admit: { from: [], to: 'Queued', credits: 'reserve', owesWebhook: false },
+  start: { from: ['Queued'], to: 'Running', credits: 'keep', owesWebhook: false },
+  succeed: { from: ['Running'], to: 'Succeeded', credits: 'charge', owesWebhook: true },
+  fail: { from: ['Running'], to: 'Failed', credits: 'release', owesWebhook: true },
+  cancel: { from: ['Queued', 'Running'], to: 'Canceled', credits: 'release', owesWebhook: false },
+  requeueInterrupted: { from: ['Running'], to: 'Queued', credits: 'keep', owesWebhook: false },
+  expire: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'same', credits: 'keep', owesWebhook: false },
+  forget: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'gone', credits: 'keep', owesWebhook: false },
+};
+
+export function allowed(move: MoveName, from: JobStatus): boolean {
+  return TRANSITIONS[move].from.includes(from);
+}
+
+/** Why the engine stops a running job's worker. */
+export type AbortReason = 'jobs.canceled' | 'jobs.timeout' | 'server.shutting_down' | 'jobs.lease_lost';
+
+/** Codes of failures the engine itself decides (the compressors' own are `CompressorFailureCode`). */
+export type EngineFailureCode =
+  | 'jobs.timeout'
+  | 'jobs.worker_crashed'
+  /** A worker stopped by the engine (cancel, time limit, shutdown); the engine's reason decides the end. */
+  | 'jobs.aborted'
+  | 'jobs.worker_error'
+  | 'jobs.unknown_compressor'
+  | 'jobs.input_missing'
+  | 'jobs.disk_full'
+  | 'jobs.internal_error';
+
+export type FailureCode = EngineFailureCode | CompressorFailureCode;
+
+/** A reason a job ended Failed: a machine-readable code and a short human detail. */
+export interface JobFailure {
+  code: FailureCode;
+  /** At most `ERROR_DETAIL_MAX` UTF-16 units (cut by `truncateDetail` in the `fail` move). */
+  detail: string;
+}
 
 /** Webhook settings as validated at submission. */
 export interface JobWebhook {
@@ -12,9 +78,9 @@ export interface JobWebhook {
   events: ('succeeded' | 'failed')[];
 }
 
+/** A Succeeded job's output; its bytes are the BlobStore's `output` blob of the job. */
 export interface JobOutput {
-  /** Path of the output file in the spool (absent once expired or deleted). */
-  path: string;
+  /** Dotless output format. */
   format: string;
   contentType: string;
   bytes: number;
@@ -22,11 +88,18 @@ export interface JobOutput {
   height?: number;
 }
 
+/** Which node runs a Running job, until when, unless it renews. */
+export interface JobLease {
+  nodeId: string;
+  /** ISO time; past it the job is interrupted and `requeueInterrupted` sends it back to the queue. */
+  expiresAt: string;
+}
+
 export interface Job {
   id: string;
   account: string;
-  /** Job type, e.g. `image.jpg-compress`. */
-  job: string;
+  /** Job type (the catalog's), e.g. `image.jpg-compress`. */
+  jobType: string;
   /** Dotless input format. */
   format: string;
   /** The input's name without its extension (never used as a path). */
@@ -35,7 +108,7 @@ export interface Job {
   status: JobStatus;
   progress: { percent: number; phase: string | null };
   inputBytes: number;
-  /** Credits reserved at submission and charged on success. */
+  /** Credits reserved at admission and charged on success. */
   creditCost: number;
   output: JobOutput | null;
   error: JobFailure | null;
@@ -45,9 +118,34 @@ export interface Job {
   completedAt: string | null;
   /** When the output is deleted (completion + retention); set on completion. */
   expiresAt: string | null;
+  /** Set by `expire`: the job's files are deleted (downloads answer 410). */
   expired: boolean;
-  /** How many times the job was started (a restart re-runs an interrupted job). */
+  /**
+   * How many times the job was started. `start` increments it; the value a node got from its
+   * claim is its fencing token: a finish, renew or progress with another number is refused.
+   */
   attempts: number;
-  /** Set once the job's end has been handed to the webhook outbox (so a restart does not hand it again). */
-  notified?: boolean;
+  /** Set while Running, null otherwise. */
+  lease: JobLease | null;
+}
+
+/** What a submission fixes about a job; the rest starts as `queuedJob` sets it. */
+export type Submission = Pick<Job, 'id' | 'account' | 'jobType' | 'format' | 'fileName' | 'options' | 'inputBytes' | 'creditCost' | 'webhook'>;
+
+/** The record `admit` stores for a submission: Queued, never started, holding no lease. */
+export function queuedJob(s: Submission, createdAt: Date): Job {
+  return {
+    ...s,
+    status: 'Queued',
+    progress: { percent: 0, phase: null },
+    output: null,
+    error: null,
+    createdAt: createdAt.toISOString(),
+    startedAt: null,
+    completedAt: null,
+    expiresAt: null,
+    expired: false,
+    attempts: 0,
+    lease: null,
+  };
 }

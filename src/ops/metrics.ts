@@ -2,7 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Job } from '../jobs/types.ts';
 
 export interface MetricSources {
-  counts(): { queued: number; running: number };
+  counts(): Promise<{ queued: number; running: number }>;
   poolUtilization(): number;
 }
 
@@ -32,8 +32,8 @@ export class ServiceMetrics {
 
   constructor(sources: MetricSources) {
     collectDefaultMetrics({ register: this.registry, prefix: 'compressd_' });
-    new Gauge({ name: 'compressd_jobs_queued', help: 'Jobs waiting for a worker', registers: [this.registry], collect() { this.set(sources.counts().queued); } });
-    new Gauge({ name: 'compressd_jobs_running', help: 'Jobs being compressed', registers: [this.registry], collect() { this.set(sources.counts().running); } });
+    new Gauge({ name: 'compressd_jobs_queued', help: 'Jobs waiting for a worker', registers: [this.registry], async collect() { this.set((await sources.counts()).queued); } });
+    new Gauge({ name: 'compressd_jobs_running', help: 'Jobs being compressed', registers: [this.registry], async collect() { this.set((await sources.counts()).running); } });
     new Gauge({ name: 'compressd_pool_utilization', help: 'Share of worker-thread capacity in use (0-1)', registers: [this.registry], collect() { this.set(sources.poolUtilization()); } });
   }
 
@@ -42,12 +42,12 @@ export class ServiceMetrics {
   }
 
   jobFinished(job: Job): void {
-    this.jobs.inc({ job_type: job.job, status: job.status });
-    if (job.startedAt && job.completedAt) this.duration.observe({ job_type: job.job }, (Date.parse(job.completedAt) - Date.parse(job.startedAt)) / 1000);
+    this.jobs.inc({ job_type: job.jobType, status: job.status });
+    if (job.startedAt && job.completedAt) this.duration.observe({ job_type: job.jobType }, (Date.parse(job.completedAt) - Date.parse(job.startedAt)) / 1000);
     if (job.status === 'Succeeded' && job.output) {
-      this.bytesIn.inc({ job_type: job.job }, job.inputBytes);
-      this.bytesOut.inc({ job_type: job.job }, job.output.bytes);
-      this.bytesSaved.inc({ job_type: job.job }, Math.max(0, job.inputBytes - job.output.bytes));
+      this.bytesIn.inc({ job_type: job.jobType }, job.inputBytes);
+      this.bytesOut.inc({ job_type: job.jobType }, job.output.bytes);
+      this.bytesSaved.inc({ job_type: job.jobType }, Math.max(0, job.inputBytes - job.output.bytes));
     }
   }
 

@@ -1,4 +1,4 @@
-import { COMPRESSORS, optionsSchemaOf, supportedFormats, unionOptionsSchema } from '../catalog/index.ts';
+import { acceptedFormats, COMPRESSORS, optionsSchemaOf, unionOptionsSchema } from '../catalog/index.ts';
 
 export interface RouteInfo {
   method: string;
@@ -74,7 +74,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['compare.not_ready'], 410: ['compare.expired'], 504: ['compare.timeout'] },
   },
 };
-for (const c of COMPRESSORS) ROUTE_DOCS[`POST ${c.path}`] = { summary: `Submit a ${c.job} job (only its formats)`, ok: [202, 'Job accepted'], errors: SUBMIT_ERRORS, request: 'submit' };
+for (const c of COMPRESSORS) ROUTE_DOCS[`POST ${c.path}`] = { summary: `Submit a ${c.jobType} job (only its formats)`, ok: [202, 'Job accepted'], errors: SUBMIT_ERRORS, request: 'submit' };
 
 const errorSchema = {
   type: 'object',
@@ -98,7 +98,7 @@ function submitBody() {
           properties: {
             file: { type: 'string', format: 'binary' },
             inputUrl: { type: 'string', format: 'uri' },
-            sourceFormat: { type: 'string', enum: supportedFormats() },
+            sourceFormat: { type: 'string', enum: acceptedFormats() },
             options: { type: 'string', description: 'JSON string of the options object' },
             ...webhook,
           },
@@ -108,7 +108,7 @@ function submitBody() {
         schema: {
           type: 'object',
           required: ['inputUrl', 'sourceFormat'],
-          properties: { inputUrl: { type: 'string', format: 'uri' }, sourceFormat: { type: 'string', enum: supportedFormats() }, options: { $ref: '#/components/schemas/Options' }, ...webhook },
+          properties: { inputUrl: { type: 'string', format: 'uri' }, sourceFormat: { type: 'string', enum: acceptedFormats() }, options: { $ref: '#/components/schemas/Options' }, ...webhook },
         },
       },
     },
@@ -148,7 +148,7 @@ export function openApiDocument(routes: RouteInfo[]) {
       schemas: {
         Error: errorSchema,
         Options: options,
-        ...Object.fromEntries(COMPRESSORS.map((c) => [`Options_${c.job}`, (({ $schema: _d, ...rest }) => rest)(optionsSchemaOf(c))])),
+        ...Object.fromEntries(COMPRESSORS.map((c) => [`Options_${c.jobType}`, (({ $schema: _d, ...rest }) => rest)(optionsSchemaOf(c))])),
       },
     },
     security: [{ apiKey: [] }],

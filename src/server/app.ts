@@ -1,9 +1,9 @@
 import { Hono, type Context } from 'hono';
 import type { Logger } from 'pino';
-import type { CreditLedger } from '../accounts/ledger.ts';
 import type { Plan } from '../accounts/plan.ts';
 import type { AccountRegistry } from '../accounts/registry.ts';
 import { ApiError } from '../errors.ts';
+import type { BlobStore, Ledger } from '../jobs/backend.ts';
 import type { JobEngine } from '../jobs/engine.ts';
 import type { CompressorPool } from '../jobs/pool.ts';
 import type { Spool } from '../jobs/spool.ts';
@@ -27,8 +27,9 @@ import { uiRoutes } from './routes/ui.ts';
 
 export interface AppServices {
   accounts: AccountRegistry;
-  ledger: CreditLedger;
+  ledger: Ledger;
   engine: JobEngine;
+  blobs: BlobStore;
   spool: Spool;
   pool: CompressorPool;
   fetcher: InputFetcher;
@@ -75,7 +76,7 @@ export function createApp(s: AppServices): Hono<AppEnv> {
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
   app.route('/', schemaRoutes());
   app.route('/', uiRoutes());
-  app.route('/', presignedRoutes(s.engine, s.tokens));
+  app.route('/', presignedRoutes(s.engine, s.blobs, s.tokens));
   app.use('*', async (c, next) => {
     sameOriginOnly(c);
     await next();
@@ -84,7 +85,7 @@ export function createApp(s: AppServices): Hono<AppEnv> {
   app.route('/', discoveryRoutes(s.planOf));
   app.route('/', entitlementRoutes(s.ledger, s.planOf));
   app.route('/', submitRoutes(s));
-  app.route('/', jobRoutes(s.engine));
-  app.route('/', compareRoutes(s.engine, s.spool, s.pool));
+  app.route('/', jobRoutes(s.engine, s.blobs));
+  app.route('/', compareRoutes(s.engine, s.blobs, s.spool, s.pool));
   return app;
 }

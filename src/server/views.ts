@@ -1,5 +1,6 @@
-import { compressorForJob, contentTypeOf } from '../catalog/index.ts';
+import { contentTypeOf } from '../catalog/index.ts';
 import type { Job } from '../jobs/types.ts';
+import { expectedOutputFormat, outputFileName } from '../options.ts';
 
 /** The 202 answer of a submission. */
 export function acceptedView(job: Job) {
@@ -8,18 +9,9 @@ export function acceptedView(job: Job) {
     status: job.status,
     fileName: job.fileName,
     format: job.format,
-    jobType: job.job,
+    jobType: job.jobType,
     createdAt: job.createdAt,
   };
-}
-
-/** The output format a job has or will have (the universal compressor decides at run time). */
-function outputFormat(job: Job): string {
-  return job.output?.format ?? compressorForJob(job.job)?.outputsFor(job.format)[0] ?? job.format;
-}
-
-export function outputFileName(job: Job): string {
-  return `${job.fileName}.${outputFormat(job)}`;
 }
 
 const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
@@ -29,12 +21,12 @@ export function statusView(job: Job) {
   const succeeded = job.status === 'Succeeded';
   const outputBytes = succeeded && job.output ? job.output.bytes : 0;
   const ratio = succeeded && job.inputBytes > 0 ? outputBytes / job.inputBytes : 0;
-  const format = outputFormat(job);
+  const format = expectedOutputFormat(job);
   return {
     id: job.id,
     status: job.status,
     format: job.format,
-    jobType: job.job,
+    jobType: job.jobType,
     progress: job.progress,
     metrics: {
       inputBytes: job.inputBytes,
@@ -45,7 +37,7 @@ export function statusView(job: Job) {
     },
     error: job.status === 'Failed' ? job.error : null,
     output: {
-      fileName: `${job.fileName}.${format}`,
+      fileName: outputFileName(job.fileName, format),
       contentType: job.output?.contentType ?? contentTypeOf(format),
       fileCount: succeeded && !job.expired ? 1 : 0,
     },

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { link, mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fsyncDir } from './journal.ts';
+import { fsyncDir } from '../durable/fsync-dir.ts';
 
 const KEY_FILE = 'download-token.key';
 const KEY_BYTES = 32;

@@ -1,28 +1,30 @@
 import { EventEmitter } from 'node:events';
-import { join } from 'node:path';
 import type { Dispatcher } from 'undici';
-import { fetchConfigFromEnv } from '../fetch/config.ts';
-import { guardedDispatcher } from '../fetch/egress.ts';
+import { FilesOutbox } from '../jobs/files/outbox.ts';
+import type { Delivery, Outbox } from '../jobs/backend.ts';
 import { postOnce, type AttemptResult } from './deliver.ts';
-import { Journal } from './journal.ts';
-import { bodyForAttempt, buildPayload, type JobOutcome, type WebhookEventName, type WebhookPayload } from './payload.ts';
+import { owedDelivery } from './notify.ts';
+import { bodyForAttempt, type JobOutcome, type WebhookEventName, type WebhookPayload } from './payload.ts';
 import { checkRetryDelays, DEFAULT_TIMEOUT_MS } from './policy.ts';
 import { sign } from './sign.ts';
 import type { WebhookConfig } from './validate.ts';
 
 export interface OutboxOptions {
-  dataDir: string;
+  /** Where owed deliveries are kept: the backend's outbox; without it, the files outbox in `dataDir`. */
+  store?: Outbox;
+  dataDir?: string;
+  /** Which node claims deliveries (cluster). */
+  nodeId?: string;
   /** Seconds before each attempt; its length is the number of attempts (spec: 0,1,5,30,120). */
   retryDelaysSec: readonly number[];
   /** The payload's `site`. */
   site: string;
-  /**
-   * Carries every delivery. Defaults to the egress guard configured from the environment
-   * (COMPRESSD_URL_ALLOW, COMPRESSD_DNS_OVERRIDES), so DNS answers are vetted again at send time.
-   */
-  dispatcher?: Dispatcher;
+  /** Carries every delivery: the egress guard, so DNS answers are vetted again at send time. */
+  dispatcher: Dispatcher;
   timeoutMs?: number;
   concurrency?: number;
+  /** Longest wait between looks at the store (deliveries queued or left by other nodes). */
+  pollMs?: number;
   log?: (entry: Record<string, unknown>) => void;
 }
 
@@ -52,111 +54,58 @@ export interface OutboxEvents {
   settled: [SettledReport];
 }
 
-/**
- * Journal records. `enqueue` carries a delivery's whole state, so a compacted journal is just
- * one `enqueue` per pending delivery; `start` is written (and synced) before an attempt is sent,
- * `result` after it: `next` is when the following attempt is due, null when the delivery is over.
- */
-type OutboxRecord =
-  | {
-      op: 'enqueue';
-      id: string;
-      webhook: WebhookConfig;
-      payload: WebhookPayload;
-      started: number;
-      startedAt: number | null;
-      next: number | null;
-    }
-  | { op: 'start'; id: string; n: number; at: number }
-  | {
-      op: 'result';
-      id: string;
-      n: number;
-      outcome: AttemptResult['outcome'];
-      status: number | null;
-      error: string | null;
-      next: number | null;
-    };
-
-interface Pending {
-  id: string;
-  webhook: WebhookConfig;
-  payload: WebhookPayload;
-  /** The highest attempt number ever started; never sent again. */
-  started: number;
-  startedAt: number | null;
-  /** When attempt `started + 1` is due; null while an attempt is in flight (or its outcome was lost). */
-  next: number | null;
-  timer?: NodeJS.Timeout;
-}
-
-const COMPACT_AFTER_RECORDS = 10_000;
-const JOURNAL_RETRY_MS = 1_000;
+const STORE_RETRY_MS = 1_000;
 
 /**
- * The durable webhook outbox. enqueue() returns once the delivery is on disk; sending happens
- * in the background with at most `concurrency` requests in flight, on the retry schedule. After a
- * restart, start() picks every pending delivery up at its next attempt number.
+ * Delivers the webhooks owed in an outbox store: claims due deliveries (each attempt number is
+ * durable before it is sent, so none is ever sent twice), posts them signed, with at most
+ * `concurrency` in flight, and records each outcome with the next attempt's due time. After a
+ * restart it picks every pending delivery up at its next attempt number.
  */
 export class WebhookOutbox extends EventEmitter<OutboxEvents> {
-  private readonly journal: Journal<OutboxRecord>;
-  private readonly delays: readonly number[];
-  private readonly dispatcher: Dispatcher;
-  private readonly ownDispatcher: boolean;
+  private store: Outbox | null;
+  private ownStore: FilesOutbox | null = null;
+  private readonly delaysMs: readonly number[];
   private readonly timeoutMs: number;
   private readonly concurrency: number;
+  private readonly pollMs: number;
   private readonly log: (entry: Record<string, unknown>) => void;
-  private readonly pending = new Map<string, Pending>();
-  private readonly ready: Pending[] = [];
   private readonly inFlight = new Set<Promise<void>>();
   private readonly stopController = new AbortController();
-  private recordsSinceCompaction = 0;
+  private timer?: NodeJS.Timeout;
+  private ticking: Promise<void> | null = null;
+  private again = false;
+  private pending = 0;
   private state: 'new' | 'started' | 'stopped' = 'new';
 
   constructor(private readonly opts: OutboxOptions) {
     super();
     checkRetryDelays(opts.retryDelaysSec);
-    this.delays = [...opts.retryDelaysSec];
-    this.journal = new Journal(join(opts.dataDir, 'webhooks', 'outbox.jsonl'));
-    this.ownDispatcher = !opts.dispatcher;
-    this.dispatcher = opts.dispatcher ?? guardedDispatcher(fetchConfigFromEnv());
+    if (!opts.store && !opts.dataDir) throw new TypeError('WebhookOutbox needs a store or a dataDir');
+    this.store = opts.store ?? null;
+    this.delaysMs = opts.retryDelaysSec.map((s) => s * 1000);
     this.timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.concurrency = Math.max(1, opts.concurrency ?? 16);
+    this.pollMs = opts.pollMs ?? 1_000;
     this.log = opts.log ?? (() => {});
   }
 
   get maxAttempts(): number {
-    return this.delays.length;
+    return this.delaysMs.length;
   }
 
-  /** Deliveries not yet settled (queued, waiting for a retry, or in flight). */
+  /** Deliveries not yet settled, as this process last saw them. */
   get pendingCount(): number {
-    return this.pending.size;
+    return this.pending;
   }
 
-  /** Loads the journal, compacts it, and schedules every pending delivery at its next attempt. */
   async start(): Promise<void> {
     if (this.state !== 'new') throw new Error('WebhookOutbox.start() may be called once');
-    const { records, skipped } = await this.journal.load();
-    if (skipped > 0) this.log({ msg: 'webhook outbox: skipped unreadable journal lines', skipped });
-    for (const record of records) this.replay(record);
-    await this.journal.open();
-    const now = Date.now();
-    for (const p of [...this.pending.values()]) {
-      // Also covers a retry schedule shortened since the delivery was queued.
-      if (p.started >= this.maxAttempts) {
-        this.pending.delete(p.id);
-        this.log({ msg: 'webhook abandoned: no attempts left after restart', eventId: p.id, attempts: p.started });
-        continue;
-      }
-      // The process died during attempt `started`: its outcome is unknown, but it may have reached
-      // the receiver, so that number is spent and the schedule carries on with the next one.
-      if (p.next === null) p.next = Math.max(now, (p.startedAt ?? now) + this.delays[p.started]! * 1000);
-    }
-    await this.compact();
+    if (!this.store) this.store = this.ownStore = await FilesOutbox.open(this.opts.dataDir!, this.log);
+    this.pending = await this.store.pendingCount();
     this.state = 'started';
-    for (const p of this.pending.values()) this.schedule(p);
-    if (this.pending.size > 0) this.log({ msg: 'webhook outbox resumed', pending: this.pending.size });
+    if (this.pending > 0) this.log({ msg: 'webhook outbox resumed', pending: this.pending });
+    this.wake();
   }
 
   /**
@@ -166,158 +115,110 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
    */
   async enqueue(webhook: WebhookConfig, job: JobOutcome): Promise<boolean> {
     if (this.state !== 'started') throw new Error('WebhookOutbox is not running');
-    const kind = job.status === 'Succeeded' ? 'succeeded' : 'failed';
-    if (!webhook.events.includes(kind)) return false;
-    const payload = buildPayload(job, this.opts.site);
-    if (this.pending.has(payload.eventId)) return false;
-    const p: Pending = {
-      id: payload.eventId,
-      webhook,
-      payload,
-      started: 0,
-      startedAt: null,
-      next: Date.now() + this.delays[0]! * 1000,
-    };
-    this.pending.set(p.id, p);
-    try {
-      await this.write(this.snapshot(p));
-    } catch (err) {
-      this.pending.delete(p.id);
-      throw err;
-    }
-    this.schedule(p);
+    const owed = owedDelivery(webhook, job, this.opts.site);
+    if (!owed || !(await this.store!.enqueue(owed))) return false;
+    this.pending++;
+    this.wake();
     return true;
   }
 
+  /** Looks for due deliveries now (a job just ended and owes one). */
+  wake(): void {
+    if (this.state !== 'started') return;
+    if (this.ticking) {
+      this.again = true;
+      return;
+    }
+    this.ticking = this.tick().finally(() => {
+      this.ticking = null;
+      if (this.again) {
+        this.again = false;
+        this.wake();
+      }
+    });
+  }
+
   /**
-   * Stops sending: timers are cleared and requests in flight are aborted (each aborted attempt is
-   * recorded, so a restart resumes at the following attempt). Pending deliveries stay on disk.
+   * Stops sending: the timer is cleared and requests in flight are aborted (each aborted attempt is
+   * recorded, so a restart resumes at the following attempt). Pending deliveries stay stored.
    */
   async stop(): Promise<void> {
     if (this.state === 'stopped') return;
-    const wasStarted = this.state === 'started';
     this.state = 'stopped';
-    for (const p of this.pending.values()) clearTimeout(p.timer);
-    this.ready.length = 0;
+    clearTimeout(this.timer);
     this.stopController.abort();
+    await this.ticking;
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
-    if (wasStarted) await this.journal.close();
-    if (this.ownDispatcher) await this.dispatcher.close();
+    await this.ownStore?.close();
   }
 
-  private replay(record: OutboxRecord): void {
-    switch (record.op) {
-      case 'enqueue':
-        if (!this.pending.has(record.id)) {
-          const { webhook, payload, started, startedAt, next } = record;
-          this.pending.set(record.id, { id: record.id, webhook, payload, started, startedAt, next });
-        }
-        break;
-      case 'start': {
-        const p = this.pending.get(record.id);
-        if (p) {
-          p.started = record.n;
-          p.startedAt = record.at;
-          p.next = null;
-        }
-        break;
-      }
-      case 'result': {
-        const p = this.pending.get(record.id);
-        if (p && p.started === record.n) {
-          if (record.next === null) this.pending.delete(record.id);
-          else p.next = record.next;
-        }
-        break;
-      }
-    }
-  }
-
-  private snapshot(p: Pending): OutboxRecord {
-    return {
-      op: 'enqueue',
-      id: p.id,
-      webhook: p.webhook,
-      payload: p.payload,
-      started: p.started,
-      startedAt: p.startedAt,
-      next: p.next,
-    };
-  }
-
-  private async write(record: OutboxRecord): Promise<void> {
-    await this.journal.append(record);
-    if (++this.recordsSinceCompaction >= COMPACT_AFTER_RECORDS) {
-      this.compact().catch((err) => this.log({ msg: 'webhook outbox compaction failed', err: String(err) }));
-    }
-  }
-
-  private compact(): Promise<void> {
-    this.recordsSinceCompaction = 0;
-    return this.journal.rewrite([...this.pending.values()].map((p) => this.snapshot(p)));
-  }
-
-  private schedule(p: Pending): void {
-    if (this.state !== 'started' || p.next === null) return;
-    clearTimeout(p.timer);
-    p.timer = setTimeout(() => {
-      p.timer = undefined;
-      this.ready.push(p);
-      this.pump();
-    }, Math.max(0, p.next - Date.now()));
-    // Pending retries must not keep a finishing process alive; they resume from disk next start.
-    p.timer.unref();
-  }
-
-  private pump(): void {
-    while (this.state === 'started' && this.inFlight.size < this.concurrency && this.ready.length > 0) {
-      const task = this.attempt(this.ready.shift()!).finally(() => {
-        this.inFlight.delete(task);
-        this.pump();
-      });
-      this.inFlight.add(task);
-    }
-  }
-
-  private async attempt(p: Pending): Promise<void> {
-    const n = p.started + 1;
-    const startedAt = Date.now();
+  private async tick(): Promise<void> {
+    clearTimeout(this.timer);
+    let wait = this.pollMs;
     try {
-      await this.write({ op: 'start', id: p.id, n, at: startedAt });
+      const free = this.concurrency - this.inFlight.size;
+      if (free > 0) {
+        const claimed = await this.store!.claimDue(this.opts.nodeId ?? 'local', {
+          now: new Date(),
+          limit: free,
+          // An attempt lasts at most the timeout; one not settled well after that lost its node.
+          ttlMs: 2 * this.timeoutMs + 5_000,
+          retryDelaysMs: this.delaysMs,
+        });
+        for (const d of claimed) this.launch(d);
+      }
+      const next = await this.store!.nextDueAt();
+      if (next !== null) wait = Math.min(wait, Math.max(0, next - Date.now()));
+      this.pending = await this.store!.pendingCount();
     } catch (err) {
-      // Not sent: an attempt that is not on disk could be repeated after a crash.
-      this.log({ msg: 'webhook outbox journal write failed; attempt postponed', eventId: p.id, err: String(err) });
-      p.next = Date.now() + JOURNAL_RETRY_MS;
-      this.schedule(p);
+      this.log({ msg: 'webhook outbox store failed; retrying', err: String(err) });
+      wait = STORE_RETRY_MS;
+    }
+    if (this.state !== 'started' || this.inFlight.size >= this.concurrency) return;
+    this.timer = setTimeout(() => this.wake(), wait);
+    // Pending retries must not keep a finishing process alive; they resume from the store next start.
+    this.timer.unref();
+  }
+
+  private launch(d: Delivery): void {
+    const task = this.attempt(d).finally(() => {
+      this.inFlight.delete(task);
+      this.wake();
+    });
+    this.inFlight.add(task);
+  }
+
+  private async attempt(d: Delivery): Promise<void> {
+    const payload = d.payload as unknown as WebhookPayload;
+    const n = d.attempt;
+    if (n > this.maxAttempts) {
+      // The retry schedule was shortened since this delivery was queued.
+      await this.store!.settle(d.eventId, n, { outcome: 'retry', status: null, error: 'no attempts left' }, null);
+      this.log({ msg: 'webhook abandoned: no attempts left', eventId: d.eventId, attempts: n - 1 });
       return;
     }
-    p.started = n;
-    p.startedAt = startedAt;
-    p.next = null;
-
-    const body = JSON.stringify(bodyForAttempt(p.payload, n));
+    const startedAt = Date.now();
+    const body = JSON.stringify(bodyForAttempt(payload, n));
     const result = await postOnce({
-      url: p.webhook.url,
+      url: d.url,
       headers: {
         'content-type': 'application/json',
         'user-agent': 'compressd-webhooks',
-        'x-service-signature': sign(p.webhook.secret, body, Math.floor(Date.now() / 1000)),
-        'x-service-event-id': p.id,
+        'x-service-signature': sign(d.secret, body, Math.floor(Date.now() / 1000)),
+        'x-service-event-id': d.eventId,
         'x-service-delivery-attempt': String(n),
       },
       body,
-      dispatcher: this.dispatcher,
+      dispatcher: this.opts.dispatcher,
       timeoutMs: this.timeoutMs,
       signal: this.stopController.signal,
     });
     const finishedAt = Date.now();
-    const next = result.outcome === 'retry' && n < this.maxAttempts ? finishedAt + this.delays[n]! * 1000 : null;
-    p.next = next;
-
+    const next = result.outcome === 'retry' && n < this.maxAttempts ? finishedAt + this.delaysMs[n]! : null;
     const report: AttemptReport = {
-      eventId: p.id,
-      jobId: p.payload.jobId,
-      event: p.payload.event,
+      eventId: d.eventId,
+      jobId: d.jobId,
+      event: payload.event,
       attempt: n,
       outcome: result.outcome,
       status: result.status,
@@ -327,25 +228,15 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
     };
     this.log({ msg: 'webhook attempt', ...report });
     try {
-      await this.write({ op: 'result', id: p.id, n, ...result, next });
+      await this.store!.settle(d.eventId, n, result, next);
     } catch (err) {
-      // Harmless for correctness: on restart the attempt counts as interrupted and the next one follows.
-      this.log({ msg: 'webhook outbox journal write failed', eventId: p.id, err: String(err) });
+      // Harmless for correctness: the attempt counts as interrupted and the next one follows.
+      this.log({ msg: 'webhook outbox store write failed', eventId: d.eventId, err: String(err) });
     }
+    if (next === null) this.pending = Math.max(0, this.pending - 1);
     this.emit('attempt', report);
-
-    if (next !== null) {
-      this.schedule(p);
-      return;
-    }
-    this.pending.delete(p.id);
-    const settled: SettledReport = {
-      eventId: p.id,
-      jobId: p.payload.jobId,
-      event: p.payload.event,
-      delivered: result.outcome === 'delivered',
-      attempts: n,
-    };
+    if (next !== null) return;
+    const settled: SettledReport = { eventId: d.eventId, jobId: d.jobId, event: payload.event, delivered: result.outcome === 'delivered', attempts: n };
     if (!settled.delivered) this.log({ msg: 'webhook gave up', ...settled, lastStatus: result.status, lastError: result.error });
     this.emit('settled', settled);
   }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { truncateDetail } from '../errors.ts';
 
 export type WebhookEventName = 'job.succeeded' | 'job.failed';
 
@@ -43,8 +44,6 @@ export type WebhookBody = Omit<WebhookPayload, 'output' | 'error' | 'metrics' | 
   deliveryAttempt: number;
 } & Pick<WebhookPayload, 'output' | 'error' | 'metrics' | 'completedAt'>;
 
-export const ERROR_DETAIL_MAX = 256;
-
 /**
  * A job ends once, so its completion event is named by the job id and the event: the id is
  * stable across retries, and across a restart that makes the engine enqueue the same event again.
@@ -52,17 +51,6 @@ export const ERROR_DETAIL_MAX = 256;
 export function eventIdFor(jobId: string, event: WebhookEventName): string {
   const digest = createHash('sha256').update(`compressd.webhook\0${jobId}\0${event}`).digest('base64url');
   return `evt_${digest.slice(0, 24)}`;
-}
-
-/** Cuts to at most `max` UTF-16 units without splitting a surrogate pair, marking the cut. */
-export function truncateDetail(detail: string, max: number = ERROR_DETAIL_MAX): string {
-  if (detail.length <= max) return detail;
-  let out = '';
-  for (const ch of detail) {
-    if (out.length + ch.length > max - 1) break;
-    out += ch;
-  }
-  return `${out}…`;
 }
 
 function iso(value: Date | string): string {

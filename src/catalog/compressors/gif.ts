@@ -3,10 +3,11 @@ import { resizeSchema } from '../options.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const gif: CompressorEntry = {
-  job: 'image.gif-compress',
+  jobType: 'image.gif-compress',
   category: 'images',
   path: '/compress/gif',
   inputFormats: ['gif'],
+  listedFormats: ['gif'],
   outputsFor: () => ['gif'],
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

@@ -3,10 +3,11 @@ import { resizeSchema } from '../options.ts';
 import type { CompressorEntry } from '../types.ts';
 
 export const office: CompressorEntry = {
-  job: 'document.office-compress',
+  jobType: 'document.office-compress',
   category: 'documents',
   path: '/compress/office',
   inputFormats: ['docx', 'pptx'],
+  listedFormats: ['docx', 'pptx'],
   outputsFor: (input) => [input],
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

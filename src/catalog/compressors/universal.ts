@@ -11,10 +11,11 @@ const RASTER_FORMATS = ['jpg', 'jpeg', 'png', 'webp', 'avif', 'heic', 'heif', 't
 
 /** The spec's output rules: JPG and RAW stay JPG; everything else is PNG with alpha, else JPG. */
 export const universal: CompressorEntry = {
-  job: 'image.universal-compress',
+  jobType: 'image.universal-compress',
   category: 'images',
   path: '/compress/image',
   inputFormats: [...RASTER_FORMATS, ...RAW_FORMATS],
+  listedFormats: ['webp', 'avif', 'heic', 'bmp'],
   outputsFor: (input) => (input === 'jpg' || input === 'jpeg' || RAW_FORMATS.includes(input) ? ['jpg'] : ['png', 'jpg']),
   optionProperties: { resize: resizeSchema },
   costing: perMegabyte(1, 5),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
+import { inRequestScope } from '../../ops/fatal.ts';
 import type { AppEnv } from '../env.ts';
 
 const SAFE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -16,7 +17,7 @@ export function requestLog(log: Logger, onDone?: (method: string, status: number
     const started = performance.now();
     c.set('requestId', id);
     c.set('log', log.child({ requestId: id }));
-    await next();
+    await inRequestScope(id, next);
     c.header('X-Request-Id', id);
     onDone?.(c.req.method, c.res.status);
     c.get('log').info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started), ip: c.get('clientIp') }, 'request');

@@ -1,8 +1,8 @@
-import { access } from 'node:fs/promises';
 import { Hono } from 'hono';
 import { LRUCache } from 'lru-cache';
 import type { Comparison, PreviewJob } from '../../../workers/preview.ts';
-import { ApiError } from '../../errors.ts';
+import { ApiError, truncateDetail } from '../../errors.ts';
+import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import type { CompressorPool } from '../../jobs/pool.ts';
 import type { Spool } from '../../jobs/spool.ts';
@@ -62,7 +62,7 @@ export class Comparer {
     if (outcome.code === 'compare.timeout') {
       throw new ApiError('compare.timeout', 504, `Making the previews took longer than ${this.settings.timeoutMs / 1000} s.`);
     }
-    throw new ApiError('compare.unavailable', 422, outcome.detail);
+    throw new ApiError('compare.unavailable', 422, truncateDetail(outcome.detail));
   }
 }
 
@@ -90,40 +90,29 @@ export function compareView(job: Job, c: Comparison): Record<string, unknown> {
 const expired = () => new ApiError('compare.expired', 410, 'The files were deleted after their retention period.');
 
 /** `GET /compress/job/{id}/compare`: before/after previews of a Succeeded job. */
-export function compareRoutes(engine: JobEngine, spool: Spool, pool: Pick<CompressorPool, 'preview'>, settings: CompareSettings = COMPARE_DEFAULTS) {
+export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool, pool: Pick<CompressorPool, 'preview'>, settings: CompareSettings = COMPARE_DEFAULTS) {
   const comparer = new Comparer(pool, settings);
   const app = new Hono<AppEnv>();
   app.get('/compress/job/:id/compare', async (c) => {
-    const job = ownedJob(engine, c);
+    const job = await ownedJob(engine, c);
     if (job.status !== 'Succeeded' || !job.output) {
       throw new ApiError('compare.not_ready', 409, `The job is ${job.status}; previews exist only for a Succeeded job.`);
     }
     if (await engine.isExpired(job)) throw expired();
-    const files: PreviewJob = {
-      inputPath: spool.inputPath(job.id),
-      inputFormat: job.format,
-      outputPath: job.output.path,
-      outputFormat: job.output.format,
-    };
+    // The job's scratch holds copies when the blobs are not on this disk.
+    const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', spool.dir(job.id)), blobs.localFile(job.id, 'output', spool.dir(job.id))]);
+    if (!inputPath || !outputPath) throw expired();
+    const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format };
     let comparison: Comparison;
     try {
       comparison = await comparer.comparison(`${job.id}/${job.completedAt}`, files);
     } catch (err) {
       // Files deleted while the previews were being made (retention, DELETE) read as unreadable.
-      if ((await engine.isExpired(job)) || !(await exists(files.inputPath, files.outputPath))) throw expired();
+      if ((await engine.isExpired(job)) || (await blobs.size(job.id, 'input')) === null || (await blobs.size(job.id, 'output')) === null) throw expired();
       throw err;
     }
     c.header('cache-control', 'private, no-store');
     return c.json(compareView(job, comparison));
   });
   return app;
-}
-
-async function exists(...paths: string[]): Promise<boolean> {
-  try {
-    await Promise.all(paths.map((p) => access(p)));
-    return true;
-  } catch {
-    return false;
-  }
 }

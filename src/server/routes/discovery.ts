@@ -29,7 +29,7 @@ interface Selection {
 
 function compressorRecord(c: CompressorEntry, plan: Plan) {
   return {
-    job: c.job,
+    job: c.jobType,
     category: c.category,
     costing: c.costing,
     endpoint: SUBMIT_ENDPOINT,
@@ -61,7 +61,7 @@ export function listing(sel: Selection, plan: Plan) {
         (sourceFormatTo[source] ??= []).push({
           sourceFormat: source,
           targetFormat: target,
-          job: c.job,
+          job: c.jobType,
           endpoint: SUBMIT_ENDPOINT,
           category: c.category,
           costing: c.costing,
@@ -114,7 +114,7 @@ export function discoveryRoutes(planOf: (account: string) => Plan) {
   app.get('/compress', (c) =>
     c.json({
       compressors: COMPRESSORS.map((e) => ({
-        jobId: e.job,
+        jobId: e.jobType,
         category: e.category,
         pool: e.category,
         formats: e.inputFormats.map((f) => `.${f}`),
@@ -152,7 +152,7 @@ export function discoveryRoutes(planOf: (account: string) => Plan) {
     const fileSizeMb = number('fileSizeMb');
     const bytes = fileSizeBytes ?? (fileSizeMb === null ? null : Math.round(fileSizeMb * 1024 * 1024));
     return c.json({
-      job: entry.job,
+      job: entry.jobType,
       category: entry.category,
       estimatedCredits: creditsFor(entry.costing, bytes),
       costing: entry.costing,

@@ -1,14 +1,14 @@
 import { Hono } from 'hono';
-import type { CreditLedger } from '../../accounts/ledger.ts';
+import type { Ledger } from '../../jobs/backend.ts';
 import type { Plan } from '../../accounts/plan.ts';
 import type { AppEnv } from '../env.ts';
 
 /** `GET /compress/entitlements/me`: the balance and plan limits of the caller's account (shape in README). */
-export function entitlementRoutes(ledger: CreditLedger, planOf: (account: string) => Plan) {
+export function entitlementRoutes(ledger: Ledger, planOf: (account: string) => Plan) {
   const app = new Hono<AppEnv>();
-  app.get('/compress/entitlements/me', (c) => {
+  app.get('/compress/entitlements/me', async (c) => {
     const { account, guest } = c.get('principal');
-    const credits = ledger.summary(account);
+    const credits = await ledger.summary(account);
     const plan = planOf(account);
     return c.json({
       account,

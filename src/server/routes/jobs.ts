@@ -1,17 +1,18 @@
-import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { Hono, type Context } from 'hono';
 import { ApiError } from '../../errors.ts';
+import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import type { Job } from '../../jobs/types.ts';
+import { expectedOutputFormat, outputFileName } from '../../options.ts';
 import type { AppEnv } from '../env.ts';
-import { outputFileName, statusView } from '../views.ts';
+import { statusView } from '../views.ts';
 
 const notFound = () => new ApiError('jobs.not_found', 404, null);
 
 /** The caller's job, or 404 (unknown) / 403 (another account's). */
-export function ownedJob(engine: JobEngine, c: Context<AppEnv>): Job {
-  const job = engine.get(c.req.param('id') ?? '');
+export async function ownedJob(engine: JobEngine, c: Context<AppEnv>): Promise<Job> {
+  const job = await engine.get(c.req.param('id') ?? '');
   if (!job) throw notFound();
   if (job.account !== c.get('principal').account) throw new ApiError('jobs.forbidden', 403, 'This job belongs to another account.');
   return job;
@@ -23,41 +24,37 @@ function contentDisposition(name: string): string {
 }
 
 /** Streams a Succeeded job's output; 409 before it is ready, 410 once retention has removed it. */
-export async function downloadResponse(engine: JobEngine, job: Job): Promise<Response> {
+export async function downloadResponse(engine: JobEngine, blobs: BlobStore, job: Job): Promise<Response> {
   if (job.status === 'Queued' || job.status === 'Running') throw new ApiError('jobs.not_ready', 409, `The job is ${job.status}; poll until it has Succeeded.`);
   if (job.status !== 'Succeeded' || !job.output) throw new ApiError('jobs.not_ready', 409, `The job ${job.status}; it has no output.`);
   if (await engine.isExpired(job)) throw new ApiError('jobs.expired', 410, 'The output was deleted after its retention period.');
-  let handle;
-  try {
-    handle = await open(job.output.path, 'r');
-  } catch {
-    throw new ApiError('jobs.expired', 410, 'The output is no longer available.');
-  }
-  const { size } = await handle.stat();
-  const body = Readable.toWeb(handle.createReadStream()) as ReadableStream;
+  const blob = await blobs.get(job.id, 'output');
+  if (!blob) throw new ApiError('jobs.expired', 410, 'The output is no longer available.');
+  const { size } = blob;
+  const body = Readable.toWeb(blob.body) as ReadableStream;
   return new Response(body, {
     headers: {
       'content-type': job.output.contentType,
       'content-length': String(size),
-      'content-disposition': contentDisposition(outputFileName(job)),
+      'content-disposition': contentDisposition(outputFileName(job.fileName, expectedOutputFormat(job))),
       'cache-control': 'private, no-store',
       'x-content-type-options': 'nosniff',
     },
   });
 }
 
-export function jobRoutes(engine: JobEngine) {
+export function jobRoutes(engine: JobEngine, blobs: BlobStore) {
   const app = new Hono<AppEnv>();
-  app.get('/compress/job/:id', (c) => c.json(statusView(ownedJob(engine, c))));
-  app.get('/compress/job/:id/download', async (c) => downloadResponse(engine, ownedJob(engine, c)));
-  app.post('/compress/job/:id/cancel', (c) => {
-    const job = ownedJob(engine, c);
-    const canceled = engine.cancel(job.id);
+  app.get('/compress/job/:id', async (c) => c.json(statusView(await ownedJob(engine, c))));
+  app.get('/compress/job/:id/download', async (c) => downloadResponse(engine, blobs, await ownedJob(engine, c)));
+  app.post('/compress/job/:id/cancel', async (c) => {
+    const job = await ownedJob(engine, c);
+    const canceled = await engine.cancel(job.id);
     if (!canceled) throw new ApiError('jobs.not_cancellable', 409, `The job has already finished (${job.status}).`);
     return c.json(statusView(canceled));
   });
   app.delete('/compress/job/:id', async (c) => {
-    const job = ownedJob(engine, c);
+    const job = await ownedJob(engine, c);
     if (!(await engine.remove(job.id))) throw new ApiError('jobs.not_deletable', 409, `The job is ${job.status}; cancel it or wait until it finishes.`);
     return c.json({ id: job.id, deleted: true });
   });

@@ -2,16 +2,17 @@ import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
 import { Hono, type Context } from 'hono';
 import type { Plan } from '../../accounts/plan.ts';
-import { COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
+import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
 import { ApiError } from '../../errors.ts';
 import type { FetchedInput, FetchToFileOptions } from '../../fetch/fetch-input.ts';
 import { validateInputUrl } from '../../fetch/validate-url.ts';
+import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import type { Spool } from '../../jobs/spool.ts';
+import { validateOptions } from '../../options.ts';
 import { validateWebhook } from '../../webhooks/validate.ts';
 import type { AppEnv } from '../env.ts';
 import { receiveJson, receiveMultipart, tooLarge } from '../multipart.ts';
-import { validateOptions } from '../options.ts';
 import { acceptedView } from '../views.ts';
 
 export interface InputFetcher {
@@ -20,6 +21,7 @@ export interface InputFetcher {
 
 export interface SubmitDeps {
   engine: JobEngine;
+  blobs: BlobStore;
   spool: Spool;
   fetcher: InputFetcher;
   planOf(account: string): Plan;
@@ -36,7 +38,7 @@ function resolveCompressor(format: string, dedicated: CompressorEntry | undefine
   if (dedicated) {
     if (dedicated.inputFormats.includes(format)) return dedicated;
     const name = dedicated.path.split('/').pop();
-    throw new ApiError(`compress.${name}.validation.unsupported_format`, 400, `The ${dedicated.job} compressor does not accept "${format}" files.`, {
+    throw new ApiError(`compress.${name}.validation.unsupported_format`, 400, `The ${dedicated.jobType} compressor does not accept "${format}" files.`, {
       format,
       supportedFormats: dotted(dedicated.inputFormats),
     });
@@ -45,7 +47,7 @@ function resolveCompressor(format: string, dedicated: CompressorEntry | undefine
   if (!entry) {
     throw new ApiError('compress.unsupported_format', 400, `The format "${format}" is not supported.`, {
       format,
-      supportedFormats: dotted([...new Set(COMPRESSORS.flatMap((c) => c.inputFormats))]),
+      supportedFormats: dotted(acceptedFormats()),
     });
   }
   return entry;
@@ -82,25 +84,26 @@ export function submitRoutes(deps: SubmitDeps) {
     const options = validateOptions(entry, body.options);
     const webhook = validateWebhook(body);
     const plan = deps.planOf(principal.account);
-    deps.engine.assertQueueRoom(principal.account);
+    await deps.engine.assertQueueRoom(principal.account);
     const destPath = await deps.spool.prepare(id);
     const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
-    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes: fetched.bytes, options, webhook });
+    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook });
   }
 
-  function admit(
+  async function admit(
     c: Context<AppEnv>,
-    a: { id: string; entry: CompressorEntry; format: string; fileName: string; bytes: number; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
+    a: { id: string; entry: CompressorEntry; format: string; fileName: string; path: string; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
   ) {
-    const job = deps.engine.submit({
+    const bytes = await deps.blobs.putFile(a.id, 'input', a.path);
+    const job = await deps.engine.submit({
       id: a.id,
       account: c.get('principal').account,
-      entry: a.entry,
+      jobType: a.entry.jobType,
       format: a.format,
       fileName: a.fileName,
       options: a.options,
-      inputBytes: a.bytes,
-      creditCost: creditsFor(a.entry.costing, a.bytes),
+      inputBytes: bytes,
+      creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
     });
     return c.json(acceptedView(job), 202);
@@ -117,7 +120,7 @@ export function submitRoutes(deps: SubmitDeps) {
         throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
       }
       const plan = deps.planOf(principal.account);
-      deps.engine.assertQueueRoom(principal.account);
+      await deps.engine.assertQueueRoom(principal.account);
       const declared = Number(c.req.header('content-length'));
       // A body far beyond the limit is refused before reading it; multipart overhead is small.
       if (Number.isFinite(declared) && declared > plan.maxFileSizeBytes + 1024 * 1024) throw tooLarge(plan.maxFileSizeBytes);
@@ -140,9 +143,9 @@ export function submitRoutes(deps: SubmitDeps) {
       if (file.bytes === 0) throw new ApiError('request.empty_file', 400, 'The file is empty.');
       const options = validateOptions(entry!, fields.options);
       const webhook = validateWebhook(fields);
-      return admit(c, { id, entry: entry!, format, fileName: baseName(file.name), bytes: file.bytes, options, webhook });
+      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), path: file.path, options, webhook });
     } catch (err) {
-      await deps.spool.remove(id);
+      await Promise.all([deps.spool.discard(id), deps.blobs.delete(id)]);
       throw err;
     }
   }

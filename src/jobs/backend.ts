@@ -1,0 +1,355 @@
+/**
+ * The seam between the job engine and where its state and files live. Two backends implement it:
+ * `files` (journals and a spool in the data dir, one node; `src/jobs/files/`) and `cluster`
+ * (PostgreSQL and S3-compatible storage, many nodes). Every call is asynchronous and may cross a
+ * network. One conformance suite (`test/conformance/backend.ts`) holds every backend to the
+ * rules written here.
+ *
+ * Rules every backend keeps:
+ * - A move (see `TRANSITIONS` in ./types.ts) is atomic: its status change, its credit effect and
+ *   the webhook it owes commit together or not at all. A backend that cannot commit them in one
+ *   transaction (files: three journals) orders its writes so that `recover()` can complete a move
+ *   interrupted between any two of them, and never undoes one.
+ * - A move checks the job's current status against the table inside the same atomic step; a move
+ *   that is not allowed changes nothing and says so in its result (never throws for that).
+ * - The attempt number a node got from `claim` is a fencing token: `renew`, `progress` and
+ *   `finish` with any other attempt, or from another node, change nothing.
+ * - Every call is safe to repeat (a client retrying after a lost answer): see each call.
+ */
+import type { Readable } from 'node:stream';
+import type { Job, JobFailure, JobOutput } from './types.ts';
+
+// ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
+
+/** Limits checked at admission, per account, in the same atomic step as the insert and the hold. */
+export interface AdmissionLimits {
+  /** Queued + Running jobs of the account, after this one, at most this many (spec: 18). */
+  maxOpenPerAccount: number;
+}
+
+export type AdmitResult =
+  | { ok: true; job: Job }
+  /** The account already has `maxOpenPerAccount` open jobs. Nothing was written. */
+  | { ok: false; refusal: 'queue.limit_exceeded' }
+  /** The account's available credits (granted − spent − held) are below `job.creditCost`. Nothing was written. */
+  | { ok: false; refusal: 'entitlements.insufficient_credits'; required: number; available: number };
+
+/** Limits checked when a job is claimed (they hold across every node). */
+export interface ClaimLimits {
+  /** Running jobs of one account at most (spec: 6). */
+  maxRunningPerAccount: number;
+  /** Running jobs of one account and job type at most, by job type (the catalog's `maxConcurrentJobs`); absent: no extra limit. */
+  maxRunningPerJobType: Readonly<Record<string, number>>;
+}
+
+/** The fields `finish` writes; the store adds `lease: null`. */
+export type Ending =
+  | {
+      status: 'Succeeded';
+      completedAt: string;
+      expiresAt: string;
+      output: JobOutput;
+      progress: Job['progress'];
+    }
+  | {
+      status: 'Failed';
+      completedAt: string;
+      error: JobFailure;
+      progress: Job['progress'];
+    };
+
+export type FinishResult =
+  | { ok: true; job: Job }
+  /**
+   * Nothing was written. `fenced`: the job is Running under another attempt or node (it was
+   * requeued after this node's lease expired); `not_running`: it is in a status `finish` may not
+   * leave (e.g. canceled meanwhile); `not_found`: no such job.
+   */
+  | { ok: false; refusal: 'fenced' | 'not_running' | 'not_found'; job?: Job };
+
+/** A selection of ended jobs for the retention sweep. */
+export interface EndedQuery {
+  /** Jobs whose `completedAt` is before this. */
+  completedBefore: Date;
+  /** Only jobs not yet expired (true), only expired ones (false), or both (absent). */
+  unexpired?: boolean;
+  limit: number;
+}
+
+/** A webhook delivery a move owes, rendered when the move is decided (see `Notifier`). */
+export interface OwedWebhook {
+  /** Stable per job and event; the outbox never holds two deliveries with one id. */
+  eventId: string;
+  jobId: string;
+  url: string;
+  secret: string;
+  /** The JSON body minus `deliveryAttempt`, which each attempt adds. */
+  payload: Record<string, unknown>;
+}
+
+/** Renders the webhook a job that has just ended owes, or null (no webhook, or its events exclude this end). Pure. */
+export type Notifier = (job: Job) => OwedWebhook | null;
+
+/**
+ * Job records and the queue. Every method is one atomic step.
+ */
+export interface JobStore {
+  /**
+   * The `admit` move. Atomically: checks the account's open jobs against `limits`, reserves
+   * `job.creditCost` credits in the backend's `Ledger` (the hold is keyed by `job.id`), and stores
+   * `job` (which must be Queued, attempts 0, lease null). Replay: admitting an id that exists
+   * returns `{ ok: true, job }` with the stored job and writes nothing.
+   */
+  admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult>;
+
+  get(id: string): Promise<Job | undefined>;
+
+  /**
+   * The `start` move for the next job, fairly. Among accounts that have a Queued job startable
+   * under `limits`, picks the account served least recently (an account never served comes
+   * first; ties go to the account whose oldest startable job is older), then that account's oldest
+   * startable Queued job (by `createdAt`, then id). In the same atomic step sets it Running,
+   * `attempts + 1`, `startedAt`, progress `{0, 'starting'}`, and `lease = { nodeId, now + leaseMs }`.
+   * Null when nothing can start. Two concurrent claims never return the same job.
+   */
+  claim(nodeId: string, limits: ClaimLimits, leaseMs: number): Promise<Job | null>;
+
+  /**
+   * Extends the lease of a job this node runs to now + `leaseMs`. False (nothing written) when the
+   * job is no longer Running under this node and attempt — canceled, requeued, finished or
+   * forgotten —, which tells the node to stop its worker.
+   */
+  renew(id: string, nodeId: string, attempt: number, leaseMs: number): Promise<boolean>;
+
+  /** Records progress of the given attempt; need not be durable; ignored for any other attempt. */
+  progress(id: string, attempt: number, progress: Job['progress']): Promise<void>;
+
+  /**
+   * The `succeed` or `fail` move of attempt `attempt` run by `nodeId`. Atomically: checks that
+   * the job is Running under that node and attempt, writes `ending` (lease null), charges
+   * (Succeeded) or releases (Failed) the job's credit hold, and enqueues `owed` in the `Outbox`.
+   * Replay: finishing again with the same node, attempt and status returns `{ ok: true }` with the
+   * stored job and writes, charges and enqueues nothing (the ledger and outbox are idempotent too).
+   */
+  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult>;
+
+  /**
+   * The `cancel` move. Atomically: a Queued or Running job becomes Canceled (`completedAt` =
+   * `at`, progress phase null, lease null) and its hold is released. Resolves
+   * the canceled job, or undefined (nothing written) when it was not Queued or Running. A Running
+   * job's node learns of it through `onCancel` (any node's listener, within about a second) and,
+   * at the latest, when its next `renew` answers false.
+   */
+  cancel(id: string, at: Date): Promise<Job | undefined>;
+
+  /**
+   * The `requeueInterrupted` move, for every Running job whose lease expired before `now` and,
+   * when `nodeId` is given, every Running job leased to that node (a node restarting with its old
+   * id: what it ran died with its previous process). Each becomes Queued, lease null, progress
+   * reset; `attempts` is kept (the next claim increments it, fencing the old runner) and so is the
+   * credit hold. Resolves the requeued jobs.
+   */
+  requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]>;
+
+  /**
+   * The `expire` move: sets `expired` on an ended job. Resolves the job, or undefined when it is
+   * not ended (or gone). Replay: expiring an expired job resolves it unchanged. The caller deletes
+   * the job's blobs after this resolves (`recover` and the sweep delete blobs of expired jobs).
+   */
+  expire(id: string): Promise<Job | undefined>;
+
+  /**
+   * The `forget` move: deletes an ended job's record. False when the job is not ended (nothing
+   * written); true when it is gone (also when it was already gone). The caller deletes the blobs
+   * afterwards; blobs without a record are deleted by `recover`.
+   */
+  forget(id: string): Promise<boolean>;
+
+  /** Ended jobs for the retention sweep, oldest `completedAt` first. */
+  ended(query: EndedQuery): Promise<Job[]>;
+
+  /** Jobs Queued and Running, over all accounts or of one. */
+  counts(account?: string): Promise<{ queued: number; running: number }>;
+
+  /**
+   * Calls `listener` with the id of every job canceled from now on, on any node (cluster: LISTEN/
+   * NOTIFY or polling, within about a second). Returns the unsubscribe function.
+   */
+  onCancel(listener: (jobId: string) => void): () => void;
+}
+
+// ─── Credits ───────────────────────────────────────────────────────────────────────────────────
+
+export interface CreditSummary {
+  granted: number;
+  spent: number;
+  /** Held by open jobs. */
+  reserved: number;
+  /** granted − spent − reserved (may be negative after a grant was lowered). */
+  available: number;
+}
+
+export interface Hold {
+  jobId: string;
+  account: string;
+  amount: number;
+}
+
+/**
+ * Credit holds, keyed by job id: made at admission (inside `JobStore.admit`), then charged or
+ * released exactly once (inside `finish` / `cancel`). The ledger knows accounts and amounts, not
+ * jobs' statuses. Every call is idempotent by job id: a second `charge` or `release` of the same
+ * job changes nothing, and neither does a `charge` after a `release` or the other way round.
+ */
+export interface Ledger {
+  summary(account: string): Promise<CreditSummary>;
+  /** Holds not yet charged or released (recovery reconciles them with job statuses). */
+  openHolds(): Promise<Hold[]>;
+  charge(jobId: string): Promise<void>;
+  release(jobId: string): Promise<void>;
+}
+
+// ─── Webhook outbox ────────────────────────────────────────────────────────────────────────────
+
+/** A delivery claimed by one node for one attempt. */
+export interface Delivery extends OwedWebhook {
+  /** The attempt number this claim may send (1-based); no other claim ever gets the same number. */
+  attempt: number;
+}
+
+export interface DeliveryClaim {
+  now: Date;
+  limit: number;
+  ttlMs: number;
+  /** Delay before attempt n+1 (index n, ms); its length is the number of attempts. */
+  retryDelaysMs: readonly number[];
+}
+
+export interface AttemptOutcome {
+  /** `terminal`: the receiver refused it for good (4xx other than 429, 3xx); no retry. */
+  outcome: 'delivered' | 'retry' | 'terminal';
+  status: number | null;
+  error: string | null;
+}
+
+/**
+ * Owed webhook deliveries. Entries are written by `JobStore.finish` in the same step as the move
+ * (and by `enqueue` for the same purpose in `recover`); a deliverer on any node claims the due
+ * ones, sends, and settles.
+ */
+export interface Outbox {
+  /**
+   * Stores a delivery, due now. Idempotent by `eventId`: false (nothing written) while a delivery
+   * with that id is pending. (A settled id may be forgotten; the job store, not the outbox, makes
+   * sure a move's webhook is owed once.)
+   */
+  enqueue(owed: OwedWebhook): Promise<boolean>;
+
+  /**
+   * Claims up to `limit` deliveries due at `now` for `nodeId`, earliest due first: atomically
+   * marks each one's next attempt number as started (durable before this resolves), so a crash
+   * after sending never repeats a number. An attempt claimed but not settled within
+   * `claim.ttlMs` (its node died) counts as spent: the delivery is due again, for the following
+   * number, at its start + `claim.retryDelaysMs[attempt]`; past the end of that schedule it is
+   * settled as abandoned instead of being claimed.
+   */
+  claimDue(nodeId: string, claim: DeliveryClaim): Promise<Delivery[]>;
+
+  /**
+   * Records the outcome of `attempt`; `nextAt` (epoch ms) is when the following attempt is due,
+   * null when the delivery is settled (delivered, rejected or out of attempts). Ignored for an
+   * attempt other than the delivery's latest.
+   */
+  settle(eventId: string, attempt: number, outcome: AttemptOutcome, nextAt: number | null): Promise<void>;
+
+  /** When the earliest pending delivery is due (epoch ms), null when none is pending. */
+  nextDueAt(): Promise<number | null>;
+
+  /** Deliveries not yet settled. */
+  pendingCount(): Promise<number>;
+}
+
+// ─── Files ─────────────────────────────────────────────────────────────────────────────────────
+
+export type BlobKind = 'input' | 'output';
+
+/**
+ * A job's input and output bytes, by job id (never by a client's file name). Writes replace;
+ * `delete` is idempotent.
+ */
+export interface BlobStore {
+  /** Stores `body` as the job's `kind` blob; resolves its size in bytes. */
+  put(jobId: string, kind: BlobKind, body: Readable): Promise<number>;
+  /**
+   * Stores a local file as the job's `kind` blob and resolves its size. The file is consumed: a
+   * store on the same disk moves it into place (or finds it already there), others upload it and
+   * delete it; either way the caller no longer owns a file at `path`.
+   */
+  putFile(jobId: string, kind: BlobKind, path: string): Promise<number>;
+  /** The blob as a stream with its size, or null when it does not exist. */
+  get(jobId: string, kind: BlobKind): Promise<{ body: Readable; size: number } | null>;
+  /**
+   * A local file holding the blob, for the worker pool (which reads files): the blob itself when
+   * the store is the local disk, else a copy made in `scratchDir`. Null when it does not exist.
+   */
+  localFile(jobId: string, kind: BlobKind, scratchDir: string): Promise<string | null>;
+  size(jobId: string, kind: BlobKind): Promise<number | null>;
+  /** Deletes both blobs of the job. */
+  delete(jobId: string): Promise<void>;
+  /** Ids of jobs that have any blob (recovery deletes those without a record). */
+  ids(): Promise<string[]>;
+}
+
+// ─── Running a job ─────────────────────────────────────────────────────────────────────────────
+
+/** What a runner needs: local files in, a local directory out. */
+export interface RunRequest {
+  jobId: string;
+  jobType: string;
+  format: string;
+  options: Job['options'];
+  inputPath: string;
+  outDir: string;
+}
+
+export type RunOutcome =
+  | { ok: true; output: { path: string; format: string; contentType: string; width?: number; height?: number } }
+  /** A failure the runner saw (compressor error, crashed thread). After an abort the engine ignores it and uses its own reason. */
+  | { ok: false; failure: JobFailure };
+
+/** Runs compressors. The piscina pool is one runner; tests use an in-process fake. */
+export interface Runner {
+  /** Jobs it runs at once; the engine claims at most this many. */
+  readonly slots: number;
+  /**
+   * Runs one job. Resolves (never rejects for a job's own failure) once the worker has stopped,
+   * also after `signal` aborted (then promptly, with any outcome).
+   */
+  run(req: RunRequest, signal: AbortSignal, progress: (percent: number, phase: string) => void): Promise<RunOutcome>;
+}
+
+// ─── A backend ─────────────────────────────────────────────────────────────────────────────────
+
+export interface Backend {
+  jobs: JobStore;
+  ledger: Ledger;
+  outbox: Outbox;
+  blobs: BlobStore;
+  /**
+   * Completes every move a crash interrupted, in this order: holds of ended or unknown jobs are
+   * charged (Succeeded) or released (otherwise); owed webhooks of ended jobs that did not reach the
+   * outbox are enqueued; blobs of expired or unknown jobs are deleted. Idempotent. The engine calls
+   * it once at start, before serving. A shared backend must spare the blobs of admissions still in
+   * progress on other nodes (input stored, job not yet admitted), e.g. by age. Does not requeue
+   * Running jobs: that is `JobStore.requeueInterrupted`.
+   */
+  recover(): Promise<RecoveryReport>;
+  close(): Promise<void>;
+}
+
+export interface RecoveryReport {
+  charged: number;
+  released: number;
+  webhooksEnqueued: number;
+  blobsDeleted: number;
+}

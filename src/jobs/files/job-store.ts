@@ -1,0 +1,321 @@
+import { EventEmitter } from 'node:events';
+import { join } from 'node:path';
+import type { CreditLedger } from '../../accounts/ledger.ts';
+import { Journal } from '../../durable/journal.ts';
+import type { AdmissionLimits, AdmitResult, ClaimLimits, EndedQuery, Ending, FinishResult, JobStore, Outbox, OwedWebhook } from '../backend.ts';
+import { allowed, isTerminal, type Job } from '../types.ts';
+
+/**
+ * Journal records. A finish carries the webhook it owes; `handed` is written once that delivery is
+ * in the outbox, so recovery hands over exactly the ones a crash kept from getting there.
+ */
+type JobRecord =
+  | { op: 'put'; job: Job; owed?: OwedWebhook }
+  | { op: 'patch'; id: string; patch: Partial<Job>; owed?: OwedWebhook }
+  | { op: 'handed'; id: string }
+  | { op: 'remove'; id: string };
+
+/** A step between the writes of a move, named for fault injection in the conformance suite. */
+export type FilesStep = 'admit.held' | 'finish.recorded' | 'finish.settled' | 'finish.enqueued' | 'cancel.recorded';
+
+/** Records from before `jobType` and leases: `job` was the job type, `output.path` a spool path. */
+function upgrade(job: Job & { job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null }): Job {
+  const { job: legacyType, notified: _notified, ...rest } = job;
+  const output = rest.output ? (({ path: _path, ...o }) => o)(rest.output) : null;
+  return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null };
+}
+
+/**
+ * The files backend's jobs: every job in memory, every durable change appended (fsync) to
+ * `jobs.log` before the move resolves; compacted at open. A move's check and its effect on memory
+ * are one synchronous step, so concurrent calls in this process see each other's moves; its writes
+ * then go to `jobs.log`, `ledger.log` and the outbox in the order `Backend.recover` can complete.
+ */
+export class FilesJobStore implements JobStore {
+  private readonly jobs = new Map<string, Job>();
+  /** Queued jobs per account, oldest first. */
+  private readonly queued = new Map<string, Job[]>();
+  private readonly running = new Map<string, Job>();
+  /** Owed webhooks not yet handed to the outbox. */
+  readonly owed = new Map<string, OwedWebhook>();
+  /** When each account was last served by `claim` (a counter, not a clock). */
+  private readonly served = new Map<string, number>();
+  private serveCount = 0;
+  private readonly cancels = new EventEmitter<{ cancel: [string] }>();
+  private readonly inMove = new Map<string, Promise<void>>();
+
+  private constructor(
+    private readonly journal: Journal<JobRecord>,
+    private readonly ledger: CreditLedger,
+    private readonly outbox: Outbox,
+    private readonly step: (s: FilesStep) => void,
+  ) {}
+
+  static async open(dataDir: string, ledger: CreditLedger, outbox: Outbox, opts: { sync: boolean; step(s: FilesStep): void }): Promise<FilesJobStore> {
+    const store = new FilesJobStore(new Journal<JobRecord>(join(dataDir, 'jobs.log'), opts.sync), ledger, outbox, opts.step);
+    for (const r of store.journal.readNew().records) store.replay(r);
+    await store.journal.compact([...store.jobs.values()].map((job) => ({ op: 'put', job, owed: store.owed.get(job.id) })));
+    for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);
+    return store;
+  }
+
+  private replay(r: JobRecord): void {
+    if (r.op === 'put') {
+      this.jobs.set(r.job.id, upgrade(r.job));
+      if (r.owed) this.owed.set(r.job.id, r.owed);
+    } else if (r.op === 'patch') {
+      const j = this.jobs.get(r.id);
+      if (j) Object.assign(j, r.patch);
+      if (r.owed) this.owed.set(r.id, r.owed);
+    } else if (r.op === 'handed') this.owed.delete(r.id);
+    else {
+      this.jobs.delete(r.id);
+      this.owed.delete(r.id);
+    }
+  }
+
+  /** Puts a job in the queue or running index by its status (a fresh index: at open). */
+  private index(job: Job): void {
+    if (job.status === 'Queued') {
+      const q = this.queued.get(job.account) ?? [];
+      q.push(job);
+      this.queued.set(job.account, q);
+    } else if (job.status === 'Running') this.running.set(job.id, job);
+  }
+
+  private unindex(job: Job): void {
+    this.running.delete(job.id);
+    const q = this.queued.get(job.account);
+    const i = q?.indexOf(job) ?? -1;
+    if (i >= 0) q!.splice(i, 1);
+    if (q?.length === 0) this.queued.delete(job.account);
+  }
+
+  /** Applies a patch in memory (with the indexes) and returns the durable write of it. */
+  private apply(job: Job, patch: Partial<Job>, owed?: OwedWebhook): Promise<void> {
+    this.unindex(job);
+    Object.assign(job, patch);
+    if (job.status === 'Queued') {
+      // Requeued jobs keep their place by age.
+      const q = this.queued.get(job.account) ?? [];
+      q.push(job);
+      q.sort(byAge);
+      this.queued.set(job.account, q);
+    } else if (job.status === 'Running') this.running.set(job.id, job);
+    if (owed) this.owed.set(job.id, owed);
+    return this.journal.append({ op: 'patch', id: job.id, patch, ...(owed ? { owed } : {}) });
+  }
+
+  /**
+   * Registers a move in flight on job `id`: `get` waits for it, so no reader sees a move half done
+   * (its status changed but its credits or webhook not yet).
+   */
+  private moving<T>(id: string, work: Promise<T>): Promise<T> {
+    const settled = work.then(
+      () => {},
+      () => {},
+    );
+    this.inMove.set(id, settled);
+    void settled.then(() => {
+      if (this.inMove.get(id) === settled) this.inMove.delete(id);
+    });
+    return work;
+  }
+
+  admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+    return this.moving(job.id, this.admitNow(job, limits));
+  }
+
+  private async admitNow(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+    const existing = this.jobs.get(job.id);
+    if (existing) return { ok: true, job: existing };
+    const open = (this.queued.get(job.account)?.length ?? 0) + this.runningOf(job.account).length;
+    if (open >= limits.maxOpenPerAccount) return { ok: false, refusal: 'queue.limit_exceeded' };
+    const hold = this.ledger.reserve(job.id, job.account, job.creditCost);
+    if (!hold.result.ok) return { ok: false, refusal: 'entitlements.insufficient_credits', required: hold.result.required, available: hold.result.available };
+    const stored: Job = { ...job };
+    this.jobs.set(stored.id, stored);
+    this.index(stored);
+    const undo = () => {
+      this.unindex(stored);
+      this.jobs.delete(stored.id);
+    };
+    try {
+      await hold.durable;
+    } catch (err) {
+      undo();
+      throw err;
+    }
+    this.step('admit.held');
+    try {
+      await this.journal.append({ op: 'put', job: stored });
+    } catch (err) {
+      undo();
+      await this.ledger.release(stored.id).catch(() => {});
+      throw err;
+    }
+    return { ok: true, job: stored };
+  }
+
+  async get(id: string): Promise<Job | undefined> {
+    await this.inMove.get(id);
+    return this.jobs.get(id);
+  }
+
+  private runningOf(account: string): Job[] {
+    return [...this.running.values()].filter((j) => j.account === account);
+  }
+
+  async claim(nodeId: string, limits: ClaimLimits, leaseMs: number): Promise<Job | null> {
+    let best: { job: Job; served: number } | null = null;
+    for (const [account, q] of this.queued) {
+      const running = this.runningOf(account);
+      if (running.length >= limits.maxRunningPerAccount) continue;
+      const job = q.find((j) => running.filter((r) => r.jobType === j.jobType).length < (limits.maxRunningPerJobType[j.jobType] ?? Infinity));
+      if (!job) continue;
+      const served = this.served.get(account) ?? -1;
+      if (!best || served < best.served || (served === best.served && byAge(job, best.job) < 0)) best = { job, served };
+    }
+    if (!best) return null;
+    const job = best.job;
+    const now = Date.now();
+    this.served.set(job.account, ++this.serveCount);
+    await this.moving(job.id, this.apply(job, {
+      status: 'Running',
+      startedAt: new Date(now).toISOString(),
+      attempts: job.attempts + 1,
+      progress: { percent: 0, phase: 'starting' },
+      lease: { nodeId, expiresAt: new Date(now + leaseMs).toISOString() },
+    }));
+    return job;
+  }
+
+  private holds(job: Job, nodeId: string, attempt: number): boolean {
+    return job.status === 'Running' && job.attempts === attempt && job.lease?.nodeId === nodeId;
+  }
+
+  async renew(id: string, nodeId: string, attempt: number, leaseMs: number): Promise<boolean> {
+    const job = this.jobs.get(id);
+    if (!job || !this.holds(job, nodeId, attempt)) return false;
+    // Not journaled: after a restart every job this node ran is interrupted whatever its lease said.
+    job.lease = { nodeId, expiresAt: new Date(Date.now() + leaseMs).toISOString() };
+    return true;
+  }
+
+  async progress(id: string, attempt: number, progress: Job['progress']): Promise<void> {
+    const job = this.jobs.get(id);
+    if (job?.status === 'Running' && job.attempts === attempt) job.progress = progress;
+  }
+
+  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
+    return this.moving(id, this.finishNow(id, nodeId, attempt, ending, owed));
+  }
+
+  private async finishNow(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
+    const job = this.jobs.get(id);
+    if (!job) return { ok: false, refusal: 'not_found' };
+    if (!this.holds(job, nodeId, attempt)) {
+      if (job.status === ending.status && job.attempts === attempt) {
+        // A replay: completes what a crash may have cut short; the ledger and outbox ignore repeats.
+        await this.settle(job);
+        return { ok: true, job };
+      }
+      return { ok: false, refusal: job.status === 'Running' ? 'fenced' : 'not_running', job };
+    }
+    await this.apply(job, { ...ending, lease: null }, owed ?? undefined);
+    this.step('finish.recorded');
+    await this.settle(job);
+    return { ok: true, job };
+  }
+
+  /**
+   * The rest of an ended job's move after its record: the credit effect, then the owed webhook
+   * into the outbox. Repeatable (recovery completes interrupted moves with it).
+   */
+  async settle(job: Job): Promise<void> {
+    if (job.status === 'Succeeded') await this.ledger.charge(job.id);
+    else await this.ledger.release(job.id);
+    this.step('finish.settled');
+    const owed = this.owed.get(job.id);
+    if (!owed) return;
+    await this.outbox.enqueue(owed);
+    this.step('finish.enqueued');
+    this.owed.delete(job.id);
+    await this.journal.append({ op: 'handed', id: job.id });
+  }
+
+  cancel(id: string, at: Date): Promise<Job | undefined> {
+    return this.moving(id, this.cancelNow(id, at));
+  }
+
+  private async cancelNow(id: string, at: Date): Promise<Job | undefined> {
+    const job = this.jobs.get(id);
+    if (!job || !allowed('cancel', job.status)) return undefined;
+    await this.apply(job, { status: 'Canceled', completedAt: at.toISOString(), progress: { percent: job.progress.percent, phase: null }, lease: null });
+    this.cancels.emit('cancel', id);
+    this.step('cancel.recorded');
+    await this.ledger.release(id);
+    return job;
+  }
+
+  async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
+    const requeued: Job[] = [];
+    for (const job of [...this.running.values()].sort(byAge)) {
+      const expired = !job.lease || Date.parse(job.lease.expiresAt) < now.getTime();
+      if (!expired && job.lease?.nodeId !== nodeId) continue;
+      await this.moving(job.id, this.apply(job, { status: 'Queued', lease: null, progress: { percent: 0, phase: null } }));
+      requeued.push(job);
+    }
+    return requeued;
+  }
+
+  async expire(id: string): Promise<Job | undefined> {
+    const job = this.jobs.get(id);
+    if (!job || !allowed('expire', job.status)) return undefined;
+    if (!job.expired) await this.moving(id, this.apply(job, { expired: true }));
+    return job;
+  }
+
+  async forget(id: string): Promise<boolean> {
+    const job = this.jobs.get(id);
+    if (!job) return true;
+    if (!allowed('forget', job.status)) return false;
+    this.jobs.delete(id);
+    this.owed.delete(id);
+    await this.journal.append({ op: 'remove', id });
+    return true;
+  }
+
+  async ended(query: EndedQuery): Promise<Job[]> {
+    const before = query.completedBefore.getTime();
+    return [...this.jobs.values()]
+      .filter((j) => isTerminal(j.status) && j.completedAt && Date.parse(j.completedAt) < before && (query.unexpired === undefined || query.unexpired !== j.expired))
+      .sort((a, b) => a.completedAt!.localeCompare(b.completedAt!))
+      .slice(0, query.limit);
+  }
+
+  async counts(account?: string): Promise<{ queued: number; running: number }> {
+    if (account !== undefined) return { queued: this.queued.get(account)?.length ?? 0, running: this.runningOf(account).length };
+    let queued = 0;
+    for (const q of this.queued.values()) queued += q.length;
+    return { queued, running: this.running.size };
+  }
+
+  onCancel(listener: (jobId: string) => void): () => void {
+    this.cancels.on('cancel', listener);
+    return () => this.cancels.off('cancel', listener);
+  }
+
+  /** Every record, for recovery. */
+  all(): Job[] {
+    return [...this.jobs.values()];
+  }
+
+  close(): Promise<void> {
+    return this.journal.close();
+  }
+}
+
+function byAge(a: Job, b: Job): number {
+  return a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id);
+}

@@ -1,0 +1,144 @@
+import { EventEmitter } from 'node:events';
+import { ApiError, truncateDetail } from '../errors.ts';
+import type { AdmissionLimits, Backend, ClaimLimits, Ending, Notifier, RunOutcome } from './backend.ts';
+import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
+
+export interface LifecycleSettings {
+  /** This node's id: leases and claims carry it. */
+  nodeId: string;
+  retentionSeconds: number;
+  admission: AdmissionLimits;
+  claim: ClaimLimits;
+  /** How long a claim holds a job without renewal. */
+  leaseMs: number;
+}
+
+export interface LifecycleEvents {
+  /** A job started running after `waitedMs` in the queue. */
+  started: [Job, number];
+  /** A job reached Succeeded, Failed or Canceled. */
+  ended: [Job];
+}
+
+const queueFull = (max: number) =>
+  new ApiError('queue.limit_exceeded', 429, `At most ${max} jobs may be queued or running per account; wait for some to finish.`, {}, { 'Retry-After': '5' });
+
+/**
+ * The named moves of the job lifecycle (the table is `TRANSITIONS` in ./types.ts). Each move owns
+ * all its side effects: the backend call that changes the record together with its credit effect
+ * and owed webhook, the blob cleanup that follows, and the event. Nothing else changes a job.
+ */
+export class Lifecycle extends EventEmitter<LifecycleEvents> {
+  constructor(
+    private readonly backend: Backend,
+    private readonly notifier: Notifier,
+    readonly settings: LifecycleSettings,
+  ) {
+    super();
+  }
+
+  /** Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides). */
+  async assertRoom(account: string): Promise<void> {
+    const { queued, running } = await this.backend.jobs.counts(account);
+    if (queued + running >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
+  }
+
+  /** admit (the input blob is stored): Queued with its credits held, or 429 `queue.limit_exceeded` / 402 `entitlements.insufficient_credits`. */
+  async admit(s: Submission): Promise<Job> {
+    const job = queuedJob(s, new Date());
+    const admitted = await this.backend.jobs.admit(job, this.settings.admission);
+    if (admitted.ok) return admitted.job;
+    if (admitted.refusal === 'queue.limit_exceeded') throw queueFull(this.settings.admission.maxOpenPerAccount);
+    const { required, available } = admitted;
+    throw new ApiError('entitlements.insufficient_credits', 402, `This job needs ${required} credits; ${available} available.`, { required, available });
+  }
+
+  /** start: the next job, fairly across accounts, Running under this node's lease; null when none may start. */
+  async start(): Promise<Job | null> {
+    const job = await this.backend.jobs.claim(this.settings.nodeId, this.settings.claim, this.settings.leaseMs);
+    if (job) this.emit('started', job, Date.parse(job.startedAt!) - Date.parse(job.createdAt));
+    return job;
+  }
+
+  /**
+   * succeed: stores the runner's output file as the output blob, then ends the attempt Succeeded
+   * (credits charged, webhook owed). Resolves the job, or undefined when the attempt no longer
+   * holds the job (canceled or requeued meanwhile).
+   */
+  async succeed(job: Job, output: Extract<RunOutcome, { ok: true }>['output']): Promise<Job | undefined> {
+    if (!(await this.backend.jobs.renew(job.id, this.settings.nodeId, job.attempts, this.settings.leaseMs))) return undefined;
+    const bytes = await this.backend.blobs.putFile(job.id, 'output', output.path);
+    const completedAt = new Date();
+    const { path: _path, ...described } = output;
+    return this.end(job, {
+      status: 'Succeeded',
+      completedAt: completedAt.toISOString(),
+      expiresAt: new Date(completedAt.getTime() + this.settings.retentionSeconds * 1000).toISOString(),
+      output: { ...described, bytes },
+      progress: { percent: 100, phase: 'done' },
+    });
+  }
+
+  /** fail: ends the attempt Failed (credits released, webhook owed) and deletes the job's files. */
+  async fail(job: Job, failure: JobFailure): Promise<Job | undefined> {
+    return this.end(
+      job,
+      {
+        status: 'Failed',
+        completedAt: new Date().toISOString(),
+        error: { code: failure.code, detail: truncateDetail(failure.detail) },
+        progress: { percent: job.progress.percent, phase: null },
+      },
+      () => this.backend.blobs.delete(job.id),
+    );
+  }
+
+  private async end(job: Job, ending: Ending, cleanup: () => Promise<void> = async () => {}): Promise<Job | undefined> {
+    const owed = this.notifier({ ...job, ...ending, lease: null });
+    const result = await this.backend.jobs.finish(job.id, this.settings.nodeId, job.attempts, ending, owed);
+    if (!result.ok) return undefined;
+    await cleanup();
+    this.emit('ended', result.job);
+    return result.job;
+  }
+
+  /**
+   * cancel: a Queued or Running job becomes Canceled with its credits released; a queued job's
+   * files go at once, a running one's once its node has stopped the worker (`abandon`). Resolves
+   * undefined when the job had already ended.
+   */
+  async cancel(id: string): Promise<Job | undefined> {
+    const wasQueued = (await this.backend.jobs.get(id))?.status === 'Queued';
+    const job = await this.backend.jobs.cancel(id, new Date());
+    if (!job) return undefined;
+    if (wasQueued) await this.backend.blobs.delete(id);
+    this.emit('ended', job);
+    return job;
+  }
+
+  /** After this node's worker for `job` stopped because the job was canceled or taken away. */
+  async abandon(job: Job): Promise<void> {
+    const now = await this.backend.jobs.get(job.id);
+    if (!now || now.status === 'Canceled') await this.backend.blobs.delete(job.id);
+  }
+
+  /**
+   * requeueInterrupted: jobs whose lease expired go back to the queue, and, when this node has just
+   * started, the jobs it held before (they died with its previous process).
+   */
+  requeueInterrupted(atStart: boolean): Promise<Job[]> {
+    return this.backend.jobs.requeueInterrupted(new Date(), atStart ? this.settings.nodeId : undefined);
+  }
+
+  /** expire: an ended job's files are deleted; its record stays (downloads answer 410). */
+  async expire(id: string): Promise<void> {
+    if (await this.backend.jobs.expire(id)) await this.backend.blobs.delete(id);
+  }
+
+  /** forget: an ended job's record and files are deleted; false when it has not ended. */
+  async forget(id: string): Promise<boolean> {
+    if (!(await this.backend.jobs.forget(id))) return false;
+    await this.backend.blobs.delete(id);
+    return true;
+  }
+}

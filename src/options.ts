@@ -1,0 +1,89 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import { compressorForJobType, optionsSchemaOf, unionOptionsSchema, type CompressorEntry, type JobOptions } from './catalog/index.ts';
+import { ApiError } from './errors.ts';
+
+/**
+ * Compression options as the API and the offline CLI take them: one validator (against the
+ * catalog's schemas), one error format, and one rule for naming outputs.
+ */
+const ajv = new Ajv2020({ allErrors: false, strict: false });
+const validators = new Map<string, ValidateFunction>();
+
+function compiled(key: string, schema: () => Record<string, unknown>): ValidateFunction {
+  let v = validators.get(key);
+  if (!v) {
+    v = ajv.compile(schema());
+    validators.set(key, v);
+  }
+  return v;
+}
+
+/** `<label>.resize.preset must be equal to one of the allowed values`, and the failing path. */
+function describe(e: ErrorObject, label: string): { path: string; text: string } {
+  const dotted = e.instancePath.replaceAll('/', '.');
+  const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
+  return { path: dotted.replace(/^\./, ''), text: `${label}${dotted} ${e.message}${extra}` };
+}
+
+function invalid(detail: string, path: string): ApiError {
+  return new ApiError('compress.invalid_options', 400, detail, { path });
+}
+
+function parse(raw: unknown, label: string): unknown {
+  if (typeof raw !== 'string') return raw;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    throw invalid(`${label} must be a JSON object (as a string in multipart forms).`, '');
+  }
+}
+
+/**
+ * Parses (when given as a JSON string) and validates options against one compressor's schema.
+ * Errors: 400 `compress.invalid_options` naming the failing path.
+ */
+export function validateOptions(entry: CompressorEntry, raw: unknown, label = 'options'): JobOptions {
+  if (raw === undefined || raw === null || raw === '') return {};
+  const value = parse(raw, label);
+  const validate = compiled(entry.jobType, () => optionsSchemaOf(entry));
+  if (!validate(value)) {
+    const { path, text } = describe(validate.errors![0]!, label);
+    throw invalid(`${text}; see GET /compress/schema/${entry.inputFormats[0]}.`, path);
+  }
+  return value as JobOptions;
+}
+
+/** Validates options meant for several compressors at once (the CLI): each must be some compressor's. */
+export function validateAnyOptions(raw: unknown, label: string): Record<string, unknown> {
+  if (raw === undefined) return {};
+  const value = parse(raw, label);
+  const validate = compiled('*', unionOptionsSchema);
+  if (!validate(value)) {
+    const { path, text } = describe(validate.errors![0]!, label);
+    throw invalid(text, path);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** The options one compressor gets out of options meant for several: those it has, validated as the API does. */
+export function optionsFor(entry: CompressorEntry, options: Record<string, unknown>, label = 'options'): JobOptions {
+  const own = Object.fromEntries(Object.entries(options).filter(([k]) => k === '_schemaVersion' || k in entry.optionProperties));
+  return validateOptions(entry, own, label);
+}
+
+/** The output format a job has or will have (the universal compressor decides at run time). */
+export function expectedOutputFormat(job: { jobType: string; format: string; output: { format: string } | null }): string {
+  return job.output?.format ?? compressorForJobType(job.jobType)?.outputsFor(job.format)[0] ?? job.format;
+}
+
+/** An output is named after its input, with the extension of its own format: `photo.jpeg` → `photo.jpg`. */
+export function outputFileName(inputBaseName: string, outputFormat: string): string {
+  return `${inputBaseName}.${outputFormat}`;
+}
+
+const SPELLINGS: Record<string, string> = { jpeg: 'jpg', tif: 'tiff' };
+
+/** Whether an input of extension `ext` and an output of `format` are one format (`jpeg` and `jpg` are). */
+export function sameFormat(ext: string, format: string): boolean {
+  return (SPELLINGS[ext] ?? ext) === (SPELLINGS[format] ?? format);
+}

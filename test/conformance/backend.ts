@@ -1,0 +1,460 @@
+// The adapter-conformance suite: what every backend behind src/jobs/backend.ts must do. Written
+// once; test/backend-conformance.test.ts runs it against the files backend, and the cluster
+// backend runs it unchanged.
+import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
+import { text } from 'node:stream/consumers';
+import { after, describe, it } from 'node:test';
+import type { Backend, ClaimLimits, Ending, OwedWebhook } from '../../src/jobs/backend.ts';
+import { queuedJob, TRANSITIONS, type Job, type JobStatus, type MoveName, type Submission } from '../../src/jobs/types.ts';
+
+export interface BackendHarness {
+  /** A new, empty state (a data dir, a database schema…), named by the returned token. */
+  create(): Promise<string>;
+  /**
+   * Opens a backend over `state`, as a freshly started process would. `grants` are the accounts'
+   * granted credits. With `crashAt`, the backend dies at that step of a move: the call throws and
+   * the instance is abandoned (never closed), as a killed process leaves it.
+   */
+  open(state: string, opts: { grants: Record<string, number>; crashAt?: string }): Promise<Backend>;
+  /** The steps between two writes of a move where this backend can be killed (none for a backend whose moves are single transactions). */
+  crashSteps: readonly string[];
+  destroy(state: string): Promise<void>;
+}
+
+const NODE = 'node-a';
+const OTHER = 'node-b';
+const LEASE = 60_000;
+const LIMITS: ClaimLimits = { maxRunningPerAccount: 6, maxRunningPerJobType: {} };
+const GRANTS = { alice: 500, bob: 500, carol: 500, poor: 3 };
+let seq = 0;
+
+function newJob(account: string, opts: Partial<Job> = {}): Job {
+  seq++;
+  const submission: Submission = {
+    id: `job-${process.pid}-${seq}`,
+    account,
+    jobType: 'image.jpg-compress',
+    format: 'jpg',
+    fileName: `photo${seq}`,
+    options: {},
+    inputBytes: 1000,
+    creditCost: 1,
+    webhook: { url: 'https://hooks.example.com/in', secret: 'whsec_0123456789abcdef', events: ['succeeded', 'failed'] },
+  };
+  // Distinct, increasing creation times: FIFO order is by createdAt.
+  return { ...queuedJob(submission, new Date(Date.UTC(2026, 0, 1) + seq)), ...opts };
+}
+
+function owedFor(job: Job, event = 'job.succeeded'): OwedWebhook {
+  return { eventId: `evt_${job.id}_${event}`, jobId: job.id, url: job.webhook!.url, secret: job.webhook!.secret, payload: { event, jobId: job.id } };
+}
+
+function succeeded(at = new Date()): Ending {
+  return {
+    status: 'Succeeded',
+    completedAt: at.toISOString(),
+    expiresAt: new Date(at.getTime() + 3_600_000).toISOString(),
+    output: { format: 'jpg', contentType: 'image/jpeg', bytes: 10 },
+    progress: { percent: 100, phase: 'done' },
+  };
+}
+
+function failed(at = new Date()): Ending {
+  return { status: 'Failed', completedAt: at.toISOString(), error: { code: 'image.truncated', detail: 'cut short' }, progress: { percent: 10, phase: null } };
+}
+
+async function admitted(b: Backend, job: Job): Promise<Job> {
+  const r = await b.jobs.admit(job, { maxOpenPerAccount: 18 });
+  assert.ok(r.ok, `admit ${job.id}: ${JSON.stringify(r)}`);
+  return r.job;
+}
+
+/** Admits `job` and claims it (it must be the only startable one). */
+async function running(b: Backend, job: Job, node = NODE): Promise<Job> {
+  await admitted(b, job);
+  const claimed = await b.jobs.claim(node, LIMITS, LEASE);
+  assert.equal(claimed?.id, job.id);
+  return claimed!;
+}
+
+/** The ledger and outbox agree with the job records: what recovery must always leave behind. */
+async function assertConsistent(b: Backend, jobs: Job[]): Promise<void> {
+  const current = await Promise.all(jobs.map((j) => b.jobs.get(j.id)));
+  const holds = new Set((await b.ledger.openHolds()).map((h) => h.jobId));
+  for (const job of current) {
+    if (!job) continue;
+    const active = job.status === 'Queued' || job.status === 'Running';
+    assert.equal(holds.has(job.id), active, `${job.id} is ${job.status}: its hold must be ${active ? 'open' : 'settled'}`);
+  }
+  for (const id of holds) assert.ok(current.some((j) => j?.id === id), `hold ${id} has no job`);
+  const accounts = new Set(jobs.map((j) => j.account));
+  for (const account of accounts) {
+    const mine = current.filter((j): j is Job => j?.account === account);
+    const sum = (statuses: JobStatus[]) => mine.filter((j) => statuses.includes(j.status)).reduce((n, j) => n + j.creditCost, 0);
+    const s = await b.ledger.summary(account);
+    assert.equal(s.spent, sum(['Succeeded']), `${account}: spent is what Succeeded jobs cost, once each`);
+    assert.equal(s.reserved, sum(['Queued', 'Running']), `${account}: reserved is what open jobs hold`);
+  }
+}
+
+export function backendConformance(name: string, harness: BackendHarness): void {
+  const states: string[] = [];
+  const opened: Backend[] = [];
+  after(async () => {
+    for (const b of opened) await b.close().catch(() => {});
+    for (const s of states) await harness.destroy(s);
+  });
+
+  async function fresh(): Promise<{ state: string; b: Backend }> {
+    const state = await harness.create();
+    states.push(state);
+    const b = await harness.open(state, { grants: GRANTS });
+    opened.push(b);
+    return { state, b };
+  }
+
+  async function reopen(state: string, b: Backend): Promise<Backend> {
+    await b.close();
+    const again = await harness.open(state, { grants: GRANTS });
+    opened.push(again);
+    return again;
+  }
+
+  describe(`${name} backend: admission`, () => {
+    it('admits a Queued job with its credits held; a replayed admit holds nothing more', async () => {
+      const { b } = await fresh();
+      const job = newJob('alice', { creditCost: 4 });
+      const first = await admitted(b, job);
+      assert.equal(first.status, 'Queued');
+      assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 0, reserved: 4, available: 496 });
+      const again = await b.jobs.admit(job, { maxOpenPerAccount: 18 });
+      assert.ok(again.ok);
+      assert.equal((await b.ledger.summary('alice')).reserved, 4);
+      assert.deepEqual(await b.jobs.counts('alice'), { queued: 1, running: 0 });
+    });
+
+    it('concurrent admissions: exactly the per-account limit of open jobs, other accounts unaffected', async () => {
+      const { b } = await fresh();
+      const results = await Promise.all(Array.from({ length: 25 }, () => b.jobs.admit(newJob('alice'), { maxOpenPerAccount: 18 })));
+      assert.equal(results.filter((r) => r.ok).length, 18);
+      assert.ok(results.filter((r) => !r.ok).every((r) => !r.ok && r.refusal === 'queue.limit_exceeded'));
+      assert.equal((await b.ledger.summary('alice')).reserved, 18, 'a refused admission holds nothing');
+      assert.ok((await b.jobs.admit(newJob('bob'), { maxOpenPerAccount: 18 })).ok);
+      // Running jobs count as open too.
+      await b.jobs.claim(NODE, LIMITS, LEASE);
+      assert.equal((await b.jobs.admit(newJob('alice'), { maxOpenPerAccount: 18 })).ok, false);
+    });
+
+    it('concurrent admissions never overspend credits', async () => {
+      const { b } = await fresh();
+      const results = await Promise.all(Array.from({ length: 5 }, () => b.jobs.admit(newJob('poor'), { maxOpenPerAccount: 18 })));
+      assert.equal(results.filter((r) => r.ok).length, 3);
+      const refused = results.find((r) => !r.ok);
+      assert.deepEqual(refused, { ok: false, refusal: 'entitlements.insufficient_credits', required: 1, available: 0 });
+      assert.deepEqual(await b.ledger.summary('poor'), { granted: 3, spent: 0, reserved: 3, available: 0 });
+    });
+  });
+
+  describe(`${name} backend: claiming`, () => {
+    it('claims fairly: least recently served account first, FIFO within an account', async () => {
+      const { b } = await fresh();
+      const a = [newJob('alice'), newJob('alice'), newJob('alice'), newJob('alice')];
+      const bb = [newJob('bob'), newJob('bob')];
+      const c = [newJob('carol')];
+      for (const j of [...a, ...bb, ...c]) await admitted(b, j);
+      const order: string[] = [];
+      for (let job = await b.jobs.claim(NODE, LIMITS, LEASE); job; job = await b.jobs.claim(NODE, LIMITS, LEASE)) order.push(job.id);
+      assert.deepEqual(order, [a[0], bb[0], c[0], a[1], bb[1], a[2], a[3]].map((j) => j!.id));
+    });
+
+    it('claims respect the running limits per account and per job type', async () => {
+      const { b } = await fresh();
+      for (let i = 0; i < 4; i++) await admitted(b, newJob('alice'));
+      await admitted(b, newJob('alice', { jobType: 'document.pdf-compress', format: 'pdf' }));
+      const limits: ClaimLimits = { maxRunningPerAccount: 3, maxRunningPerJobType: { 'image.jpg-compress': 2 } };
+      const claimed = [];
+      for (let job = await b.jobs.claim(NODE, limits, LEASE); job; job = await b.jobs.claim(NODE, limits, LEASE)) claimed.push(job.jobType);
+      assert.deepEqual(claimed, ['image.jpg-compress', 'image.jpg-compress', 'document.pdf-compress']);
+      assert.deepEqual(await b.jobs.counts('alice'), { queued: 2, running: 3 });
+    });
+
+    it('concurrent claims never hand out one job twice; a claim sets attempt, lease and startedAt', async () => {
+      const { b } = await fresh();
+      for (let i = 0; i < 4; i++) await admitted(b, newJob(['alice', 'bob'][i % 2]!));
+      const claims = await Promise.all(Array.from({ length: 8 }, () => b.jobs.claim(NODE, LIMITS, LEASE)));
+      const got = claims.filter((j): j is Job => j !== null);
+      assert.equal(got.length, 4);
+      assert.equal(new Set(got.map((j) => j.id)).size, 4);
+      for (const j of got) {
+        assert.equal(j.status, 'Running');
+        assert.equal(j.attempts, 1);
+        assert.equal(j.lease?.nodeId, NODE);
+        assert.ok(Date.parse(j.lease!.expiresAt) > Date.now());
+        assert.ok(j.startedAt);
+      }
+    });
+  });
+
+  describe(`${name} backend: finishing`, () => {
+    it('a finish charges the hold and owes the webhook in one step; a replayed finish charges and owes nothing more', async () => {
+      const { b } = await fresh();
+      const job = await running(b, newJob('alice', { creditCost: 3 }));
+      const owed = owedFor(job);
+      const first = await b.jobs.finish(job.id, NODE, 1, succeeded(), owed);
+      assert.ok(first.ok);
+      assert.equal(first.job.status, 'Succeeded');
+      assert.equal(first.job.lease, null);
+      assert.equal((await b.ledger.summary('alice')).spent, 3);
+      assert.equal(await b.outbox.pendingCount(), 1);
+      const replay = await b.jobs.finish(job.id, NODE, 1, succeeded(), owed);
+      assert.ok(replay.ok, 'a replay is answered as the first finish was');
+      assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 3, reserved: 0, available: 497 });
+      assert.equal(await b.outbox.pendingCount(), 1);
+      await b.ledger.charge(job.id);
+      await b.ledger.release(job.id);
+      assert.equal((await b.ledger.summary('alice')).spent, 3, 'the ledger is idempotent by job id');
+    });
+
+    it('a failure releases the hold and owes the failed webhook', async () => {
+      const { b } = await fresh();
+      const job = await running(b, newJob('alice', { creditCost: 2 }));
+      const r = await b.jobs.finish(job.id, NODE, 1, failed(), owedFor(job, 'job.failed'));
+      assert.ok(r.ok);
+      assert.deepEqual(r.job.error, { code: 'image.truncated', detail: 'cut short' });
+      assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 0, reserved: 0, available: 500 });
+      assert.equal(await b.outbox.pendingCount(), 1);
+    });
+
+    it('the attempt number fences a node whose lease expired: its renew and finish are refused', async () => {
+      const { b } = await fresh();
+      const job = await admitted(b, newJob('alice'));
+      const stale = await b.jobs.claim(NODE, LIMITS, 1);
+      assert.equal(stale?.attempts, 1);
+      await new Promise((r) => setTimeout(r, 10));
+      const requeued = await b.jobs.requeueInterrupted(new Date());
+      assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease]), [[job.id, 'Queued', 1, null]]);
+      assert.equal((await b.ledger.summary('alice')).reserved, 1, 'a requeued job keeps its hold');
+      const fresh2 = await b.jobs.claim(OTHER, LIMITS, LEASE);
+      assert.equal(fresh2?.attempts, 2);
+      assert.equal(await b.jobs.renew(job.id, NODE, 1, LEASE), false);
+      const late = await b.jobs.finish(job.id, NODE, 1, succeeded(), owedFor(job));
+      assert.deepEqual([late.ok, !late.ok && late.refusal], [false, 'fenced']);
+      assert.equal(await b.jobs.renew(job.id, OTHER, 2, LEASE), true);
+      assert.ok((await b.jobs.finish(job.id, OTHER, 2, succeeded(), owedFor(job))).ok);
+      assert.equal((await b.ledger.summary('alice')).spent, 1, 'charged once');
+      assert.equal(await b.outbox.pendingCount(), 1);
+    });
+
+    it('a live lease is not requeued, unless its node restarted', async () => {
+      const { b } = await fresh();
+      const job = await running(b, newJob('alice'));
+      assert.deepEqual(await b.jobs.requeueInterrupted(new Date()), []);
+      assert.deepEqual(await b.jobs.requeueInterrupted(new Date(), OTHER), []);
+      const requeued = await b.jobs.requeueInterrupted(new Date(), NODE);
+      assert.deepEqual(requeued.map((j) => j.id), [job.id]);
+      assert.equal((await b.jobs.claim(NODE, LIMITS, LEASE))?.attempts, 2);
+    });
+  });
+
+  describe(`${name} backend: cancel`, () => {
+    it('cancels Queued and Running jobs, releasing their holds and telling every listener; ended jobs refuse', async () => {
+      const { b } = await fresh();
+      const heard: string[] = [];
+      const off = b.jobs.onCancel((id) => heard.push(id));
+      const runningJob = await running(b, newJob('alice'));
+      const queued = await admitted(b, newJob('alice'));
+      for (const job of [queued, runningJob]) {
+        const canceled = await b.jobs.cancel(job.id, new Date());
+        assert.equal(canceled?.status, 'Canceled');
+        assert.equal(canceled?.lease, null);
+        assert.ok(canceled?.completedAt);
+      }
+      assert.equal(await b.jobs.cancel(queued.id, new Date()), undefined);
+      assert.equal(await b.jobs.renew(runningJob.id, NODE, 1, LEASE), false, 'the running node learns at its next renew');
+      const late = await b.jobs.finish(runningJob.id, NODE, 1, succeeded(), owedFor(runningJob));
+      assert.deepEqual([late.ok, !late.ok && late.refusal], [false, 'not_running']);
+      for (let i = 0; i < 100 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      assert.deepEqual(heard.sort(), [queued.id, runningJob.id].sort());
+      off();
+      assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 0, reserved: 0, available: 500 });
+      assert.equal(await b.outbox.pendingCount(), 0, 'a canceled job owes no webhook');
+    });
+  });
+
+  describe(`${name} backend: the transition table`, () => {
+    /** A job in each status, for trying every move on. */
+    async function oneOfEach(b: Backend): Promise<Record<JobStatus, Job>> {
+      const r = await running(b, newJob('bob'));
+      const s = await running(b, newJob('carol'));
+      await b.jobs.finish(s.id, NODE, 1, succeeded(), null);
+      const f = await running(b, newJob('carol'));
+      await b.jobs.finish(f.id, NODE, 1, failed(), null);
+      const c = await admitted(b, newJob('carol'));
+      await b.jobs.cancel(c.id, new Date());
+      const q = await admitted(b, newJob('alice'));
+      const get = async (j: Job) => structuredClone((await b.jobs.get(j.id))!);
+      // Running first: requeueInterrupted moves every job of the node at once.
+      return { Running: await get(r), Queued: await get(q), Succeeded: await get(s), Failed: await get(f), Canceled: await get(c) };
+    }
+
+    const attempts: Record<Exclude<MoveName, 'admit' | 'start'>, (b: Backend, job: Job) => Promise<boolean>> = {
+      succeed: async (b, job) => (await b.jobs.finish(job.id, NODE, job.attempts, succeeded(), null)).ok && job.status !== 'Succeeded',
+      fail: async (b, job) => (await b.jobs.finish(job.id, NODE, job.attempts, failed(), null)).ok && job.status !== 'Failed',
+      cancel: async (b, job) => (await b.jobs.cancel(job.id, new Date())) !== undefined,
+      requeueInterrupted: async (b, job) => (await b.jobs.requeueInterrupted(new Date(), NODE)).some((j) => j.id === job.id),
+      expire: async (b, job) => (await b.jobs.expire(job.id)) !== undefined,
+      forget: async (b, job) => (await b.jobs.forget(job.id)) && (await b.jobs.get(job.id)) === undefined,
+    };
+
+    for (const [move, attempt] of Object.entries(attempts) as [keyof typeof attempts, (b: Backend, job: Job) => Promise<boolean>][]) {
+      it(`${move}: allowed exactly from ${TRANSITIONS[move].from.join(', ')}`, async () => {
+        const { b } = await fresh();
+        const jobs = await oneOfEach(b);
+        for (const [status, job] of Object.entries(jobs) as [JobStatus, Job][]) {
+          const done = await attempt(b, job);
+          assert.equal(done, TRANSITIONS[move].from.includes(status), `${move} from ${status}`);
+          if (!done) assert.deepEqual(await b.jobs.get(job.id), job, `a refused ${move} from ${status} changes nothing`);
+        }
+      });
+    }
+  });
+
+  describe(`${name} backend: durability and recovery`, () => {
+    it('a reopened backend has every job, hold and owed webhook', async () => {
+      const { state, b } = await fresh();
+      const r = await running(b, newJob('bob'));
+      const s = await running(b, newJob('carol', { creditCost: 5 }));
+      await b.jobs.finish(s.id, NODE, 1, succeeded(), owedFor(s));
+      const q = await admitted(b, newJob('alice', { creditCost: 2 }));
+      const again = await reopen(state, b);
+      assert.equal((await again.jobs.get(q.id))?.status, 'Queued');
+      assert.equal((await again.jobs.get(r.id))?.status, 'Running');
+      assert.equal((await again.jobs.get(s.id))?.status, 'Succeeded');
+      assert.equal(await again.outbox.pendingCount(), 1);
+      await assertConsistent(again, [q, r, s]);
+      assert.deepEqual(await again.jobs.requeueInterrupted(new Date(), NODE).then((js) => js.map((j) => j.id)), [r.id]);
+    });
+
+    for (const step of harness.crashSteps) {
+      it(`a crash at ${step} leaves a state that recovery completes`, async () => {
+        const state = await harness.create();
+        states.push(state);
+        const dying = await harness.open(state, { grants: GRANTS, crashAt: step });
+        const jobs = [newJob('alice', { creditCost: 2 }), newJob('bob', { creditCost: 3 }), newJob('carol', { creditCost: 4 })];
+        let crashed = false;
+        try {
+          const [win, lose, drop] = jobs as [Job, Job, Job];
+          await running(dying, win);
+          await dying.jobs.finish(win.id, NODE, 1, succeeded(), owedFor(win));
+          await running(dying, lose);
+          await dying.jobs.finish(lose.id, NODE, 1, failed(), owedFor(lose, 'job.failed'));
+          await admitted(dying, drop);
+          await dying.jobs.cancel(drop.id, new Date());
+        } catch {
+          crashed = true;
+        }
+        assert.ok(crashed, `the backend was to die at ${step}`);
+        const b = await harness.open(state, { grants: GRANTS });
+        opened.push(b);
+        await b.recover();
+        await assertConsistent(b, jobs);
+        const ended = await Promise.all(jobs.map((j) => b.jobs.get(j.id)));
+        const owing = ended.filter((j) => j?.status === 'Succeeded' || j?.status === 'Failed').length;
+        assert.equal(await b.outbox.pendingCount(), owing, 'every ended job owes its webhook once');
+        assert.deepEqual(await b.recover(), { charged: 0, released: 0, webhooksEnqueued: 0, blobsDeleted: 0 }, 'recovery is idempotent');
+        // What the crash interrupted can go on: open jobs still finish.
+        await b.jobs.requeueInterrupted(new Date(), NODE);
+        for (let job = await b.jobs.claim(NODE, LIMITS, LEASE); job; job = await b.jobs.claim(NODE, LIMITS, LEASE)) {
+          assert.ok((await b.jobs.finish(job.id, NODE, job.attempts, succeeded(), owedFor(job))).ok);
+        }
+        await assertConsistent(b, jobs);
+      });
+    }
+  });
+
+  describe(`${name} backend: retention and forgetting`, () => {
+    it('lists ended jobs by completion; expire and forget delete records; recovery deletes the blobs they leave', async () => {
+      const { b } = await fresh();
+      const old = await running(b, newJob('alice'));
+      await b.jobs.finish(old.id, NODE, 1, succeeded(new Date(Date.now() - 7_200_000)), null);
+      const recent = await running(b, newJob('alice'));
+      await b.jobs.finish(recent.id, NODE, 1, succeeded(), null);
+      const queued = await admitted(b, newJob('alice'));
+      for (const j of [old, recent, queued]) await b.blobs.put(j.id, 'input', Readable.from([Buffer.from(`in ${j.id}`)]));
+
+      const cutoff = new Date(Date.now() - 3_600_000);
+      assert.deepEqual((await b.jobs.ended({ completedBefore: cutoff, unexpired: true, limit: 10 })).map((j) => j.id), [old.id]);
+      assert.equal((await b.jobs.expire(old.id))?.expired, true);
+      assert.equal((await b.jobs.expire(old.id))?.expired, true, 'expire is idempotent');
+      assert.deepEqual(await b.jobs.ended({ completedBefore: cutoff, unexpired: true, limit: 10 }), []);
+      assert.deepEqual((await b.jobs.ended({ completedBefore: cutoff, unexpired: false, limit: 10 })).map((j) => j.id), [old.id]);
+      assert.equal(await b.jobs.forget(queued.id), false, 'an open job is not forgotten');
+      assert.equal(await b.jobs.forget(recent.id), true);
+      assert.equal(await b.jobs.get(recent.id), undefined);
+      assert.equal(await b.jobs.forget(recent.id), true, 'forgetting is idempotent');
+
+      const report = await b.recover();
+      assert.equal(report.blobsDeleted, 2, 'the expired job and the forgotten one lose their blobs');
+      assert.deepEqual(await b.blobs.ids(), [queued.id]);
+    });
+  });
+
+  describe(`${name} backend: blobs`, () => {
+    it('stores, streams, measures and deletes a job’s input and output', async () => {
+      const { b } = await fresh();
+      assert.equal(await b.blobs.put('blob-1', 'input', Readable.from([Buffer.from('hello '), Buffer.from('world')])), 11);
+      assert.equal(await b.blobs.size('blob-1', 'input'), 11);
+      assert.equal(await b.blobs.size('blob-1', 'output'), null);
+      assert.equal(await b.blobs.get('blob-1', 'output'), null);
+      const got = await b.blobs.get('blob-1', 'input');
+      assert.equal(got?.size, 11);
+      assert.equal(await text(got!.body), 'hello world');
+      assert.deepEqual(await b.blobs.ids(), ['blob-1']);
+      await b.blobs.delete('blob-1');
+      await b.blobs.delete('blob-1');
+      assert.equal(await b.blobs.get('blob-1', 'input'), null);
+      assert.deepEqual(await b.blobs.ids(), []);
+    });
+  });
+
+  describe(`${name} backend: outbox`, () => {
+    const claim = (now: number, limit = 10) => ({ now: new Date(now), limit, ttlMs: 1_000, retryDelaysMs: [0, 100, 200] });
+
+    it('enqueue is idempotent; a claim starts an attempt number once; settle schedules the next or ends it', async () => {
+      const { b } = await fresh();
+      const owed = owedFor(newJob('alice'));
+      assert.equal(await b.outbox.enqueue(owed), true);
+      assert.equal(await b.outbox.enqueue(owed), false);
+      const t = Date.now();
+      const [first, ...none] = await b.outbox.claimDue(NODE, claim(t));
+      assert.deepEqual(none, []);
+      assert.equal(first?.attempt, 1);
+      assert.deepEqual(first?.payload, owed.payload);
+      assert.deepEqual(await b.outbox.claimDue(OTHER, claim(t)), [], 'an attempt in flight is not claimed again');
+      await b.outbox.settle(owed.eventId, 1, { outcome: 'retry', status: 500, error: null }, t + 100);
+      assert.deepEqual(await b.outbox.claimDue(NODE, claim(t + 50)), [], 'not due yet');
+      assert.equal(await b.outbox.nextDueAt(), t + 100);
+      assert.deepEqual((await b.outbox.claimDue(OTHER, claim(t + 100))).map((d) => d.attempt), [2]);
+      await b.outbox.settle(owed.eventId, 1, { outcome: 'delivered', status: 200, error: null }, null);
+      assert.equal(await b.outbox.pendingCount(), 1, 'a stale attempt settles nothing');
+      await b.outbox.settle(owed.eventId, 2, { outcome: 'delivered', status: 200, error: null }, null);
+      assert.equal(await b.outbox.pendingCount(), 0);
+      assert.equal(await b.outbox.nextDueAt(), null);
+    });
+
+    it('an attempt whose node died counts as spent: the next number is due on the schedule', async () => {
+      const { b } = await fresh();
+      const owed = owedFor(newJob('alice'));
+      await b.outbox.enqueue(owed);
+      const t = Date.now();
+      assert.equal((await b.outbox.claimDue(NODE, claim(t)))[0]?.attempt, 1);
+      assert.deepEqual(await b.outbox.claimDue(OTHER, claim(t + 500)), [], 'within the claim ttl');
+      // Spent at its start + ttl; due again at its start + the delay before the next attempt.
+      assert.deepEqual((await b.outbox.claimDue(OTHER, claim(t + 1_100))).map((d) => d.attempt), [2]);
+      assert.deepEqual((await b.outbox.claimDue(NODE, claim(t + 2_200))).map((d) => d.attempt), [3]);
+      assert.deepEqual(await b.outbox.claimDue(OTHER, claim(t + 3_300)), [], 'past the schedule it is abandoned');
+      assert.equal(await b.outbox.pendingCount(), 0);
+    });
+  });
+}
