@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +13,8 @@ import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
+import { incompressible, oxipngFilters } from '../workers/image/budget.ts';
+import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
 import { ssim } from '../workers/image/ssim.ts';
 import { compress as jpg } from '../workers/jpg.ts';
@@ -156,6 +159,25 @@ describe('JPEG chroma', () => {
   });
 });
 
+describe('work budget', () => {
+  it('recognises noise from a sample, and not a noisy photo or a graphic', async () => {
+    const noise = { data: randomBytes(2048 * 1536 * 3), width: 2048, height: 1536, channels: 3 };
+    assert.equal(await incompressible(proxyOf(noise)), true);
+    for (const file of ['jpg/phone-IMG_20180725_163423.jpg', 'png/exifr-logo-black-highres.png']) {
+      const { data, info } = await sharp(`${corpus}${file}`).raw().toBuffer({ resolveWithObject: true });
+      assert.equal(await incompressible(proxyOf({ data, width: info.width, height: info.height, channels: info.channels })), false, file);
+    }
+  });
+
+  it('gives oxipng every filter on ordinary images and one on huge ones', () => {
+    assert.equal(oxipngFilters(2_000_000, 8, false), undefined);
+    assert.equal(oxipngFilters(16_000_000, 8, false), undefined);
+    assert.equal(oxipngFilters(40_000_000, 8, false)?.length, 1);
+    assert.equal(oxipngFilters(40_000_000, 8, true)?.length, 1);
+    assert.equal(oxipngFilters(1000, 1, true)?.length, 1);
+  });
+});
+
 describe('LZW', () => {
   it('round-trips exactly at threshold 0', () => {
     const indices = Uint8Array.from({ length: 50_000 }, (_, i) => (i * i + (i >> 7)) % 13);
@@ -297,6 +319,17 @@ describe('image.png-compress', () => {
     const input = `${corpus}png/linn-scan.png`;
     const r = await run(png, input);
     assert.ok(r.outSize <= r.inSize);
+  });
+
+  it('returns incompressible noise unchanged, pixel for pixel, in both modes', async () => {
+    // Every byte random, alpha included: what an attacker or a screenshot of noise sends.
+    const input = join(work, 'noise.png');
+    await sharp(randomBytes(1280 * 1280 * 4), { raw: { width: 1280, height: 1280, channels: 4 } }).png().toFile(input);
+    for (const mode of ['lossy', 'lossless'] as const) {
+      const r = await run(png, input, { compression: { mode } });
+      assert.ok(r.outSize <= r.inSize, `${mode}: ${r.outSize} > ${r.inSize}`);
+      assert.equal(Buffer.compare(await sharp(input).raw().toBuffer(), await sharp(r.path).raw().toBuffer()), 0, `${mode}: pixels changed`);
+    }
   });
 
   it('fails hostile files with clear codes', async () => {

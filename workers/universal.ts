@@ -7,7 +7,7 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpegQuality, encodePng, jpegOptionsFor, proxyOf } from './image/encode.ts';
+import { chooseJpegQuality, encodePng, jpegOptionsFor, proxyOf, type JudgedAt } from './image/encode.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
@@ -50,7 +50,9 @@ export const compress: Compress = async (job, out, ctx) => {
     // Already encoded by us (or with our tables at a chosen quality): no second generation (see jpg.ts).
     await writeFile(path, bytes);
   } else if (format === 'jpg') {
-    const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'));
+    // Developed from sensor data: judged at the sensor's colour resolution (image/encode.ts).
+    const judgedAt = decoded.via === 'libraw' ? 'sensor' : 'full';
+    const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
     await writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed);
@@ -151,13 +153,19 @@ export interface SizedJpeg {
  * 10-bit AVIF, lossy WebP, palette TIFF/BMP — that JPEG cannot match without visible damage,
  * while the spec's table fixes the output format).
  */
-export async function encodeJpegWithin(pixels: Pixels, exif: Buffer | undefined, maxBytes?: number, onStep?: (fraction: number) => void): Promise<SizedJpeg> {
+export async function encodeJpegWithin(
+  pixels: Pixels,
+  exif: Buffer | undefined,
+  maxBytes?: number,
+  onStep?: (fraction: number) => void,
+  judgedAt: JudgedAt = 'full',
+): Promise<SizedJpeg> {
   const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality), exif);
-  const target = await chooseJpegQuality(pixels);
+  const target = await chooseJpegQuality(pixels, undefined, judgedAt);
   onStep?.(0.4);
   const first = await full(target);
   if (maxBytes === undefined || first.length <= maxBytes) return { data: first, quality: target, rule: 'target' };
-  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN);
+  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt);
   onStep?.(0.6);
   if (floor >= target) return { data: first, quality: target, rule: 'floor' };
   // Full-size encodes cost about a second at 12 MP, so sizes are predicted on the quality search's

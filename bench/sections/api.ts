@@ -15,7 +15,7 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const UPLOAD_BYTES = 1_000_000_000;
 const SMALL_JOBS = 20;
 
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const s = createServer().listen(0, '127.0.0.1', () => {
       const { port } = s.address() as { port: number };
@@ -29,10 +29,10 @@ function rssBytes(pid: number): number {
   return m ? Number(m[1]) * 1024 : 0;
 }
 
-async function startServer(): Promise<{ child: ChildProcess; base: string; key: string; dataDir: string }> {
+export async function startServer(workers = 1): Promise<{ child: ChildProcess; base: string; key: string; dataDir: string }> {
   const dataDir = mkdtempSync(join(tmpdir(), 'compressd-bench-api-'));
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', '1'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', String(workers)], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -63,6 +63,7 @@ export default async function office(ctx: BenchContext): Promise<string> {
   }
 }
 
+/** The simple reference pipeline (also the Office peer of the speed section). */
 export async function reference(file: string, dir: string, maxQuality = 80): Promise<string> {
   const tree = await mkdtemp(join(dir, 'ref-'));
   const out = join(dir, `reference-q${maxQuality}-${basename(file)}`);

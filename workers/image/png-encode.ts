@@ -1,7 +1,9 @@
-import { losslessCompressPng, PngRowFilter } from '@napi-rs/image';
+import { losslessCompressPng } from '@napi-rs/image';
 import sharp from 'sharp';
 import type { Sharp } from 'sharp';
+import { incompressible, oxipngFilters, quantiseEffort } from './budget.ts';
 import { carryColourChunks, pixelAndColourChunks } from './png-chunks.ts';
+import { proxyOf } from './proxy.ts';
 import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
 
 export interface PngEncoded {
@@ -33,27 +35,32 @@ export const PNG_TARGET_SSIM = 0.98;
 const LOSSY_QUALITIES = [50, 65, 80, 95];
 
 /**
+ * A lossless candidate is optimised only when it could beat the palette candidate: its size is
+ * predicted from a fast deflate of the tile proxy, and oxipng has never been seen to take more
+ * than this fraction off such a prediction.
+ */
+const OXIPNG_BEST_GAIN = 0.45;
+
+/**
  * PNG of a pipeline, the smallest of several candidates, each optimised losslessly by oxipng
- * (colour type, bit depth and palette reductions when exact, every row filter strategy,
- * libdeflate at its strongest). `lossless` keeps every pixel (16-bit images stay 16-bit unless
- * the low bytes carry nothing). `lossy` adds a libimagequant palette at the lowest quality whose
- * SSIM reaches PNG_TARGET_SSIM and keeps whichever is smaller: a palette never makes a flat or
- * 1-bit image bigger.
+ * (colour type, bit depth and palette reductions when exact, the row filters the work budget
+ * allows, libdeflate at its strongest). `lossless` keeps every pixel (16-bit images stay 16-bit
+ * unless the low bytes carry nothing). `lossy` adds a libimagequant palette at the lowest quality
+ * whose SSIM reaches PNG_TARGET_SSIM, searched on the tile proxy and confirmed at full resolution,
+ * and keeps whichever is smaller: a palette never makes a flat or 1-bit image bigger.
+ * Incompressible noise (see budget.ts) skips both searches: the pixels are stored with one fast
+ * deflate, and the callers' never-larger rule keeps the input when that is no smaller.
  */
 export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: PngEncodeOptions = {}): Promise<PngEncoded> {
   const source = opts.unchanged && opts.colourChunksFrom ? pixelAndColourChunks(opts.colourChunksFrom) : undefined;
-  // oxipng is stricter than libspng on some files: those take the decode and re-encode path.
-  const direct = source ? await optimisePng(source).catch(() => undefined) : undefined;
-  if (direct && mode === 'lossless') {
-    const { width, height } = await img.metadata();
-    return { data: direct, width: width ?? 0, height: height ?? 0 };
-  }
   const { data, info } = await img.clone().raw().toBuffer({ resolveWithObject: true });
   const size = { width: info.width, height: info.height };
   const optimise = (png: Buffer) => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png);
+  // oxipng is stricter than libspng on some files: those take the decode and re-encode path.
+  const direct = async () => (source ? await optimisePng(source).catch(() => undefined) : undefined);
   // More bytes than one per sample: a 16-bit image, kept deep when lossless.
   if (data.length > info.width * info.height * info.channels) {
-    const deep = direct ?? (await optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
+    const deep = (await direct()) ?? (await optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
     if (mode === 'lossless') return { data: deep, ...size };
     const eight = await img.clone().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     const lossy = await lossyCandidate({ data: eight.data, ...size, channels: eight.info.channels });
@@ -61,37 +68,81 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     return { data: best.length < deep.length ? best : deep, ...size };
   }
   const pixels: Pixels = { data, ...size, channels: info.channels };
-  const candidates = [direct ?? (await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()))];
-  if (mode === 'lossy') {
-    const lossy = await lossyCandidate(pixels);
-    if (lossy) candidates.push(await optimise(lossy));
+  const proxy = proxyOf(pixels);
+  if (await incompressible(proxy)) {
+    // Noise: nothing lossless saves anything, and a palette search on millions of distinct colours
+    // is the slowest thing libimagequant does (minutes) for a result no one asked for. The fast
+    // encode is the only candidate; the callers keep the input when it is no smaller.
+    const stored = await fromRaw(pixels).png({ compressionLevel: 1 }).toBuffer();
+    return { data: opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, stored) : stored, ...size };
   }
-  return { data: candidates.reduce((a, b) => (b.length < a.length ? b : a)), ...size };
+  const lossy = mode === 'lossy' ? await lossyCandidate(pixels) : undefined;
+  const palette = lossy && (await optimise(lossy));
+  if (palette && palette.length < (await predictedLossless(proxy, pixels)) * (1 - OXIPNG_BEST_GAIN)) return { data: palette, ...size };
+  const lossless = (await direct()) ?? (await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()));
+  return { data: palette && palette.length < lossless.length ? palette : lossless, ...size };
+}
+
+/** Bytes of the whole image losslessly at fast deflate, scaled up from the proxy. */
+async function predictedLossless(proxy: Pixels, full: Pixels): Promise<number> {
+  const png = await fromRaw(proxy).png({ compressionLevel: 6, adaptiveFiltering: true }).toBuffer();
+  return (png.length * full.width * full.height) / (proxy.width * proxy.height);
 }
 
 /**
- * oxipng's lossless optimisation (its default preset); pixels and ancillary chunks are untouched.
- * Images of 1, 2 or 4 bits per pixel are only tried unfiltered: filters work on bytes, which
- * there pack several pixels, so they win nothing and cost seconds on large scans.
+ * oxipng's lossless optimisation with the row filters the work budget allows for the image's
+ * size (image/budget.ts); pixels and ancillary chunks are untouched.
  */
 export async function optimisePng(png: Buffer): Promise<Buffer> {
-  const bitDepth = png[24];
-  return losslessCompressPng(png, bitDepth < 8 ? { force: true, filter: [PngRowFilter.None] } : { force: true });
+  const width = png.readUInt32BE(16);
+  const height = png.readUInt32BE(20);
+  const filter = oxipngFilters(width * height, png[24], png[25] === 3);
+  return losslessCompressPng(png, filter ? { force: true, filter } : { force: true });
 }
 
 function fromRaw(p: Pixels): Sharp {
   return sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 2 | 3 | 4 } });
 }
 
+/**
+ * The palette PNG at the lowest of LOSSY_QUALITIES whose SSIM reaches the target. The search
+ * runs on the tile proxy (every probe there costs about 1 MP whatever the image's size): the
+ * lowest quality first (graphics pass there), then the highest (photos with fine noise fail
+ * there too, and the search ends), then the middle ones from below. The answer is encoded at
+ * full resolution and confirmed there, one quality up while it falls short (the proxy's palette
+ * sees fewer colours than the whole image).
+ */
 async function lossyCandidate(p: Pixels): Promise<Buffer | undefined> {
+  const proxy = proxyOf(p);
+  let start = 0;
+  if (proxy !== p) {
+    const reference = luma(proxy);
+    const passes = async (quality: number) => (await paletteScore(proxy, reference, quality)).pass;
+    const top = LOSSY_QUALITIES.length - 1;
+    if (!(await passes(LOSSY_QUALITIES[0]))) {
+      if (!(await passes(LOSSY_QUALITIES[top]))) return undefined;
+      start = top;
+      for (let i = 1; i < top; i++) {
+        if (await passes(LOSSY_QUALITIES[i])) {
+          start = i;
+          break;
+        }
+      }
+    }
+  }
   const reference = luma(p);
-  for (const quality of LOSSY_QUALITIES) {
-    // Fast deflate: the palette PNG is only scored here, oxipng compresses the one kept.
-    const pal = await fromRaw(p).png({ palette: true, quality, effort: 10, dither: 1, compressionLevel: 1 }).toBuffer();
-    const decoded = await decodeAs(pal, p.channels);
-    if (decoded && ssimOfLuma(reference, luma(decoded), p.width, p.height) >= PNG_TARGET_SSIM) return pal;
+  for (const quality of LOSSY_QUALITIES.slice(start)) {
+    const r = await paletteScore(p, reference, quality);
+    if (r.pass) return r.png;
   }
   return undefined;
+}
+
+async function paletteScore(p: Pixels, reference: Float32Array, quality: number): Promise<{ pass: boolean; png: Buffer }> {
+  // Fast deflate: the palette PNG is only scored here, oxipng compresses the one kept.
+  const png = await fromRaw(p).png({ palette: true, quality, effort: quantiseEffort(p.width * p.height), dither: 1, compressionLevel: 1 }).toBuffer();
+  const decoded = await decodeAs(png, p.channels);
+  return { pass: decoded !== undefined && ssimOfLuma(reference, luma(decoded), p.width, p.height) >= PNG_TARGET_SSIM, png };
 }
 
 /** Decodes a PNG to 8-bit pixels with the given channel count (grey/RGB, with or without alpha). */

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { jpegOptions, proxyOf } from '../image/encode.ts';
+import { jpegOptions, probeOptions, proxyOf } from '../image/encode.ts';
 import { ssimOfLuma, type Pixels } from '../image/ssim.ts';
 
 /**
@@ -40,7 +40,7 @@ export async function chooseViewQuality(p: Pixels, ppi: number | undefined, targ
   const reference = asSeen(proxy, width, height);
   const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
   const passes = async (q: number): Promise<boolean> => {
-    const jpeg = await sharp(proxy.data, raw).jpeg(jpegOptions(q)).toBuffer();
+    const jpeg = await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
     const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
     return ssimOfLuma(reference, asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height), width, height) >= target;
   };

@@ -15,6 +15,13 @@ const MARGIN = 0.0005;
 const MAX_THRESHOLD = 64;
 /** Lossy encodes tried at most; the search stops early once one lands within CLOSE above the target. */
 const MAX_STEPS = 8;
+/**
+ * Every step re-encodes and composites every frame over the whole screen: its cost is screen
+ * pixels × frames. The steps are bounded by this many of those pixel-passes (a 560×888 animation
+ * of 34 frames gets 6), never fewer than MIN_STEPS.
+ */
+const STEP_BUDGET = 110e6;
+const MIN_STEPS = 3;
 const CLOSE = 0.001;
 const FIRST_THRESHOLD = 8;
 
@@ -27,14 +34,15 @@ const FIRST_THRESHOLD = 8;
  */
 export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number }> {
   const gifs = new GifRecompressor(gif);
+  const steps = Math.max(MIN_STEPS, Math.min(MAX_STEPS, Math.floor(STEP_BUDGET / Math.max(1, gifs.screenPixels))));
   let best = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
   let lo = 0;
   let hi = MAX_THRESHOLD;
   let t = FIRST_THRESHOLD;
   const seen: { t: number; loss: number }[] = [];
-  for (let i = 0; i < MAX_STEPS; i++) {
+  for (let i = 0; i < steps; i++) {
     const { data, ssim } = gifs.recompress(t);
-    onStep?.((i + 1) / MAX_STEPS);
+    onStep?.((i + 1) / steps);
     await new Promise((r) => setImmediate(r));
     if (ssim >= GIF_TARGET_SSIM + MARGIN) {
       lo = t;

@@ -28,6 +28,11 @@ export class GifRecompressor {
     }
   }
 
+  /** Screen pixels over all frames: what one recompression composites and scores. */
+  get screenPixels(): number {
+    return this.file.width * this.file.height * this.file.frames.length;
+  }
+
   /**
    * Re-encodes every frame against what the screen shows (see lzwEncode's backdrop) and copies
    * everything else byte for byte: screen descriptor, palettes, loop count, per-frame delays
