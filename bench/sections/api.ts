@@ -24,7 +24,7 @@ export function freePort(): Promise<number> {
   });
 }
 
-function rssBytes(pid: number): number {
+export function rssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) * 1024 : 0;
 }

@@ -3,31 +3,17 @@
 // status-poll latency while every worker is busy, the 5xx count (must be 0) and server RSS.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchContext, markdownTable } from '../lib.ts';
+import { freePort, rssBytes } from './api.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLIENTS = Number(process.env.LOAD_CLIENTS ?? 32);
 const SECONDS = Number(process.env.LOAD_SECONDS ?? 30);
 const WORKERS = Number(process.env.LOAD_WORKERS ?? 2);
 const ACCOUNTS = 4;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function rssBytes(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : 0;
-}
 
 function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
