@@ -7,6 +7,7 @@ import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { EngineFailed, engineUnavailable, makeBaseImages, startEngine, type Engine } from './helpers/docker.ts';
+import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 
 /**
  * The project's Dockerfile on a real Docker engine: built from base images made here without a
@@ -16,19 +17,7 @@ import { EngineFailed, engineUnavailable, makeBaseImages, startEngine, type Engi
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CORPUS = fileURLToPath(new URL('../../shared/corpus/', import.meta.url));
-/** One file per compressor and per universal input kind. */
-const SAMPLES = [
-  'jpg/baiona_cmyk.jpg',
-  'png/density_plot.png',
-  'gif/file-type-fixture.gif',
-  'webp/derived-exifr-logo-lossless-alpha.webp',
-  'avif/Irvine_CA.avif',
-  'heic/IMG_2682.heic',
-  'bmp/file-type-fixture.bmp',
-  'pdf/ocrmypdf-cardinal-scan.pdf',
-  'docx/python-docx-inline-shapes.docx',
-  'pptx/python-pptx-shp-picture.pptx',
-];
+const SAMPLES = ONE_OF_EACH_KIND;
 const IMAGE = `compressd-test:${process.pid}`;
 const CONTAINER = `compressd-test-${process.pid}`;
 /** A uid the image has no user for: the volume is a host directory chowned to it. */
