@@ -143,23 +143,38 @@ const magickJpeg = settings(['60', '70', '80', '90', '95'], (q, input, out) => e
 const pngquantRanges = settings(['40-60', '65-80', '85-95'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
 const optipng = settings(['-o2'], (level, input, out) => exec('optipng', [level, '-quiet', '-out', out, input]), 'png');
 
-/** The reference decode of a non-JPEG input written as PNG, so peers that read PNG can start from it. */
-const referencePng = async (input: string, dir: string): Promise<string> => {
-  const out = join(dir, 'reference-input.png');
-  await exec(MAGICK, [`${input}[0]`, '-auto-orient', out], { maxBuffer: 64 << 20 });
-  return out;
+/**
+ * The universal kind's one reference decode (see universal.ts: heif-convert, avifdec, dcraw, or
+ * ImageMagick with CMYK through its profile), written as a plain PNG: it is what every output is
+ * scored against and what every peer encodes, so a peer's own decoder never enters the comparison.
+ */
+const referencePng = (input: string, dir: string): Promise<string> => {
+  let made = referencePngs.get(input);
+  if (!made) {
+    made = (async () => {
+      const out = join(dir, 'reference-input.png');
+      const p = await universalReference(input, dir);
+      await sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 3 | 4 } }).png({ compressionLevel: 1 }).toFile(out);
+      return out;
+    })();
+    referencePngs.set(input, made);
+  }
+  return made;
 };
+/** Made once per input in the input's work folder (its judge asks first; its peers' folders are inside it). */
+const referencePngs = new Map<string, Promise<string>>();
+
+const fromReference = (peer: Peer): Peer => async (input, dir, judge) => peer(await referencePng(input, dir), dir, judge);
 
 /** For inputs with transparency (PNG output) the peers are PNG tools; otherwise JPEG encoders. */
 const universalPeers: Record<string, Peer> = {
-  'ImageMagick q60–95': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : magickJpeg(input, dir, judge)),
+  'ImageMagick q60–95': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(magickJpeg)(input, dir, judge)),
   'mozjpeg SSIM search': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegSearch([0.97, 0.98, 0.99], referencePng)(input, dir, judge)),
-  'pngquant 3 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? pngquantRanges(await referencePng(input, dir), dir, judge) : []),
+  'pngquant 3 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(pngquantRanges)(input, dir, judge) : []),
 };
 
 async function hasAlpha(input: string, dir: string): Promise<boolean> {
-  const png = join(dir, 'reference-input.png');
-  await stat(png).catch(() => referencePng(input, dir));
+  const png = await referencePng(input, dir);
   const [{ hasAlpha: declared }, { channels }] = await Promise.all([sharp(png).metadata(), sharp(png).stats()]);
   return declared === true && channels[channels.length - 1].min < 255;
 }
@@ -202,7 +217,7 @@ const KINDS: Record<string, Kind> = {
     ],
     ours: universal,
     judge: async (input, dir) => {
-      const ref = await universalReference(input, dir);
+      const ref = await pixelsOf(await referencePng(input, dir));
       return {
         score: async (out) => {
           const p = await pixelsOf(out);
@@ -346,6 +361,7 @@ export default async function quality(ctx: BenchContext): Promise<string> {
           all.push(measured);
           console.log(`quality: ${kind} ${measured.file}: ${ratios(measured).map((r) => `${r.peer} ${r.ratio.toFixed(3)}${r.bound ? ` (${r.bound})` : ''}`).join(', ')}`);
         }
+        referencePngs.delete(input);
         await rm(dir, { recursive: true, force: true });
       }
     }

@@ -1,7 +1,7 @@
 // Universal image compressor on ../shared/corpus/{webp,avif,heic,tiff,bmp,psd,raw} against
 // ImageMagick and libvips at JPEG quality 80: median time, output bytes, and full-resolution luma
-// SSIM of each output against a reference decode (dcraw for RAW, heif-convert for HEIC, ImageMagick
-// for the rest). Stripped camera files are listed with the failure code they end with.
+// SSIM of each output against a reference decode (dcraw for RAW, heif-convert for HEIC, avifdec for
+// SDR AVIF, ImageMagick for the rest, CMYK through its ICC profile). Stripped camera files are listed with the failure code they end with.
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -66,8 +66,38 @@ export async function reference(input: string, dir: string): Promise<Pixels> {
     await exec('heif-convert', [input, out]);
     return pixelsOf(out, false);
   }
-  await exec(MAGICK, [`${input}[0]`, '-auto-orient', out], { maxBuffer: 64 << 20 });
+  if (ext === 'avif' && !(await isHdr(input))) {
+    // libavif, the format's reference decoder: it takes range and matrix from the file's colour
+    // property, which MIAF says overrides the AV1 bitstream's (ImageMagick and heif-convert agree
+    // with it; sharp's libheif 1.23 did not, see workers/decoders/av1-colour.ts). Sequences: frame 0.
+    await exec('avifdec', ['--png-compress', '1', input, out]);
+    return pixelsOf(out);
+  }
+  await exec(MAGICK, [`${input}[0]`, '-auto-orient', ...(await cmykToSrgb(input)), out], { maxBuffer: 64 << 20 });
   return pixelsOf(out);
+}
+
+/** PQ or HLG transfer (avifdec writes such values as they are, tagged sRGB: no reference). */
+async function isHdr(input: string): Promise<boolean> {
+  const { stdout } = await exec('avifdec', ['--info', input]);
+  return /Transfer Char\.\s*:\s*(16|18)\b/.test(stdout);
+}
+
+// Debian's ICC profiles (ghostscript, a benchmark package): the sRGB target, and the CMYK profile
+// for untagged CMYK.
+const ICC_DIR = '/usr/share/color/icc/ghostscript';
+
+/**
+ * ImageMagick turns CMYK into RGB by plain arithmetic (R = 255 − C − K…) unless told to convert
+ * through a profile: inks then look like no press or Photoshop shows them (ag-psd-cmyk.psd: SSIM
+ * 0.76 against its SWOP rendering). CMYK is converted through its embedded profile (or Debian's
+ * default CMYK profile when it has none) into sRGB, as our decoders do.
+ */
+export async function cmykToSrgb(input: string): Promise<string[]> {
+  const { stdout } = await exec(MAGICK.replace(/convert$/, 'identify'), ['-format', '%[colorspace]|%[profiles]\n', `${input}[0]`], { maxBuffer: 64 << 20 });
+  const [space, profiles = ''] = stdout.split('\n')[0].split('|');
+  if (space !== 'CMYK') return [];
+  return [...(profiles.split(',').includes('icc') ? [] : ['-profile', `${ICC_DIR}/default_cmyk.icc`]), '-profile', `${ICC_DIR}/srgb.icc`];
 }
 
 async function similarity(ref: Pixels, path: string): Promise<string> {
@@ -115,7 +145,7 @@ export default async function universal(ctx: BenchContext): Promise<string> {
   return [
     '## Universal image compressor (image.universal-compress)',
     '',
-    `Median of ${ctx.runs} runs for ours (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores); SSIM = mean luma SSIM at full resolution against the reference decode (dcraw -w for RAW, heif-convert for HEIC, ImageMagick for the rest; ImageMagick renders CMYK PSD without its profile, so that row's reference is itself off). Size rule: a JPG made from another format is kept within the input's bytes down to SSIM 0.95 (see README); rows where ours is larger than the input are at that floor.`,
+    `Median of ${ctx.runs} runs for ours (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores); SSIM = mean luma SSIM at full resolution against the reference decode (dcraw -w for RAW, heif-convert for HEIC, avifdec for SDR AVIF, ImageMagick for the rest; CMYK converted through its ICC profile). Size rule: a JPG made from another format is kept within the input's bytes down to SSIM 0.95 (see README); rows where ours is larger than the input are at that floor.`,
     '',
     markdownTable(['file', 'bytes in', 'ours time', 'ours bytes', 'ours fmt', 'ours SSIM', 'IM q80 bytes', 'IM SSIM', 'vips q80 bytes', 'vips SSIM'], rows),
     '',
