@@ -14,7 +14,7 @@ import { detectFamily } from '../workers/decoders/detect.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress, encodeJpegWithin, JPEG_FLOOR_SSIM, outputFormat } from '../workers/universal.ts';
-import { ditheredPaletteBmp } from './helpers/made-files.ts';
+import { ditheredPaletteBmp, rangeMismatchAvif } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
@@ -101,6 +101,29 @@ describe('PSD without a real merged image (layers composited)', () => {
       const ref = execFileSync('/usr/bin/convert', [`${join(corpus, 'psd', name)}[0]`, 'png:-'], { maxBuffer: 64 << 20 });
       const score = ssim(await pixelsOf(ref), await pixelsOf(result.path));
       assert.ok(score > 0.97, `SSIM against ImageMagick ${score.toFixed(4)}`);
+    });
+  }
+});
+
+describe('AVIF colour range: the colr property, not the bitstream (MIAF)', () => {
+  // colr says full range with unspecified matrix (2/2/2), the AV1 bitstream says limited: read as
+  // limited, the picture is stretched by 16 % (7-8 levels off on average, SSIM 0.973-0.993).
+  // Debian's ImageMagick (libheif) follows colr, as libavif does; its decode is the reference.
+  const cases: [string, () => Promise<string>][] = [
+    ['a made file (avifenc, range flag set in colr)', () => rangeMismatchAvif(join(work, 'range-mismatch.avif'))],
+    ['avif/Irvine_CA.avif', async () => join(corpus, 'avif/Irvine_CA.avif')],
+  ];
+  for (const [name, make] of cases) {
+    it(`${name} decodes as ImageMagick and libavif show it`, async () => {
+      const file = await make();
+      const { decoded } = await decodeImage(await readFile(file), 'avif', limits);
+      const ours = await pixelsOf(await decoded.image.toColourspace('srgb').removeAlpha().png().toBuffer());
+      const ref = await pixelsOf(await sharp(execFileSync('/usr/bin/convert', [file, 'png:-'], { maxBuffer: 64 << 20 })).removeAlpha().png().toBuffer());
+      let diff = 0;
+      for (let i = 0; i < ours.data.length; i++) diff += Math.abs(ours.data[i] - ref.data[i]);
+      const mean = diff / ours.data.length;
+      const score = ssim(ref, ours);
+      assert.ok(mean < 2 && score > 0.999, `mean difference ${mean.toFixed(2)} levels, SSIM ${score.toFixed(4)}`);
     });
   }
 });

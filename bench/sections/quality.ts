@@ -10,7 +10,7 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import sharp from 'sharp';
-import { ditheredPaletteBmp, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx } from '../../test/helpers/made-files.ts';
+import { ditheredPaletteBmp, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx, rangeMismatchAvif } from '../../test/helpers/made-files.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
 import { ssim, type Pixels } from '../../workers/image/ssim.ts';
@@ -214,6 +214,7 @@ const KINDS: Record<string, Kind> = {
     inputs: async (ctx, made) => [
       ...(await corpusFiles(ctx, 'webp', 'avif', 'heic', 'tiff', 'bmp', 'psd', ...(process.env.BENCH_QUALITY_RAW ? ['raw'] : []))),
       await ditheredPaletteBmp(join(made, 'dithered-palette.bmp')),
+      await rangeMismatchAvif(join(made, 'range-mismatch.avif')),
     ],
     ours: universal,
     judge: async (input, dir) => {

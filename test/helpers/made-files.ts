@@ -1,8 +1,9 @@
 // Files made with the properties issues name, from the shared corpus, for the tests and the
-// benchmark alike: maximum-quality JPEG exports, a dithered palette BMP, and Office documents
-// whose pictures are what people paste into them (camera exports, photos saved as PNG).
+// benchmark alike: maximum-quality JPEG exports, a dithered palette BMP and TIFF, an AVIF whose
+// container and bitstream disagree on the colour range, and Office documents whose pictures are
+// what people paste into them (camera exports, photos saved as PNG).
 import { execFile } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import sharp from 'sharp';
@@ -41,6 +42,23 @@ export async function ditheredPaletteBmp(path: string, edge = 900): Promise<stri
   const png = `${path}.png`;
   await writeFile(png, await photo('craft-beer.jpg', edge));
   await exec('convert', [png, '-dither', 'FloydSteinberg', '-colors', '256', '-type', 'Palette', `BMP3:${path}`]);
+  return path;
+}
+
+/**
+ * An AVIF like those of early encoders: its `colr` property says full range with unspecified
+ * primaries, transfer and matrix (2/2/2), its AV1 bitstream says limited range. Made with libavif's
+ * avifenc (limited range throughout), then the `colr` range flag set.
+ */
+export async function rangeMismatchAvif(path: string, edge = 640): Promise<string> {
+  const png = `${path}.png`;
+  await writeFile(png, await photo('jpeg420exif.jpg', edge));
+  await exec('avifenc', ['--speed', '8', '--min', '20', '--max', '30', '--range', 'limited', '--cicp', '2/2/2', png, path]);
+  const avif = await readFile(path);
+  const nclx = avif.indexOf('colrnclx', 0, 'latin1');
+  if (nclx < 0) throw new Error('avifenc wrote no nclx colour property');
+  avif[nclx + 14] |= 0x80;
+  await writeFile(path, avif);
   return path;
 }
 

@@ -1,6 +1,7 @@
 import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
+import { withColrRange } from './av1-colour.ts';
 import { checkPixelBudget } from './limits.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
@@ -40,16 +41,17 @@ export function sharpError(err: unknown): JobError {
  * brand and does not know the sequence brand `avis`, although such files also carry a still
  * primary image (the first frame, as libavif writes them). A sequence with a primary item is
  * therefore read through a copy whose major brand says `avif`; one without fails as an
- * unsupported variant.
+ * unsupported variant. The colour range is the file's `colr` property's (see av1-colour.ts).
  */
-export function decodeAvif(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
+export function decodeAvif(input: Buffer, limits: DecodeLimits): Promise<Decoded> {
+  const bytes = withColrRange(input);
   const sequence = bytes.length > 16 && bytes.toString('latin1', 8, 12) === 'avis';
   if (!sequence) return decodeWithSharp(bytes, limits);
   const meta = bytes.indexOf('meta', 0, 'latin1');
   if (meta < 0 || meta > 4096 || bytes.indexOf('pitm', meta, 'latin1') < 0) {
     throw new JobError('image.unsupported_variant', 'This animated AVIF has no still primary image to read the first frame from.');
   }
-  const still = Buffer.from(bytes);
+  const still = bytes === input ? Buffer.from(bytes) : bytes;
   still.write('avif', 8, 'latin1');
   return decodeWithSharp(still, limits);
 }
