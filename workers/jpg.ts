@@ -2,7 +2,7 @@ import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
-import { encodeJpegAuto } from './image/encode.ts';
+import { encodeJpegAuto, type JpegSetting } from './image/encode.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { lumaQuantSum, ourLumaQuantSum } from './image/jpeg-quant.ts';
 import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
@@ -45,7 +45,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');
   let keptInput: boolean;
-  if (!resized && (await alreadyAsCoarse(job.inputPath, encoded.quality))) {
+  if (!resized && (await alreadyAsCoarse(job.inputPath, encoded))) {
     await copyFile(job.inputPath, path);
     keptInput = true;
   } else {
@@ -62,7 +62,7 @@ function displayed(width: number, height: number, orientation = 1): { width: num
   return orientation >= 5 ? { width: height, height: width } : { width, height };
 }
 
-async function alreadyAsCoarse(inputPath: string, quality: number): Promise<boolean> {
+async function alreadyAsCoarse(inputPath: string, setting: JpegSetting): Promise<boolean> {
   const input = lumaQuantSum(await readFile(inputPath));
-  return input !== undefined && (await ourLumaQuantSum(quality)) < input * MIN_COARSER;
+  return input !== undefined && (await ourLumaQuantSum(setting.quality, setting.table)) < input * MIN_COARSER;
 }

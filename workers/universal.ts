@@ -7,7 +7,7 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpegQuality, encodePng, jpegOptionsFor, proxyOf, type JudgedAt } from './image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, proxyOf, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
@@ -136,9 +136,8 @@ const CLEAR_MISS = 1.02;
 /** The quality search scores a tile proxy, which reads a little higher than the full image (≤ 0.0006 measured). */
 const PROXY_MARGIN = 0.001;
 
-export interface SizedJpeg {
+export interface SizedJpeg extends JpegSetting {
   data: Buffer;
-  quality: number;
   /** `target`: the usual automatic quality; `fit`: lowered to fit the size limit; `floor`: at the floor and still over it. */
   rule: 'target' | 'fit' | 'floor';
 }
@@ -160,14 +159,15 @@ export async function encodeJpegWithin(
   onStep?: (fraction: number) => void,
   judgedAt: JudgedAt = 'full',
 ): Promise<SizedJpeg> {
-  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, quality), exif);
-  const target = await chooseJpegQuality(pixels, undefined, judgedAt);
+  // One table set for every encode of the picture: the one the target's search chose.
+  const { quality: target, table } = await chooseJpeg(pixels, undefined, judgedAt);
+  const full = async (quality: number): Promise<Buffer> => insertExif(await encode(pixels, { quality, table }), exif);
   onStep?.(0.4);
   const first = await full(target);
-  if (maxBytes === undefined || first.length <= maxBytes) return { data: first, quality: target, rule: 'target' };
-  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt);
+  if (maxBytes === undefined || first.length <= maxBytes) return { data: first, quality: target, table, rule: 'target' };
+  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt, table);
   onStep?.(0.6);
-  if (floor >= target) return { data: first, quality: target, rule: 'floor' };
+  if (floor >= target) return { data: first, quality: target, table, rule: 'floor' };
   // Full-size encodes cost about a second at 12 MP, so sizes are predicted on the quality search's
   // tile proxy, scaled by the full/proxy ratio of the nearest full encode, and each prediction is
   // confirmed by one full encode: usually one or two of them.
@@ -181,7 +181,7 @@ export async function encodeJpegWithin(
       fulls.set(q, data);
       return data.length;
     }
-    const known = proxySizes.get(q) ?? (await encode(proxy, q)).length;
+    const known = proxySizes.get(q) ?? (await encode(proxy, { quality: q, table })).length;
     proxySizes.set(q, known);
     return known;
   };
@@ -211,10 +211,10 @@ export async function encodeJpegWithin(
       hi = a - 1;
     }
   }
-  if (best === null) return { data: fulls.get(floor) ?? (await full(floor)), quality: floor, rule: 'floor' };
-  return { data: fulls.get(best)!, quality: best, rule: 'fit' };
+  if (best === null) return { data: fulls.get(floor) ?? (await full(floor)), quality: floor, table, rule: 'floor' };
+  return { data: fulls.get(best)!, quality: best, table, rule: 'fit' };
 }
 
-function encode(p: Pixels, quality: number): Promise<Buffer> {
-  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptionsFor(p, quality)).toBuffer();
+function encode(p: Pixels, setting: JpegSetting): Promise<Buffer> {
+  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptionsFor(p, setting)).toBuffer();
 }

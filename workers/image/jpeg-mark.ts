@@ -20,20 +20,23 @@ export function markAsOurs(jpeg: Buffer): Buffer {
 
 /**
  * Who made this JPEG, as far as the bytes tell:
- * - `ours`: our signature and exactly our encoder's luminance table at a quality of its search
- *   range. A file edited elsewhere may keep the comment but not the table, and is not ours any more.
- * - `same-tables`: our encoder's table at a quality below the top of the search range, unsigned:
- *   an output of a compressd version that did not sign yet, ours with its metadata stripped, or
- *   another mozjpeg optimiser's at a quality it chose. The top quality is left out: that is where
- *   our search stops only on rare hard images, and where mozjpeg "maximum quality" exports sit.
+ * - `ours`: our signature and exactly our encoder's luminance table (mozjpeg's or the standard
+ *   set, see QuantTable) at a quality of its search range. A file edited elsewhere may keep the
+ *   comment but not the table, and is not ours any more.
+ * - `same-tables`: mozjpeg's table at a quality below the top of the search range, unsigned:
+ *   an output of a compressd version that did not sign yet (those only wrote mozjpeg's tables),
+ *   ours with its metadata stripped, or another mozjpeg optimiser's at a quality it chose. The
+ *   top quality is left out: that is where our search stops only on rare hard images, and where
+ *   mozjpeg "maximum quality" exports sit. The standard tables never count unsigned: they are
+ *   what nearly every other encoder writes.
  * - `other`: anything else, including every quality-96–100 export (near all-ones tables).
  */
 export async function jpegOrigin(jpeg: Buffer): Promise<'ours' | 'same-tables' | 'other'> {
   const table = lumaQuantTable(jpeg);
-  const quality = table && (await ourQualityOf(table));
-  if (quality === undefined) return 'other';
-  if (hasSignature(jpeg)) return 'ours';
-  return quality < MAX_QUALITY ? 'same-tables' : 'other';
+  if (!table) return 'other';
+  const quality = await ourQualityOf(table, 3);
+  if (hasSignature(jpeg) && (quality !== undefined || (await ourQualityOf(table, 0)) !== undefined)) return 'ours';
+  return quality !== undefined && quality < MAX_QUALITY ? 'same-tables' : 'other';
 }
 
 function hasSignature(jpeg: Buffer): boolean {

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { jpegOptions, MAX_QUALITY, MIN_QUALITY } from './encode.ts';
+import { jpegOptions, MAX_QUALITY, MIN_QUALITY, type QuantTable } from './encode.ts';
 
 /**
  * Sum of the luminance quantisation table (id 0) of a JPEG: a measure of how coarsely it was
@@ -38,38 +38,38 @@ export function* headerSegments(jpeg: Uint8Array): Generator<{ marker: number; s
   }
 }
 
-const ours = new Map<number, number[]>();
+const ours = new Map<string, number[]>();
 
-/** The luminance table our own encoder uses at `quality` (found by encoding a tiny image once). */
-async function ourTable(quality: number): Promise<number[]> {
-  let table = ours.get(quality);
+/** The luminance table our own encoder uses at `quality` with `tables` (found by encoding a tiny image once). */
+async function ourTable(quality: number, tables: QuantTable): Promise<number[]> {
+  let table = ours.get(`${tables}:${quality}`);
   if (table === undefined) {
-    const probe = await sharp({ create: { width: 16, height: 16, channels: 3, background: '#808080' } }).jpeg(jpegOptions(quality)).toBuffer();
+    const probe = await sharp({ create: { width: 16, height: 16, channels: 3, background: '#808080' } }).jpeg(jpegOptions(quality, true, tables)).toBuffer();
     table = lumaQuantTable(probe) ?? [];
-    ours.set(quality, table);
+    ours.set(`${tables}:${quality}`, table);
   }
   return table;
 }
 
-export async function ourLumaQuantSum(quality: number): Promise<number> {
-  return (await ourTable(quality)).reduce((a, b) => a + b, 0);
+export async function ourLumaQuantSum(quality: number, tables: QuantTable = 3): Promise<number> {
+  return (await ourTable(quality, tables)).reduce((a, b) => a + b, 0);
 }
 
 /**
  * The quality in our search range (MIN_QUALITY–MAX_QUALITY) at which our encoder produces exactly
- * this luminance table, if any. Qualities above the range are never matched: there every encoder's
+ * this luminance table with `tables`, if any. Qualities above the range are never matched: there every encoder's
  * table converges to all ones, so equality says nothing about who wrote the file, and our encoder
  * never writes them. Binary search on the table sum, which falls as quality rises.
  */
-export async function ourQualityOf(table: number[]): Promise<number | undefined> {
+export async function ourQualityOf(table: number[], tables: QuantTable = 3): Promise<number | undefined> {
   const sum = table.reduce((a, b) => a + b, 0);
   let lo = MIN_QUALITY;
   let hi = MAX_QUALITY;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if ((await ourLumaQuantSum(mid)) > sum) lo = mid + 1;
+    if ((await ourLumaQuantSum(mid, tables)) > sum) lo = mid + 1;
     else hi = mid;
   }
-  const candidate = await ourTable(lo);
+  const candidate = await ourTable(lo, tables);
   return candidate.length === 64 && candidate.every((v, i) => v === table[i]) ? lo : undefined;
 }

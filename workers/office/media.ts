@@ -1,6 +1,6 @@
 import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
-import { chooseJpegQuality, jpegOptionsFor } from '../image/encode.ts';
+import { chooseJpeg, jpegOptionsFor } from '../image/encode.ts';
 import { jpegOrigin, markAsOurs } from '../image/jpeg-mark.ts';
 import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
@@ -113,9 +113,9 @@ async function encodeJpeg(img: Sharp, keepOrientation: boolean): Promise<Recompr
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
   const pixels = { data, width: info.width, height: info.height, channels: info.channels };
-  const quality = await chooseJpegQuality(pixels, JPEG_TARGET_SSIM);
+  const setting = await chooseJpeg(pixels, JPEG_TARGET_SSIM);
   const encoder = keepOrientation ? base.clone().keepMetadata() : sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } });
-  const out = await encoder.jpeg(jpegOptionsFor(pixels, quality)).toBuffer({ resolveWithObject: true });
+  const out = await encoder.jpeg(jpegOptionsFor(pixels, setting)).toBuffer({ resolveWithObject: true });
   return { data: markAsOurs(out.data), width: out.info.width, height: out.info.height };
 }
 
