@@ -4,13 +4,14 @@
 // the files where we are more than 5 % bigger than the strongest peer. One metric for all: mean
 // luma SSIM at full resolution (workers/image/ssim.ts) against a reference decode of the input.
 // Inputs: the shared corpus plus files made with the properties of issue 19 (test/helpers/made-files.ts).
+// Universal inputs are scored against one reference decode, which every peer also encodes from.
 // Writes bench/results/quality*.png; a run of every kind also rewrites README's "How well it
 // compresses" table and its charts in docs/bench/.
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import sharp from 'sharp';
-import { ditheredPaletteBmp, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx, rangeMismatchAvif } from '../../test/helpers/made-files.ts';
+import { ditheredPaletteBmp, ditheredPaletteTiff, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx, rangeMismatchAvif } from '../../test/helpers/made-files.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
 import { ssim, type Pixels } from '../../workers/image/ssim.ts';
@@ -214,6 +215,7 @@ const KINDS: Record<string, Kind> = {
     inputs: async (ctx, made) => [
       ...(await corpusFiles(ctx, 'webp', 'avif', 'heic', 'tiff', 'bmp', 'psd', ...(process.env.BENCH_QUALITY_RAW ? ['raw'] : []))),
       await ditheredPaletteBmp(join(made, 'dithered-palette.bmp')),
+      await ditheredPaletteTiff(join(made, 'dithered-palette.tif')),
       await rangeMismatchAvif(join(made, 'range-mismatch.avif')),
     ],
     ours: universal,

@@ -46,6 +46,18 @@ export async function ditheredPaletteBmp(path: string, edge = 900): Promise<stri
 }
 
 /**
+ * A palette TIFF of a photo reduced to 64 colours with Floyd–Steinberg dithering, LZW-compressed
+ * (what "save as indexed colour" in an image editor or an old scanner driver gives): small as a
+ * file, and full of dither that JPEG must keep or smooth away. Made with ImageMagick.
+ */
+export async function ditheredPaletteTiff(path: string, edge = 800): Promise<string> {
+  const png = `${path}.png`;
+  await writeFile(png, await photo('phone-IMG_20180725_163423.jpg', edge));
+  await exec('convert', [png, '-dither', 'FloydSteinberg', '-colors', '64', '-type', 'Palette', '-compress', 'LZW', `TIFF:${path}`]);
+  return path;
+}
+
+/**
  * An AVIF like those of early encoders: its `colr` property says full range with unspecified
  * primaries, transfer and matrix (2/2/2), its AV1 bitstream says limited range. Made with libavif's
  * avifenc (limited range throughout), then the `colr` range flag set.
