@@ -178,11 +178,12 @@ function rawOf(info: { width: number; height: number; channels: number }): Creat
 export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full'): Promise<JpegSetting> {
   let mozjpeg = await searchQuality(pixels, target, judgedAt, 3);
   if (mozjpeg.quality < STANDARD_TABLES_FROM) return { quality: mozjpeg.quality, table: 3 };
-  let standard = await searchQuality(pixels, target, judgedAt, 0);
+  // The standard tables reach a given SSIM a few qualities lower (measured: 2-5).
+  let standard = await searchQuality(pixels, target, judgedAt, 0, mozjpeg.quality - 3);
   const common = Math.min(mozjpeg.ssim, standard.ssim, target);
   if (mozjpeg.ssim < target || standard.ssim < target) {
-    if (mozjpeg.quality === MAX_QUALITY && mozjpeg.ssim > common) mozjpeg = await searchQuality(pixels, common, judgedAt, 3);
-    if (standard.quality === MAX_QUALITY && standard.ssim > common) standard = await searchQuality(pixels, common, judgedAt, 0);
+    if (mozjpeg.quality === MAX_QUALITY && mozjpeg.ssim > common) mozjpeg = await searchQuality(pixels, common, judgedAt, 3, MAX_QUALITY - 2);
+    if (standard.quality === MAX_QUALITY && standard.ssim > common) standard = await searchQuality(pixels, common, judgedAt, 0, MAX_QUALITY - 3);
   }
   const proxy = proxyOf(pixels);
   // Huffman-optimised baseline: ranks the two as the final progressive encodes do, at less cost.
@@ -202,8 +203,11 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   return (await searchQuality(pixels, target, judgedAt, table)).quality;
 }
 
-/** chooseJpegQuality's answer and the proxy SSIM it reaches (as a full-resolution figure). */
-async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt, table: QuantTable): Promise<{ quality: number; ssim: number }> {
+/**
+ * chooseJpegQuality's answer and the proxy SSIM it reaches (as a full-resolution figure); the
+ * first probe at `start` (a later search of the same picture starts near an earlier answer).
+ */
+async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt, table: QuantTable, start = PROBE_QUALITY): Promise<{ quality: number; ssim: number }> {
   const proxy = proxyOf(pixels);
   const binned = judgedAt === 'sensor';
   const view = (y: Float32Array) => (binned ? bin2x2(y, proxy.width, proxy.height) : y);
@@ -245,8 +249,8 @@ async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt,
   };
   const logLoss = (s: number): number => Math.log(Math.max(1e-6, 1 - s));
   const goal = logLoss(target);
-  await probe(PROBE_QUALITY);
-  await probe(seen[0].s >= target ? PROBE_QUALITY - PROBE_STEP : PROBE_QUALITY + PROBE_STEP);
+  await probe(start);
+  await probe(seen[0].s >= target ? Math.max(MIN_QUALITY, start - PROBE_STEP) : Math.min(MAX_QUALITY, start + PROBE_STEP));
   while (hi - lo > 1) {
     const ends = seen.filter((p) => p.q === lo || p.q === hi);
     const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
