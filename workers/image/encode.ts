@@ -66,7 +66,7 @@ const fineChromaOf = new WeakMap<Uint8Array, boolean>();
 export function jpegOptionsFor(pixels: Pixels, quality: number): JpegOptions {
   let fine = fineChromaOf.get(pixels.data);
   if (fine === undefined) {
-    fine = hasFineChroma(proxyOf(pixels));
+    fine = hasFineChroma(probesOf(pixels).proxy);
     fineChromaOf.set(pixels.data, fine);
   }
   return jpegOptions(quality, fine);
@@ -153,24 +153,9 @@ function rawOf(info: OutputInfo): CreateRaw {
  * binnedTarget(target)).
  */
 export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full'): Promise<number> {
-  const proxy = proxyOf(pixels);
-  const binned = judgedAt === 'sensor';
-  const view = (y: Float32Array) => (binned ? bin2x2(y, proxy.width, proxy.height) : y);
-  const [w, h] = binned ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
-  if (binned) target = binnedTarget(target);
-  const reference = view(luma(proxy));
-  const cache = new Map<number, number>();
-  const score = async (q: number): Promise<number> => {
-    const hit = cache.get(q);
-    if (hit !== undefined) return hit;
-    const encoded = await sharp(proxy.data, { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } })
-      .jpeg(probeOptions(jpegOptionsFor(pixels, q)))
-      .toBuffer();
-    const decoded = await sharp(encoded).raw().toBuffer({ resolveWithObject: true });
-    const s = ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels })), w, h);
-    cache.set(q, s);
-    return s;
-  };
+  const probes = probesOf(pixels);
+  if (judgedAt === 'sensor') target = binnedTarget(target);
+  const score = (q: number): Promise<number> => probes.score(q, judgedAt);
   // Probe two typical qualities, then aim at the target along the secant of log(1 - SSIM),
   // which is nearly linear in quality: through the bracket [lo fails, hi passes] once both ends
   // are measured, through the two measurements nearest the target before that. A bracket end
@@ -228,6 +213,61 @@ const PROBE_QUALITY = 80;
 const PROBE_STEP = 5;
 /** Largest move of one extrapolated probe. */
 const MAX_JUMP = 15;
+
+interface Probes {
+  proxy: Pixels;
+  /** Proxy SSIM of quality q as judged at `judgedAt` (memoised). */
+  score(q: number, judgedAt: JudgedAt): Promise<number>;
+  /** Bytes of the proxy's probe encode at q (memoised with the scores). */
+  size(q: number): Promise<number>;
+}
+
+const probesByPixels = new WeakMap<Uint8Array, Probes>();
+
+/**
+ * The quality probes of one image, shared by every search on it (the universal compressor's
+ * target and floor searches probe many of the same qualities): the proxy is cut once, each
+ * quality is encoded and decoded once, and each reference luma is computed once.
+ */
+export function probesOf(pixels: Pixels): Probes {
+  const known = probesByPixels.get(pixels.data);
+  if (known) return known;
+  const proxy = proxyOf(pixels);
+  const raw = { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 };
+  const sizes = new Map<number, number>();
+  const scores = new Map<string, Promise<number>>();
+  const references = new Map<JudgedAt, Float32Array>();
+  const view = (y: Float32Array, judgedAt: JudgedAt) => (judgedAt === 'sensor' ? bin2x2(y, proxy.width, proxy.height) : y);
+  const encode = async (q: number): Promise<Buffer> => {
+    const jpeg = await sharp(proxy.data, { raw }).jpeg(probeOptions(jpegOptionsFor(pixels, q))).toBuffer();
+    sizes.set(q, jpeg.length);
+    return jpeg;
+  };
+  const probes: Probes = {
+    proxy,
+    size: async (q) => sizes.get(q) ?? (await encode(q)).length,
+    score: (q, judgedAt) => {
+      const key = `${judgedAt}:${q}`;
+      let hit = scores.get(key);
+      if (!hit) {
+        hit = (async () => {
+          const decoded = await sharp(await encode(q)).raw().toBuffer({ resolveWithObject: true });
+          let reference = references.get(judgedAt);
+          if (!reference) {
+            reference = view(luma(proxy), judgedAt);
+            references.set(judgedAt, reference);
+          }
+          const [w, h] = judgedAt === 'sensor' ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
+          return ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels }), judgedAt), w, h);
+        })();
+        scores.set(key, hit);
+      }
+      return hit;
+    },
+  };
+  probesByPixels.set(pixels.data, probes);
+  return probes;
+}
 
 /** Mean of every 2×2 block (odd last row or column dropped). */
 function bin2x2(y: Float32Array, width: number, height: number): Float32Array {
