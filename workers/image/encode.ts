@@ -38,6 +38,8 @@ export interface JpegAutoOptions {
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
   /** Full-resolution luma SSIM to reach instead of JPEG_TARGET_SSIM. */
   targetSsim?: number;
+  /** Asked with the chosen quality before the full-size encode; false skips it (encodeJpegAuto then returns null). */
+  worthEncoding?: (quality: number) => Promise<boolean>;
 }
 
 export interface JpegEncoded {
@@ -128,7 +130,7 @@ export function binnedTarget(target: number): number {
  * transparency is flattened onto white. With keepMetadata, EXIF (orientation included), ICC and
  * XMP are carried over and the pixels are not rotated.
  */
-export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Promise<JpegEncoded> {
+export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Promise<JpegEncoded | null> {
   const progress = opts.progress ?? (() => {});
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   progress(10, 'decoding');
@@ -137,6 +139,7 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const target = (opts.targetSsim ?? JPEG_TARGET_SSIM) + PROXY_MARGIN;
   const pixels = { data, width: info.width, height: info.height, channels: info.channels };
   const quality = await chooseJpegQuality(pixels, target);
+  if (opts.worthEncoding && !(await opts.worthEncoding(quality))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? base.clone().keepMetadata() : sharp(data, { raw: rawOf(info) });
   const out = await encoder.jpeg(jpegOptionsFor(pixels, quality)).toBuffer({ resolveWithObject: true });
