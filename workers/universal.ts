@@ -178,7 +178,7 @@ export async function encodeJpegWithin(
   // predicted: the quality search's proxy probe at q times a full/proxy ratio. The first ratio is
   // measured at the target quality on a plain encode without trellis (a quarter of the cost;
   // within -0.5 %..+5 % of the real ratio on camera photos), times what the final scan search
-  // saves on the proxy (0.5 % on most photos, 45 % on a dark one); every full encode then
+  // saves on the proxy (0.5 % on most photos, 20–70 % on a dark one); every full encode then
   // measures it exactly. A small image is its own proxy: its predictions are its full encodes.
   const probes = probesOf(pixels);
   const small = probes.proxy === pixels;

@@ -96,8 +96,9 @@ export function hasFineChroma(p: Pixels): boolean {
 
 /**
  * The same quantisation as jpegOptions (trellis included, so the decoded pixels are identical,
- * byte for byte), coded as plain baseline: what a quality probe needs, since only its pixels are
- * scored. Skips the Huffman optimisation and the progressive scan search.
+ * byte for byte), without mozjpeg's progressive scan search: what a quality probe needs, since
+ * only its pixels and its approximate size are used. (sharp keeps mozjpeg's progressive mode, and a
+ * truly baseline encode would not do: mozjpeg's trellis decisions depend on the scan layout.)
  */
 export function probeOptions(options: JpegOptions): JpegOptions {
   return { ...options, progressive: false, optimiseScans: false, optimiseCoding: false };
