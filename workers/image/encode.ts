@@ -162,43 +162,33 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   const score = (q: number): Promise<number> => probes.score(q, judgedAt);
   // Probe two typical qualities, then aim at the target along the secant of log(1 - SSIM),
   // which is nearly linear in quality: through the bracket [lo fails, hi passes] once both ends
-  // are measured, through the two measurements nearest the target before that. Each round probes
-  // the aim and the quality above it at once (two encodes run in parallel on libvips'
-  // threads), so a good aim closes the bracket in one round. A bracket end that moves twice in a
-  // row pulls the next aim halfway to the middle (the Illinois safeguard against creeping along a
-  // curved stretch). 4-6 proxy encodes in 2-3 rounds in practice.
+  // are measured, through the two measurements nearest the target before that. A bracket end
+  // that moves twice in a row pulls the next probe halfway to the middle (the Illinois safeguard
+  // against creeping one quality at a time along a curved stretch). 3-5 proxy encodes in practice.
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
   const seen: { q: number; s: number }[] = [];
   let sameSide = 0;
-  let lastMove: 'lo' | 'hi' | 'both' | undefined;
-  const round = async (qualities: number[]): Promise<void> => {
-    const scores = await Promise.all(qualities.map(score));
-    let move: 'lo' | 'hi' | 'both' | undefined;
-    qualities.forEach((q, i) => {
-      seen.push({ q, s: scores[i] });
-      const side = scores[i] >= target ? 'hi' : 'lo';
-      if (side === 'hi') hi = Math.min(hi, q);
-      else lo = Math.max(lo, q);
-      move = move === undefined || move === side ? side : 'both';
-    });
-    sameSide = move !== 'both' && move === lastMove ? sameSide + 1 : 0;
-    lastMove = move;
+  const probe = async (q: number): Promise<void> => {
+    const s = await score(q);
+    seen.push({ q, s });
+    const pass = s >= target;
+    sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= target ? sameSide + 1 : 0;
+    if (pass) hi = q;
+    else lo = q;
   };
   const logLoss = (s: number): number => Math.log(Math.max(1e-6, 1 - s));
   const goal = logLoss(target);
-  await round([PROBE_QUALITY, PROBE_QUALITY + PROBE_STEP]);
+  await probe(PROBE_QUALITY);
+  await probe(seen[0].s >= target ? PROBE_QUALITY - PROBE_STEP : PROBE_QUALITY + PROBE_STEP);
   while (hi - lo > 1) {
     const ends = seen.filter((p) => p.q === lo || p.q === hi);
     const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
     const la = logLoss(a.s);
     const lb = logLoss(b.s);
-    let aim = la !== lb ? a.q + ((la - goal) / (la - lb)) * (b.q - a.q) : (lo + hi) / 2;
-    if (ends.length === 2 && sameSide >= 1) aim = (aim + (lo + hi) / 2) / 2;
-    const last = seen[seen.length - 1].q;
-    aim = Math.min(hi - 1, Math.max(lo + 1, Math.min(aim, last + MAX_JUMP), last - MAX_JUMP));
-    const below = Math.min(hi - 2, Math.max(lo + 1, Math.round(aim)));
-    await round(hi - lo <= 2 ? [lo + 1] : [below, below + 1]);
+    let q = la !== lb ? Math.round(a.q + ((la - goal) / (la - lb)) * (b.q - a.q)) : Math.round((lo + hi) / 2);
+    if (ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
+    await probe(Math.min(hi - 1, Math.max(lo + 1, Math.min(q, seen[seen.length - 1].q + MAX_JUMP), seen[seen.length - 1].q - MAX_JUMP)));
   }
   // SSIM is monotonic in quality on ordinary images, but not where the signal is mostly noise a
   // few code values deep (nearly black or flat images): there whether trellis keeps that noise
