@@ -13,8 +13,16 @@ export class Canvas {
   private saved: { rgb: Int16Array; luma: Float32Array } | undefined;
 
   constructor(readonly width: number, readonly height: number) {
-    this.rgb = new Int16Array(width * height * 3).fill(-1);
-    this.luma = new Float32Array(width * height).fill(255);
+    this.rgb = new Int16Array(width * height * 3);
+    this.luma = new Float32Array(width * height);
+    this.clear();
+  }
+
+  /** Back to nothing drawn, as before the first frame. */
+  clear(): void {
+    this.rgb.fill(-1);
+    this.luma.fill(255);
+    this.saved = undefined;
   }
 
   /** Draws a frame whose pixels are `indices` (stream order); call `dispose` after showing it. */

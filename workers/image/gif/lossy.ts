@@ -34,7 +34,7 @@ const FIRST_THRESHOLD = 8;
  */
 export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number }> {
   const gifs = new GifRecompressor(gif);
-  const steps = Math.max(MIN_STEPS, Math.min(MAX_STEPS, Math.floor(STEP_BUDGET / Math.max(1, gifs.screenPixels))));
+  const steps = Math.max(MIN_STEPS, Math.min(MAX_STEPS, Math.floor(STEP_BUDGET / Math.max(1, gifs.framePixels))));
   let best = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
   let lo = 0;
   let hi = MAX_THRESHOLD;
@@ -42,6 +42,7 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
   const seen: { t: number; loss: number }[] = [];
   for (let i = 0; i < steps; i++) {
     const { data, ssim } = gifs.recompress(t);
+    if (process.env.GIF_TRACE) console.log("step", i, t.toFixed(2), ssim.toFixed(5), data.length);
     onStep?.((i + 1) / steps);
     await new Promise((r) => setImmediate(r));
     if (ssim >= GIF_TARGET_SSIM + MARGIN) {
