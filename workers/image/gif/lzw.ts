@@ -16,9 +16,16 @@ export function lzwDecode(data: Uint8Array, minCodeSize: number, pixelCount: num
   const out = new Uint8Array(pixelCount);
   const clear = 1 << minCodeSize;
   const eoi = clear + 1;
+  // Per code: the code of its string minus the last pixel, that pixel, the first pixel and the length.
   const prefix = new Int16Array(MAX_CODES);
   const suffix = new Uint8Array(MAX_CODES);
-  const stack = new Uint8Array(MAX_CODES + 1);
+  const firstOf = new Uint8Array(MAX_CODES);
+  const length = new Uint16Array(MAX_CODES);
+  for (let k = 0; k < clear; k++) {
+    suffix[k] = k;
+    firstOf[k] = k;
+    length[k] = 1;
+  }
   let codeSize = minCodeSize + 1;
   let next = eoi + 1;
   let prev = -1;
@@ -50,19 +57,27 @@ export function lzwDecode(data: Uint8Array, minCodeSize: number, pixelCount: num
     }
     if (code > next) throw new Error('LZW: code out of range');
     // code === next is the KwKwK case: the string of prev followed by its own first pixel.
-    let c = code === next ? prev : code;
-    let sp = 0;
-    while (c > eoi) {
-      stack[sp++] = suffix[c];
+    const known = code < next;
+    const first = firstOf[known ? code : prev];
+    const len = known ? length[code] : length[prev] + 1;
+    // The string is written back to front, from its last pixel along the prefixes.
+    const end = Math.min(o + len, pixelCount);
+    let c = known ? code : prev;
+    let k = o + len - 1;
+    if (!known) {
+      if (k < pixelCount) out[k] = first;
+      k--;
+    }
+    for (; k >= o; k--) {
+      if (k < end) out[k] = suffix[c];
       c = prefix[c];
     }
-    stack[sp++] = c;
-    const first = c;
-    while (sp > 0 && o < pixelCount) out[o++] = stack[--sp];
-    if (code === next && o < pixelCount) out[o++] = first;
+    o = end;
     if (next < MAX_CODES) {
       prefix[next] = prev;
       suffix[next] = first;
+      firstOf[next] = firstOf[prev];
+      length[next] = length[prev] + 1;
       next++;
       if (next === 1 << codeSize && codeSize < 12) codeSize++;
     }

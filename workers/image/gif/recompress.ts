@@ -86,11 +86,12 @@ export class GifRecompressor {
       const data = lzwEncode(frame.indices, f.minCodeSize, { rgb: f.palette, transparent }, threshold, backdrop, indices);
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent, data });
       shown.draw({ ...frame, transparent }, indices);
-      total += score.update(wanted.luma, shown.luma, changes.x0, changes.y0, changes.x1, changes.y1);
+      // Threshold 0 shows exactly the input: nothing to score.
+      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes.x0, changes.y0, changes.x1, changes.y1);
       wanted.dispose(f);
       shown.dispose(frame);
     });
-    return { data: writeGif(this.file, encoded), ssim: frames.length > 0 ? total / frames.length : 1 };
+    return { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1 };
   }
 
   /**
