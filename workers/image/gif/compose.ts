@@ -31,13 +31,14 @@ export class Canvas {
     const { rgb, luma, width } = this;
     const pal = paletteOf(f.palette);
     const { rows, x1 } = this.span(f);
+    const { left, transparent } = f;
     for (let r = 0; r < rows.length; r++) {
       const y = rows[r];
       if (y < 0) continue;
       let pos = r * f.width;
-      for (let x = f.left, i = y * width + x; x < x1; x++, i++, pos++) {
+      for (let x = left, i = y * width + x; x < x1; x++, i++, pos++) {
         const k = indices[pos];
-        if (k === f.transparent) continue;
+        if (k === transparent) continue;
         rgb[i * 3] = pal[k * 4];
         rgb[i * 3 + 1] = pal[k * 4 + 1];
         rgb[i * 3 + 2] = pal[k * 4 + 2];

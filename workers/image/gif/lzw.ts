@@ -176,7 +176,8 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
           bestEnd = p;
           bestErr = e;
         }
-        if (p < n) {
+        const first = firstChild[node[d]];
+        if (p < n && first >= 0) {
           const want = indices[p];
           let r, g, b;
           if (target && at) {
@@ -195,7 +196,7 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
           wr[d] = r + er[d];
           wg[d] = g + eg[d];
           wb[d] = b + eb[d];
-          child[d] = firstChild[node[d]];
+          child[d] = first;
         } else {
           child[d] = -1;
         }
