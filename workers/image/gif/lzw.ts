@@ -212,25 +212,17 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
               fer = (er[d] * 3) >> 2;
               feg = (eg[d] * 3) >> 2;
               feb = (eb[d] * 3) >> 2;
+            } else if (s === tr && under && at && under[at[pos + 1 + d]] < 0) {
+              // Transparent over nothing: fits only where nothing is wanted either.
+              if (!nothing[d]) continue;
+              fe = errSum[d];
+              fer = feg = feb = 0;
             } else {
               let sr, sg, sb;
               if (s === tr) {
                 if (!under || !at) continue;
                 const p2 = at[pos + 1 + d];
                 sr = under[p2];
-                if (sr < 0) {
-                  if (!nothing[d]) continue;
-                  fe = errSum[d];
-                  fer = feg = feb = 0;
-                  child[d] = nextSibling[c];
-                  node[d + 1] = c;
-                  errSum[d + 1] = fe;
-                  er[d + 1] = fer;
-                  eg[d + 1] = feg;
-                  eb[d + 1] = feb;
-                  descended = true;
-                  break;
-                }
                 sg = under[p2 + 1];
                 sb = under[p2 + 2];
               } else {
