@@ -111,6 +111,7 @@ async function perFile(ctx: BenchContext, work: string): Promise<Measured[]> {
     const inputs: string[] = [];
     for (const d of DIRS[kind.name]) for (const f of (await readdir(join(ctx.corpus, d))).sort()) inputs.push(join(ctx.corpus, d, f));
     if (kind.name === 'PNG') inputs.push(generated.noise, generated.photo);
+    if (kind.name === 'GIF') inputs.push(generated.screenGif, generated.photoGif, generated.spriteGif);
     for (const input of inputs) {
       if (!(await bigEnough(kind.name, input))) continue;
       const mine = await timed(ctx.runs, async () => {
@@ -209,7 +210,7 @@ export default async function speed(ctx: BenchContext): Promise<string> {
   return [
     '## Speed against single-shot peers',
     '',
-    `Medians of ${ctx.runs} runs (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores). Files of at least 1 MP (PDF, Office and RAW: 1 MB); ratio = our time / the fastest applicable peer's time in the same run. PNG includes two generated files: 2400×2400 RGBA noise and a 4000×3000 photo-like PNG (gradients + noise).`,
+    `Medians of ${ctx.runs} runs (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores). Files of at least 1 MP (PDF, Office and RAW: 1 MB); ratio = our time / the fastest applicable peer's time in the same run. PNG includes two generated files: 2400×2400 RGBA noise and a 4000×3000 photo-like PNG (gradients + noise); GIF three generated animations: a 1280×720 screen recording (48 frames), a 640×400 photo-like pan (30 frames) and a 480×360 sprite loop (150 frames).`,
     '',
     markdownTable(['kind', 'files', 'median time ratio', 'worst file'], summary),
     '',
