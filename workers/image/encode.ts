@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
+import type { CreateRaw, JpegOptions, OutputInfo, Sharp } from 'sharp';
 import { proxyOf } from './proxy.ts';
 import { ssimOfLuma, luma, type Pixels } from './ssim.ts';
 
@@ -58,6 +58,8 @@ export interface JpegAutoOptions {
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
   /** Full-resolution luma SSIM to reach instead of JPEG_TARGET_SSIM. */
   targetSsim?: number;
+  /** Asked with the chosen setting before the full-size encode; false skips it (encodeJpegAuto then returns null). */
+  worthEncoding?: (setting: JpegSetting) => Promise<boolean>;
 }
 
 export interface JpegEncoded {
@@ -88,7 +90,7 @@ const fineChromaOf = new WeakMap<Uint8Array, boolean>();
 export function jpegOptionsFor(pixels: Pixels, setting: JpegSetting): JpegOptions {
   let fine = fineChromaOf.get(pixels.data);
   if (fine === undefined) {
-    fine = hasFineChroma(proxyOf(pixels));
+    fine = hasFineChroma(probesOf(pixels).proxy);
     fineChromaOf.set(pixels.data, fine);
   }
   return jpegOptions(setting.quality, fine, setting.table);
@@ -116,8 +118,9 @@ export function hasFineChroma(p: Pixels): boolean {
 
 /**
  * The same quantisation as jpegOptions (trellis included, so the decoded pixels are identical,
- * byte for byte), coded as plain baseline: what a quality probe needs, since only its pixels are
- * scored. Skips the Huffman optimisation and the progressive scan search.
+ * byte for byte), without mozjpeg's progressive scan search: what a quality probe needs, since
+ * only its pixels and its approximate size are used. (sharp keeps mozjpeg's progressive mode, and a
+ * truly baseline encode would not do: mozjpeg's trellis decisions depend on the scan layout.)
  */
 export function probeOptions(options: JpegOptions): JpegOptions {
   return { ...options, progressive: false, optimiseScans: false, optimiseCoding: false };
@@ -150,7 +153,7 @@ export function binnedTarget(target: number): number {
  * transparency is flattened onto white. With keepMetadata, EXIF (orientation included), ICC and
  * XMP are carried over and the pixels are not rotated.
  */
-export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Promise<JpegEncoded> {
+export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Promise<JpegEncoded | null> {
   const progress = opts.progress ?? (() => {});
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   progress(10, 'decoding');
@@ -159,21 +162,22 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const target = (opts.targetSsim ?? JPEG_TARGET_SSIM) + PROXY_MARGIN;
   const pixels = { data, width: info.width, height: info.height, channels: info.channels };
   const setting = await chooseJpeg(pixels, target);
+  if (opts.worthEncoding && !(await opts.worthEncoding(setting))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? base.clone().keepMetadata() : sharp(data, { raw: rawOf(info) });
   const out = await encoder.jpeg(jpegOptionsFor(pixels, setting)).toBuffer({ resolveWithObject: true });
   return { data: out.data, ...setting, width: out.info.width, height: out.info.height };
 }
 
-function rawOf(info: { width: number; height: number; channels: number }): CreateRaw {
+function rawOf(info: OutputInfo): CreateRaw {
   return { width: info.width, height: info.height, channels: info.channels as 1 | 2 | 3 | 4 };
 }
 
 /**
  * The setting of the smallest JPEG reaching the target: the quality search with mozjpeg's tables,
  * and for pictures with fine detail (STANDARD_TABLES_FROM) with the standard tables too, the two
- * answers compared by their size on the proxy. When a search stops at MAX_QUALITY short of the
- * target, the two are compared at the SSIM both reach.
+ * answers compared by the size of their proxy probes. When a search stops at MAX_QUALITY short of
+ * the target, the two are compared at the SSIM both reach.
  */
 export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full'): Promise<JpegSetting> {
   let mozjpeg = await searchQuality(pixels, target, judgedAt, 3);
@@ -185,13 +189,10 @@ export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PRO
     if (mozjpeg.quality === MAX_QUALITY && mozjpeg.ssim > common) mozjpeg = await searchQuality(pixels, common, judgedAt, 3, MAX_QUALITY - 2);
     if (standard.quality === MAX_QUALITY && standard.ssim > common) standard = await searchQuality(pixels, common, judgedAt, 0, MAX_QUALITY - 3);
   }
-  const proxy = proxyOf(pixels);
-  // Huffman-optimised baseline: ranks the two as the final progressive encodes do, at less cost.
-  const size = async (s: JpegSetting) =>
-    (await sharp(proxy.data, { raw: rawOf(proxy) }).jpeg({ ...jpegOptionsFor(pixels, s), progressive: false, optimiseCoding: true }).toBuffer()).length;
+  const probes = probesOf(pixels);
   const a: JpegSetting = { quality: mozjpeg.quality, table: 3 };
   const b: JpegSetting = { quality: standard.quality, table: 0 };
-  return (await size(b)) < (await size(a)) ? b : a;
+  return (await probes.size(b)) < (await probes.size(a)) ? b : a;
 }
 
 /**
@@ -208,27 +209,13 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
  * first probe at `start` (a later search of the same picture starts near an earlier answer).
  */
 async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt, table: QuantTable, start = PROBE_QUALITY): Promise<{ quality: number; ssim: number }> {
-  const proxy = proxyOf(pixels);
+  const probes = probesOf(pixels);
   const binned = judgedAt === 'sensor';
-  const view = (y: Float32Array) => (binned ? bin2x2(y, proxy.width, proxy.height) : y);
-  const [w, h] = binned ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
   if (binned) target = binnedTarget(target);
+  const score = (q: number): Promise<number> => probes.score({ quality: q, table }, judgedAt);
   const reached = async (quality: number) => {
     const s = await score(quality);
     return { quality, ssim: binned ? 1 - 2 * (1 - s) : s };
-  };
-  const reference = view(luma(proxy));
-  const cache = new Map<number, number>();
-  const score = async (q: number): Promise<number> => {
-    const hit = cache.get(q);
-    if (hit !== undefined) return hit;
-    const encoded = await sharp(proxy.data, { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } })
-      .jpeg(probeOptions(jpegOptionsFor(pixels, { quality: q, table })))
-      .toBuffer();
-    const decoded = await sharp(encoded).raw().toBuffer({ resolveWithObject: true });
-    const s = ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels })), w, h);
-    cache.set(q, s);
-    return s;
   };
   // Probe two typical qualities, then aim at the target along the secant of log(1 - SSIM),
   // which is nearly linear in quality: through the bracket [lo fails, hi passes] once both ends
@@ -287,6 +274,61 @@ const PROBE_QUALITY = 80;
 const PROBE_STEP = 5;
 /** Largest move of one extrapolated probe. */
 const MAX_JUMP = 15;
+
+interface Probes {
+  proxy: Pixels;
+  /** Proxy SSIM of a setting as judged at `judgedAt` (memoised). */
+  score(setting: JpegSetting, judgedAt: JudgedAt): Promise<number>;
+  /** Bytes of the proxy's probe encode of a setting (memoised with the scores). */
+  size(setting: JpegSetting): Promise<number>;
+}
+
+const probesByPixels = new WeakMap<Uint8Array, Probes>();
+
+/**
+ * The quality probes of one image, shared by every search on it (the universal compressor's
+ * target and floor searches probe many of the same qualities): the proxy is cut once, each
+ * quality is encoded and decoded once, and each reference luma is computed once.
+ */
+export function probesOf(pixels: Pixels): Probes {
+  const known = probesByPixels.get(pixels.data);
+  if (known) return known;
+  const proxy = proxyOf(pixels);
+  const raw = { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 };
+  const sizes = new Map<string, number>();
+  const scores = new Map<string, Promise<number>>();
+  const references = new Map<JudgedAt, Float32Array>();
+  const view = (y: Float32Array, judgedAt: JudgedAt) => (judgedAt === 'sensor' ? bin2x2(y, proxy.width, proxy.height) : y);
+  const encode = async (s: JpegSetting): Promise<Buffer> => {
+    const jpeg = await sharp(proxy.data, { raw }).jpeg(probeOptions(jpegOptionsFor(pixels, s))).toBuffer();
+    sizes.set(`${s.table}:${s.quality}`, jpeg.length);
+    return jpeg;
+  };
+  const probes: Probes = {
+    proxy,
+    size: async (s) => sizes.get(`${s.table}:${s.quality}`) ?? (await encode(s)).length,
+    score: (s, judgedAt) => {
+      const key = `${judgedAt}:${s.table}:${s.quality}`;
+      let hit = scores.get(key);
+      if (!hit) {
+        hit = (async () => {
+          const decoded = await sharp(await encode(s)).raw().toBuffer({ resolveWithObject: true });
+          let reference = references.get(judgedAt);
+          if (!reference) {
+            reference = view(luma(proxy), judgedAt);
+            references.set(judgedAt, reference);
+          }
+          const [w, h] = judgedAt === 'sensor' ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
+          return ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels }), judgedAt), w, h);
+        })();
+        scores.set(key, hit);
+      }
+      return hit;
+    },
+  };
+  probesByPixels.set(pixels.data, probes);
+  return probes;
+}
 
 /** Mean of every 2×2 block (odd last row or column dropped). */
 function bin2x2(y: Float32Array, width: number, height: number): Float32Array {
