@@ -14,7 +14,7 @@ import { compress as office } from '../../workers/office.ts';
 import { compress as pdf } from '../../workers/pdf.ts';
 import { compress as png } from '../../workers/png.ts';
 import { compress as universal } from '../../workers/universal.ts';
-import { generatedInputs } from '../generated.ts';
+import { generatedInputs, pathologicalDocuments } from '../generated.ts';
 import { type BenchContext, exec, markdownTable, median, timed } from '../lib.ts';
 import { startServer } from './api.ts';
 import { reference as officeReference } from './office.ts';
@@ -111,6 +111,7 @@ async function perFile(ctx: BenchContext, work: string): Promise<Measured[]> {
     const inputs: string[] = [];
     for (const d of DIRS[kind.name]) for (const f of (await readdir(join(ctx.corpus, d))).sort()) inputs.push(join(ctx.corpus, d, f));
     if (kind.name === 'PNG') inputs.push(generated.noise, generated.photo);
+    if (kind.name === 'PDF' || kind.name === 'Office') inputs.push(...(await pathologicalDocuments())[kind.name === 'PDF' ? 'pdf' : 'office']);
     for (const input of inputs) {
       if (!(await bigEnough(kind.name, input))) continue;
       const mine = await timed(ctx.runs, async () => {
