@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto } from './image/encode.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
-import { lumaQuantSum, ourLumaQuantSum } from './image/jpeg-quant.ts';
+import { alreadyAsCoarse } from './image/jpeg-quant.ts';
 import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -14,13 +14,6 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  * own output, say) would cost a generation of quality for a few bytes.
  */
 const MIN_SAVING = 0.01;
-/**
- * A JPEG is re-encoded only when the chosen quality quantises luma at least this much more
- * coarsely than the input already is (sums of the luminance tables). Closer than that, the input
- * is already about as compressed as our target allows (our own output resubmitted lands here),
- * and a second encode would compound the loss for a few per cent.
- */
-const MIN_COARSER = 1.25;
 
 /** image.jpg-compress: perceptual auto quality (see image/encode.ts), EXIF/ICC/XMP kept, never larger. */
 export const compress: Compress = async (job, out, ctx) => {
@@ -45,7 +38,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');
   let keptInput: boolean;
-  if (!resized && (await alreadyAsCoarse(job.inputPath, encoded.quality))) {
+  if (!resized && (await alreadyAsCoarse(await readFile(job.inputPath), encoded.quality))) {
     await copyFile(job.inputPath, path);
     keptInput = true;
   } else {
@@ -60,9 +53,4 @@ export const compress: Compress = async (job, out, ctx) => {
 /** Width and height as shown, after the EXIF orientation (5-8 swap the edges). */
 function displayed(width: number, height: number, orientation = 1): { width: number; height: number } {
   return orientation >= 5 ? { width: height, height: width } : { width, height };
-}
-
-async function alreadyAsCoarse(inputPath: string, quality: number): Promise<boolean> {
-  const input = lumaQuantSum(await readFile(inputPath));
-  return input !== undefined && (await ourLumaQuantSum(quality)) < input * MIN_COARSER;
 }

@@ -1,5 +1,6 @@
 import sharp from 'sharp';
 import type { CreateRaw, JpegOptions, OutputInfo, Sharp } from 'sharp';
+import { FULL_SEARCH, type SearchBudget } from './budget.ts';
 import { proxyOf } from './proxy.ts';
 import { ssimOfLuma, luma, type Pixels } from './ssim.ts';
 
@@ -102,6 +103,15 @@ export function probeOptions(options: JpegOptions): JpegOptions {
 }
 
 /**
+ * The final encode of a document over its work budget (budget.ts): no trellis quantisation and
+ * no progressive scan search, several times faster. Its pixels are at least as close to the
+ * original as the trellis-quantised ones a quality probe scored.
+ */
+export function fastOptions(options: JpegOptions): JpegOptions {
+  return { ...options, trellisQuantisation: false, optimiseScans: false };
+}
+
+/**
  * What the quality search compares: `full` resolution luma, or `sensor`, luma binned 2×2 for
  * pictures developed from a Bayer sensor (camera RAW). A Bayer sensor records one colour per
  * pixel, so half of a developed image's full-resolution detail is the demosaicing's guess, and
@@ -150,10 +160,12 @@ function rawOf(info: OutputInfo): CreateRaw {
 /**
  * The lowest quality in [MIN_QUALITY, MAX_QUALITY] whose proxy SSIM reaches the target (a
  * full-resolution target; with `judgedAt: 'sensor'` it is scored on binned luma against
- * binnedTarget(target)).
+ * binnedTarget(target)). Under a document budget (budget.ts) the first probe is `search.start`
+ * and the search stops after `search.probes`, answering the lowest quality seen to pass, or
+ * MAX_QUALITY.
  */
-export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full'): Promise<number> {
-  const proxy = proxyOf(pixels);
+export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full', search: SearchBudget = FULL_SEARCH): Promise<number> {
+  const proxy = proxyOf(pixels, search.proxyTiles);
   const binned = judgedAt === 'sensor';
   const view = (y: Float32Array) => (binned ? bin2x2(y, proxy.width, proxy.height) : y);
   const [w, h] = binned ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
@@ -180,7 +192,9 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   let hi = MAX_QUALITY;
   const seen: { q: number; s: number }[] = [];
   let sameSide = 0;
+  let left = search.probes;
   const probe = async (q: number): Promise<void> => {
+    left--;
     const s = await score(q);
     seen.push({ q, s });
     const pass = s >= target;
@@ -190,9 +204,10 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   };
   const logLoss = (s: number): number => Math.log(Math.max(1e-6, 1 - s));
   const goal = logLoss(target);
-  await probe(PROBE_QUALITY);
-  await probe(seen[0].s >= target ? PROBE_QUALITY - PROBE_STEP : PROBE_QUALITY + PROBE_STEP);
-  while (hi - lo > 1) {
+  const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, search.start ?? PROBE_QUALITY));
+  await probe(first);
+  if (left > 0) await probe(Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, seen[0].s >= target ? first - PROBE_STEP : first + PROBE_STEP)));
+  while (hi - lo > 1 && left > 0) {
     const ends = seen.filter((p) => p.q === lo || p.q === hi);
     const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
     const la = logLoss(a.s);
@@ -206,7 +221,7 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   // flips from one quality to the next. One probe well below the answer tells; when it passes,
   // scan the qualities below it for the lowest that passes.
   const check = hi - NOISY_CHECK;
-  if (check >= MIN_QUALITY && (await score(check)) >= target) {
+  if (left > 0 && check >= MIN_QUALITY && (await score(check)) >= target) {
     let found = check;
     for (let q = MIN_QUALITY; q < check; q += NOISY_STEP) {
       if ((await score(q)) >= target) {
