@@ -65,7 +65,8 @@ export async function incompressible(sample: Pixels): Promise<boolean> {
 /**
  * How much one picture's JPEG quality search and encode may spend. `probes`: most trial encodes
  * (each on the proxy, scored); when they run out the search answers the lowest quality seen to
- * pass, or MAX_QUALITY, so a smaller budget costs bytes, never quality. `proxyTiles`: size of the
+ * pass (it goes on while none has, or while the answer would take 4:4:4 chroma: see searchDone),
+ * so a smaller budget costs bytes, never quality. `proxyTiles`: size of the
  * proxy. `start`: a quality known to suit similar pictures, probed first. `fastEncode`: the final
  * encode skips trellis quantisation and the progressive scan search (5-10 times faster on large
  * scans, 2-13 % more bytes); its pixels are then at least as close to the original as the probed
@@ -108,7 +109,7 @@ export interface DocumentPicture {
  * 2. `small proxy`: every search runs on SMALL_PROXY_TILES tiles (about ¼ MP) instead of 64;
  * 3. `fast encode`: every final encode is the fast one (see SearchBudget);
  * 4. `single`: pictures past the budget, in document order, get one probe: the class's quality
- *    verified once (or a typical first guess), then one encode; a failed probe means MAX_QUALITY.
+ *    verified once (or a typical first guess; more only while none passes), then one encode.
  * From `reuse` on, the compressors also skip a picture that cannot gain: a JPEG kept at its size
  * and already as coarse as its class's quality is not decoded at all.
  */
@@ -121,7 +122,7 @@ const ENCODE_EFFORT = 0.8;
 const FAST_ENCODE_EFFORT = 0.1;
 export const FULL_PROBES = 6;
 export const SEARCHED_PER_CLASS = 2;
-export const REUSE_PROBES = 2;
+export const REUSE_PROBES = 3;
 export const SMALL_PROXY_TILES = 16;
 
 export type DocumentLevel = 'full' | 'reuse' | 'small proxy' | 'fast encode' | 'single';

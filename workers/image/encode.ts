@@ -103,6 +103,16 @@ export function probeOptions(options: JpegOptions): JpegOptions {
 }
 
 /**
+ * Whether a quality search bracketed by [lo fails, hi passes] may stop, with `left` probes of its
+ * budget left: when the bracket is closed, or when the budget is spent and hi is below
+ * FULL_CHROMA_FROM. Above it the search goes on whatever its budget: MAX_QUALITY (nothing passed
+ * yet) or a quality with 4:4:4 chroma costs far more bytes than a few more probes.
+ */
+export function searchDone(lo: number, hi: number, left: number): boolean {
+  return hi - lo <= 1 || (left <= 0 && hi < FULL_CHROMA_FROM);
+}
+
+/**
  * The final encode of a document over its work budget (budget.ts): no trellis quantisation and
  * no progressive scan search, several times faster. Its pixels are at least as close to the
  * original as the trellis-quantised ones a quality probe scored.
@@ -161,8 +171,8 @@ function rawOf(info: OutputInfo): CreateRaw {
  * The lowest quality in [MIN_QUALITY, MAX_QUALITY] whose proxy SSIM reaches the target (a
  * full-resolution target; with `judgedAt: 'sensor'` it is scored on binned luma against
  * binnedTarget(target)). Under a document budget (budget.ts) the first probe is `search.start`
- * and the search stops after `search.probes`, answering the lowest quality seen to pass, or
- * MAX_QUALITY.
+ * and the search stops after `search.probes` once some quality has passed (the check for a
+ * non-monotonic SSIM below still runs), answering the lowest quality seen to pass.
  */
 export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full', search: SearchBudget = FULL_SEARCH): Promise<number> {
   const proxy = proxyOf(pixels, search.proxyTiles);
@@ -207,7 +217,7 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, search.start ?? PROBE_QUALITY));
   await probe(first);
   if (left > 0) await probe(Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, seen[0].s >= target ? first - PROBE_STEP : first + PROBE_STEP)));
-  while (hi - lo > 1 && left > 0) {
+  while (!searchDone(lo, hi, left)) {
     const ends = seen.filter((p) => p.q === lo || p.q === hi);
     const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
     const la = logLoss(a.s);
@@ -221,7 +231,7 @@ export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSI
   // flips from one quality to the next. One probe well below the answer tells; when it passes,
   // scan the qualities below it for the lowest that passes.
   const check = hi - NOISY_CHECK;
-  if (left > 0 && check >= MIN_QUALITY && (await score(check)) >= target) {
+  if (check >= MIN_QUALITY && (await score(check)) >= target) {
     let found = check;
     for (let q = MIN_QUALITY; q < check; q += NOISY_STEP) {
       if ((await score(q)) >= target) {

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { jpegOptions, probeOptions, proxyOf } from '../image/encode.ts';
+import { jpegOptions, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
 import { FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
 import { ssimOfLuma, type Pixels } from '../image/ssim.ts';
 
@@ -33,7 +33,7 @@ export function viewScale(ppi: number | undefined): number {
  * at VIEW_PPI (see asSeen). Bisection on the JPG compressor's tile proxy (full-resolution tiles
  * on the MCU grid, so the proxy's blocks are the image's blocks). Under a document budget
  * (budget.ts) the search starts from `search.start` (then one step below it, or above) and stops
- * after `search.probes`: the answer is then the lowest quality seen to pass, or MAX_QUALITY.
+ * after `search.probes` (see searchDone): the answer is the lowest quality seen to pass.
  */
 export async function chooseViewQuality(p: Pixels, ppi: number | undefined, target = VIEW_TARGET_SSIM, search: SearchBudget = FULL_SEARCH): Promise<number> {
   const proxy = proxyOf(p, search.proxyTiles);
@@ -58,7 +58,7 @@ export async function chooseViewQuality(p: Pixels, ppi: number | undefined, targ
     await probe(Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start)));
     if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
   }
-  while (hi - lo > 1 && left > 0) await probe((lo + hi) >> 1);
+  while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
   return hi;
 }
 
