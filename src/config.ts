@@ -10,6 +10,7 @@ export interface ServeConfig {
   publicUrl: string;
   retentionSeconds: number;
   jobTimeoutSeconds: number;
+  bodyIdleSeconds: number;
   urlAllow: string;
   dnsOverrides: string;
   webhookRetryDelays: number[];
@@ -53,6 +54,7 @@ export const SETTINGS: Setting[] = [
   setting('publicUrl', 'string', 'base URL of presigned download links in webhooks', (c) => `http://${c.host === '0.0.0.0' ? 'localhost' : c.host}:${c.port}`),
   setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
   setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
+  setting('bodyIdleSeconds', 'number', 'a request body that sends nothing for this long is ended with 408', () => 60),
   setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),
   setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),
   setting('webhookRetryDelays', 'numbers', 'seconds before webhook attempts 1-5', () => [0, 1, 5, 30, 120]),

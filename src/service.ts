@@ -128,12 +128,12 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     metricsToken: config.metricsToken,
     poolReady: () => !closed,
   });
-  const server = createHttpServer(app.fetch);
+  const server = createHttpServer(app.fetch, { bodyIdleMs: config.bodyIdleSeconds * 1000 });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
   });
-  // Large uploads may take long; idle connections are still closed by the keep-alive timeout.
+  // Large uploads may take long: a stalled one is ended by the body idle watch instead.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;

@@ -1,6 +1,7 @@
 // Spec: "Submit a job" — every error of a submission, credits, and that refused uploads leave nothing behind.
 import assert from 'node:assert/strict';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -149,6 +150,43 @@ describe('size limit', () => {
       assert.deepEqual(await readdir(join(small.dataDir, 'spool')), []);
     } finally {
       await small.stop();
+    }
+  });
+});
+
+describe('stalled upload', () => {
+  /** Sends the headers and half of a multipart body, then goes quiet without closing; resolves with what the server wrote. */
+  const stall = (server: TestServer, body: Buffer) =>
+    new Promise<{ reply: string; waitedMs: number }>((resolve, reject) => {
+      const started = Date.now();
+      const boundary = 'stalled';
+      const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="photo.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`);
+      const total = head.length + body.length + `\r\n--${boundary}--\r\n`.length;
+      const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+      let reply = '';
+      socket.on('data', (d) => (reply += d));
+      socket.on('error', reject);
+      socket.on('close', () => resolve({ reply, waitedMs: Date.now() - started }));
+      socket.write(`POST /compress HTTP/1.1\r\nHost: x\r\nX-Service-Api-Key: ${server.key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${total}\r\n\r\n`);
+      socket.write(Buffer.concat([head, body.subarray(0, body.length >> 1)]));
+    });
+
+  it('answers 408 request.timeout once the body has been silent for --body-idle-seconds, closes the socket and keeps nothing', { timeout: 30_000 }, async () => {
+    const quick = await startTestServer({ bodyIdleSeconds: '0.5' });
+    try {
+      const { reply, waitedMs } = await stall(quick, await readFile(JPG));
+      assert.match(reply, /^HTTP\/1\.1 408 /);
+      assert.equal(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4)).error, 'request.timeout');
+      assert.ok(waitedMs >= 500, `closed after ${waitedMs} ms`);
+      assert.equal((await quick.api('/compress/entitlements/me').then(json)).credits.reserved, 0);
+      // The app hears of the ended body after the socket closed; its clean-up follows within moments.
+      const spool = () => readdir(join(quick.dataDir, 'spool')).catch(() => []);
+      for (let i = 0; i < 40 && (await spool()).length > 0; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(await spool(), []);
+      const res = await quick.api('/compress', { method: 'POST', body: await fileForm(JPG) });
+      assert.equal(res.status, 202, 'the server still takes uploads');
+    } finally {
+      await quick.stop();
     }
   });
 });

@@ -1,11 +1,14 @@
 import { getRequestListener, RequestError } from '@hono/node-server';
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 const ANSWERS: Record<string, [status: number, reason: string, code: string, detail: string]> = {
   HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'request.headers_too_large', 'The request line and headers exceed 16 KB.'],
   ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'request.timeout', 'The request headers did not arrive in time.'],
 };
+
+/** How long a closed-off socket may linger for the client to read its 408 before it is dropped. */
+const LINGER_MS = 1000;
 
 /** Writes one error envelope straight to the socket and closes it. */
 function answerOnSocket(socket: Duplex, status: number, reason: string, code: string, detail: string): void {
@@ -45,12 +48,48 @@ function answerRequestError(err: unknown): Response {
 }
 
 /**
+ * Ends a request whose client stopped sending its body: no byte for `idleMs` while the app
+ * was waiting for one. Without it a stalled upload would hold its socket and spool file for
+ * ever (there is no whole-request limit: a large upload on a slow link may take hours).
+ * Silence only counts while the body is flowing, so time the app spends before it reads
+ * the body, or pauses to let the disk catch up, is never the client's fault; and a URL
+ * download the request waits on is not a body at all. The client gets 408 in the envelope
+ * when no answer has started; the app sees an aborted body and cleans up as for a hang-up.
+ */
+function watchBodyIdle(req: IncomingMessage, res: ServerResponse, idleMs: number): void {
+  if (req.complete || (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined)) return;
+  const socket = req.socket;
+  let seen = socket.bytesRead;
+  let quietSince = Date.now();
+  const timer = setInterval(() => {
+    if (req.complete || req.destroyed) return clearInterval(timer);
+    if (socket.bytesRead !== seen || req.readableFlowing !== true) {
+      seen = socket.bytesRead;
+      quietSince = Date.now();
+      return;
+    }
+    if (Date.now() - quietSince < idleMs) return;
+    clearInterval(timer);
+    const seconds = Math.round(idleMs / 100) / 10;
+    if (!res.headersSent) answerOnSocket(socket, 408, 'Request Timeout', 'request.timeout', `No part of the request body arrived for ${seconds} s.`);
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+    req.destroy();
+  }, Math.max(50, Math.min(1000, idleMs / 4)));
+  timer.unref();
+  res.once('close', () => clearInterval(timer));
+}
+
+/**
  * The HTTP server in front of the app: every request it cannot serve, from a byte stream that
  * is not HTTP to a request the app never sees, is answered in the error envelope. A missing
  * Host header is answered by the adapter (400 `request.malformed`) rather than by Node's bare 400.
  */
-export function createHttpServer(fetch: Parameters<typeof getRequestListener>[0]): Server {
-  const server = createServer({ requireHostHeader: false }, getRequestListener(fetch, { errorHandler: answerRequestError }));
+export function createHttpServer(fetch: Parameters<typeof getRequestListener>[0], { bodyIdleMs }: { bodyIdleMs: number }): Server {
+  const listener = getRequestListener(fetch, { errorHandler: answerRequestError });
+  const server = createServer({ requireHostHeader: false }, (req, res) => {
+    watchBodyIdle(req, res, bodyIdleMs);
+    return listener(req, res);
+  });
   server.on('clientError', answerClientError);
   server.on('connect', refuseConnect);
   return server;
