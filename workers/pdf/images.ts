@@ -169,8 +169,7 @@ async function recompress(
     if (reduced && !placement.size && known !== undefined && (await alreadyAsCoarse(jpeg, known))) return undefined;
     const pixels = await decodeJpeg(jpeg, info.components);
     if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
-    const fitted = await fit(pixels, placement, reduced ? classes.losses.get(similar) : undefined);
-    if (fitted.loss !== undefined) classes.losses.set(similar, Math.max(fitted.loss, classes.losses.get(similar) ?? 0));
+    const fitted = await fitInClass(pixels, placement, budget);
     const { data, quality } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim, search);
     classes.qualities.record(similar, quality);
     if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
@@ -207,8 +206,7 @@ async function recompress(
     pixels = toGrey(pixels);
     colourSpace = PDFName.of('DeviceGray');
   }
-  const fitted = await fit(pixels, placement, reduced ? classes.losses.get(similar) : undefined);
-  if (fitted.loss !== undefined) classes.losses.set(similar, Math.max(fitted.loss, classes.losses.get(similar) ?? 0));
+  const fitted = await fitInClass(pixels, placement, budget);
   pixels = fitted.pixels;
   const lossyAllowed = !isSoftMask && !info.colourKey;
   const photo = lossyAllowed && looksPhotographic(pixels);
@@ -249,6 +247,13 @@ async function fit(pixels: Pixels, placement: Placement, knownLoss?: number): Pr
   const loss = knownLoss ?? resamplingLoss(pixels, resampled, placement.ppi);
   const ppi = placement.ppi === undefined ? undefined : (placement.ppi * resampled.width) / pixels.width;
   return { pixels: resampled, ppi, ssim: Math.min(MAX_JPEG_SSIM, VIEW_TARGET_SSIM + loss), resampled: true, loss: knownLoss === undefined ? loss : undefined };
+}
+
+/** fit, within a document: under a reduced budget the class's largest loss is reused, and a measured loss is remembered. */
+async function fitInClass(pixels: Pixels, placement: Placement, { search, similar, classes }: Budgeted): Promise<Fitted> {
+  const fitted = await fit(pixels, placement, search.probes !== Infinity ? classes.losses.get(similar) : undefined);
+  if (fitted.loss !== undefined) classes.losses.set(similar, Math.max(fitted.loss, classes.losses.get(similar) ?? 0));
+  return fitted;
 }
 
 function jpegOutcome(data: Buffer, p: Pixels): Outcome {
