@@ -14,7 +14,7 @@ import { JobError, type CompressResult } from '../workers/contract.ts';
 import { compress } from '../workers/office.ts';
 import { parseRels, resolveTarget, sourceOfRels } from '../workers/office/opc.ts';
 import { ssim } from '../workers/image/ssim.ts';
-import { FULL_PROBES, type DocumentPlan } from '../workers/image/budget.ts';
+import { FULL_PROBES, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
 import { analyzePackage } from '../workers/office/analyze.ts';
 import { planPictures } from '../workers/office/plan.ts';
 import { openPackage } from '../workers/office/zip-read.ts';
@@ -178,7 +178,7 @@ describe('office compressor on the corpus', () => {
     assert.notEqual(plan.level, 'full');
     assert.ok(plan.cost <= plan.budget, `${plan.cost} <= ${plan.budget}`);
     const probes = plan.searches.reduce((sum, s) => sum + Math.min(s.probes, FULL_PROBES), 0);
-    assert.ok(probes <= 24 * FULL_PROBES * 0.5, `${probes} probes for 24 photos`);
+    assert.ok(probes <= SEARCHED_PER_CLASS * FULL_PROBES + (24 - SEARCHED_PER_CLASS) * REUSE_PROBES, `${probes} probes for 24 photos`);
     for (const file of ['docx/derived-photo-report.docx', 'pptx/derived-photo-slides-from-pdf.pptx']) assert.equal((await planOf(join(corpus, file))).level, 'full', file);
 
     const output = outputs.get(longAlbum) ?? (await run(longAlbum)).result.path;

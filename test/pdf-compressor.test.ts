@@ -10,7 +10,7 @@ import sharp from 'sharp';
 import { JobError, type CompressResult } from '../workers/contract.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress } from '../workers/pdf.ts';
-import { FULL_PROBES, planDocument, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
+import { FULL_PROBES, planDocument, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
 import { documentImages } from '../workers/pdf/images.ts';
 import { loadPdf } from '../workers/pdf/load.ts';
 import { displaySizes } from '../workers/pdf/placements.ts';
@@ -153,7 +153,7 @@ describe('bounded work per document (issue 21)', () => {
     assert.notEqual(plan.level, 'full');
     assert.ok(plan.cost <= plan.budget, `${plan.cost} <= ${plan.budget}`);
     const probes = plan.searches.reduce((sum, s) => sum + Math.min(s.probes, FULL_PROBES), 0);
-    assert.ok(probes <= 20 * FULL_PROBES * 0.5, `${probes} probes for 20 pages`);
+    assert.ok(probes <= SEARCHED_PER_CLASS * FULL_PROBES + (20 - SEARCHED_PER_CLASS) * REUSE_PROBES, `${probes} probes for 20 pages`);
 
     const { result } = await run(input);
     assert.equal(await pages(result.path), 20);
