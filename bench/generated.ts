@@ -1,6 +1,7 @@
 // Inputs the benchmark makes itself, with the properties the speed issue names: the worst case
-// an attacker (or a screenshot of noise) sends, and a large photo-like PNG. Deterministic (a
-// seeded generator), so every run and every machine measures the same bytes.
+// an attacker (or a screenshot of noise) sends, a large photo-like PNG, and large animated GIFs
+// of the kinds people make (a screen recording, a photo-like pan, a long sprite loop).
+// Deterministic (a seeded generator), so every run and every machine measures the same bytes.
 import { existsSync } from 'node:fs';
 import { mkdir, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -43,16 +44,158 @@ export async function photoLikePng(path: string, width: number, height: number):
   await sharp(data, { raw: { width, height, channels: 3 } }).png().toFile(path);
 }
 
+/** RGB frames of one size, drawn into by the animations below. */
+class Frame {
+  readonly data: Buffer;
+  constructor(readonly width: number, readonly height: number, copyOf?: Frame) {
+    this.data = copyOf ? Buffer.from(copyOf.data) : Buffer.alloc(width * height * 3, 255);
+  }
+  rect(x: number, y: number, w: number, h: number, rgb: number[]): void {
+    for (let yy = Math.max(0, y); yy < Math.min(this.height, y + h); yy++) {
+      for (let xx = Math.max(0, x); xx < Math.min(this.width, x + w); xx++) this.data.set(rgb, (yy * this.width + xx) * 3);
+    }
+  }
+  /** The rows [y, y + h) moved up by `dy`, the bottom filled with `rgb`. */
+  scroll(y: number, h: number, dy: number, rgb: number[]): void {
+    const row = this.width * 3;
+    this.data.copy(this.data, y * row, (y + dy) * row, (y + h) * row);
+    this.rect(0, y + h - dy, this.width, dy, rgb);
+  }
+}
+
+/** `frames` as one animated GIF, palette and dithering chosen by libimagequant as a GIF tool would. */
+async function animatedGif(path: string, frames: Frame[], delayMs: number): Promise<void> {
+  const { width, height } = frames[0];
+  await sharp(Buffer.concat(frames.map((f) => f.data)), { raw: { width, height: height * frames.length, channels: 3, pageHeight: height } })
+    .gif({ delay: frames.map(() => delayMs), loop: 0, effort: 7, interFrameMaxError: 4 })
+    .toFile(path);
+}
+
+/**
+ * A 1280×720 screen recording of 48 frames: a window with a sidebar, a toolbar and lines of
+ * anti-aliased "words" being typed, a blinking caret, a moving pointer, and twice a scroll that
+ * moves the whole page (the frames most recorders make large).
+ */
+export async function screenRecordingGif(path: string): Promise<void> {
+  const width = 1280;
+  const height = 720;
+  const rnd = noiseBytes(4096, 777);
+  const page = new Frame(width, height);
+  page.rect(0, 0, width, 40, [45, 52, 64]);
+  page.rect(0, 40, 220, height - 40, [236, 239, 244]);
+  for (let k = 0; k < 12; k++) page.rect(20, 70 + k * 36, 140 + (rnd[k] % 40), 14, [120, 130, 150]);
+  for (let x = 0; x < 200; x++) page.rect(1000 + x, 60, 1, 120, [30 + x, 120 + (x >> 1), 220 - x]);
+  const frames: Frame[] = [];
+  let line = 0;
+  let col = 0;
+  let r = 0;
+  const top = 80;
+  for (let i = 0; i < 48; i++) {
+    if (i === 20 || i === 36) {
+      page.scroll(60, height - 60, 180, [255, 255, 255]);
+      line = Math.max(0, line - 5);
+    }
+    // A few words per frame, each a dark bar with lighter edges, as anti-aliased text looks.
+    for (let w = 0; w < 3; w++) {
+      const len = 18 + (rnd[r++ & 4095] % 60);
+      if (col + len > 720) {
+        line++;
+        col = 0;
+      }
+      const x = 260 + col;
+      const y = top + line * 30;
+      if (y + 20 > height) break;
+      page.rect(x - 1, y - 1, len + 2, 18, [200, 204, 210]);
+      page.rect(x, y, len, 16, [40 + (rnd[r & 4095] % 30), 44, 52]);
+      col += len + 9;
+    }
+    const shot = new Frame(width, height, page);
+    if (i % 4 < 2) shot.rect(260 + col, top + line * 30, 2, 16, [20, 90, 220]);
+    const px = 300 + Math.round(500 * Math.sin(i / 9));
+    const py = 200 + Math.round(200 * Math.cos(i / 7));
+    for (let k = 0; k < 18; k++) shot.rect(px, py + k, Math.max(1, 12 - (k >> 1)), 1, k % 17 === 0 ? [0, 0, 0] : [250, 250, 250]);
+    frames.push(shot);
+  }
+  await animatedGif(path, frames, 100);
+}
+
+/**
+ * A 640×400 photo-like pan of 30 frames (gradients plus sensor noise, brightness drifting):
+ * every pixel of every frame changes, and the dithered palette differs from frame to frame.
+ */
+export async function photoPanGif(path: string): Promise<void> {
+  const width = 640;
+  const height = 400;
+  const frames: Frame[] = [];
+  const noise = noiseBytes(width * height * 3, 4242);
+  for (let i = 0; i < 30; i++) {
+    const f = new Frame(width, height);
+    for (let y = 0; y < height; y++) {
+      for (let x = 0; x < width; x++) {
+        const sx = x + i * 6;
+        const light = 120 + 90 * Math.sin(sx / 90 + y / 140) + 20 * Math.cos(sx / 23 - y / 31) + i;
+        const drift = 30 * Math.cos(sx / 200 - y / 120);
+        const o = (y * width + x) * 3;
+        const base = [light + drift, 0.85 * light + 15, 0.6 * light + 40 - drift];
+        for (let c = 0; c < 3; c++) f.data[o + c] = Math.max(0, Math.min(255, Math.round(base[c] + (noise[o + c] - 128) / 32)));
+      }
+    }
+    frames.push(f);
+  }
+  await animatedGif(path, frames, 80);
+}
+
+/**
+ * A 480×360 loop of 150 frames: a shaded still background with a ball bouncing over it and a
+ * spinner turning in a corner, so each frame changes a small part of the screen.
+ */
+export async function spriteLoopGif(path: string): Promise<void> {
+  const width = 480;
+  const height = 360;
+  const still = new Frame(width, height);
+  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) still.data.set([90 + (y >> 2), 150 + (x >> 3) - (y >> 3), 200 - (x >> 3)], (y * width + x) * 3);
+  still.rect(0, 300, width, 60, [70, 120, 60]);
+  const frames: Frame[] = [];
+  for (let i = 0; i < 150; i++) {
+    const f = new Frame(width, height, still);
+    const cx = 40 + ((i * 5) % 400);
+    const cy = 80 + Math.round(200 * Math.abs(Math.sin(i / 12)));
+    for (let y = -20; y <= 20; y++) {
+      for (let x = -20; x <= 20; x++) {
+        const d = x * x + y * y;
+        if (d <= 400) f.rect(cx + x, cy + y, 1, 1, [230 - (d >> 2) - x, 60 + ((x + 20) << 1), 40 + (d >> 4)]);
+      }
+    }
+    for (let k = 0; k < 8; k++) {
+      const a = (k / 8) * 2 * Math.PI;
+      const shade = 60 + 24 * ((k + i) % 8);
+      f.rect(430 + Math.round(14 * Math.cos(a)), 30 + Math.round(14 * Math.sin(a)), 5, 5, [shade, shade, shade]);
+    }
+    frames.push(f);
+  }
+  await animatedGif(path, frames, 40);
+}
+
+type Made = { noise: string; photo: string; screenGif: string; photoGif: string; spriteGif: string };
+
 /** The generated files, made once per machine into the temp directory. */
-export async function generatedInputs(): Promise<{ noise: string; photo: string }> {
+export async function generatedInputs(): Promise<Made> {
   const dir = join(tmpdir(), 'compressd-bench-generated-v2');
   await mkdir(dir, { recursive: true });
-  const noise = join(dir, 'noise-2400x2400-rgba.png');
-  const photo = join(dir, 'photo-like-4000x3000.png');
-  // Written under a temporary name first: an interrupted run leaves no half file behind.
-  if (!existsSync(noise)) await noisePng(`${noise}.part`, 2400, 2400).then(() => rename(`${noise}.part`, noise));
-  if (!existsSync(photo)) await photoLikePng(`${photo}.part`, 4000, 3000).then(() => rename(`${photo}.part`, photo));
-  return { noise, photo };
+  const made: [keyof Made, string, (path: string) => Promise<void>][] = [
+    ['noise', 'noise-2400x2400-rgba.png', (p) => noisePng(p, 2400, 2400)],
+    ['photo', 'photo-like-4000x3000.png', (p) => photoLikePng(p, 4000, 3000)],
+    ['screenGif', 'screen-recording-1280x720x48.gif', screenRecordingGif],
+    ['photoGif', 'photo-pan-640x400x30.gif', photoPanGif],
+    ['spriteGif', 'sprite-loop-480x360x150.gif', spriteLoopGif],
+  ];
+  const out = {} as Made;
+  for (const [key, name, make] of made) {
+    out[key] = join(dir, name);
+    // Written under a temporary name first: an interrupted run leaves no half file behind.
+    if (!existsSync(out[key])) await make(`${out[key]}.part`).then(() => rename(`${out[key]}.part`, out[key]));
+  }
+  return out;
 }
 
 /**

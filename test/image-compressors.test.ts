@@ -16,7 +16,7 @@ import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import { incompressible, oxipngFilters } from '../workers/image/budget.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
-import { ssim } from '../workers/image/ssim.ts';
+import { ScreenSsim, luma, ssim, ssimOfLuma } from '../workers/image/ssim.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { compress as png } from '../workers/png.ts';
 
@@ -146,6 +146,19 @@ describe('ssim', () => {
     const s = ssim(a, { ...a, data: noisy });
     assert.ok(s < 0.95 && s > 0, `ssim ${s}`);
   });
+
+  it('scores a screen that changes a rectangle at a time as if it were scored whole', async () => {
+    const a = await pixels(`${corpus}png/density_plot.png`);
+    const { width, height } = a;
+    const ya = luma(a);
+    const yb = ya.slice();
+    const score = new ScreenSsim(width, height);
+    // Rectangles at odd offsets, on the edges, and past the last whole 4×4 block.
+    for (const [x0, y0, x1, y1] of [[3, 5, 40, 33], [width - 7, height - 9, width, height], [0, 0, width, 2], [100, 50, 101, 51]]) {
+      for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) yb[y * width + x] = (yb[y * width + x] * 7 + x * y) % 256;
+      assert.ok(Math.abs(score.update(ya, yb, x0, y0, x1, y1) - ssimOfLuma(ya, yb, width, height)) < 1e-9);
+    }
+  });
 });
 
 describe('JPEG chroma', () => {
@@ -183,6 +196,24 @@ describe('LZW', () => {
     const indices = Uint8Array.from({ length: 50_000 }, (_, i) => (i * i + (i >> 7)) % 13);
     const palette = { rgb: new Uint8Array(768), transparent: -1 };
     assert.deepEqual(lzwDecode(lzwEncode(indices, 4, palette), 4, indices.length), indices);
+  });
+
+  it('reports the indices a lossy encoding decodes to, each near the wanted one', () => {
+    const indices = Uint8Array.from({ length: 50_000 }, (_, i) => ((i >> 3) + ((i * 7) % 3)) % 16);
+    const rgb = Uint8Array.from({ length: 48 }, (_, k) => (k % 3) * 40 + Math.floor(k / 3) * 8);
+    const shows = new Uint8Array(indices.length);
+    const data = lzwEncode(indices, 4, { rgb, transparent: -1 }, 20, undefined, shows);
+    assert.deepEqual(lzwDecode(data, 4, indices.length), shows);
+    assert.ok(data.length < lzwEncode(indices, 4, { rgb, transparent: -1 }).length);
+    let traded = 0;
+    for (let i = 0; i < indices.length; i++) {
+      if (shows[i] === indices[i]) continue;
+      traded++;
+      const d = [0, 1, 2].map((c) => rgb[shows[i] * 3 + c] - rgb[indices[i] * 3 + c]);
+      // Within the threshold once the error diffused from the pixel before (at most 3/4 of it) is added.
+      assert.ok((d[0] ** 2 * 3 + d[1] ** 2 * 4 + d[2] ** 2 * 2) / 9 <= (2 * 20) ** 2);
+    }
+    assert.ok(traded > 0);
   });
 });
 

@@ -31,21 +31,24 @@ export const compress: Compress = async (job, out, ctx) => {
   const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
   let encoded;
   try {
-    encoded = await encodeJpegAuto(img, { keepMetadata: true, progress: (p, phase) => ctx.progress(p, phase) });
+    // Whether the input is already about as coarse as the chosen quality is known before the
+    // full-size encode, which is then skipped.
+    const worthEncoding = resized ? undefined : async (quality: number) => !(await alreadyAsCoarse(await readFile(job.inputPath), quality));
+    encoded = await encodeJpegAuto(img, { keepMetadata: true, worthEncoding, progress: (p, phase) => ctx.progress(p, phase) });
   } catch (err) {
     throw decodeFailed(err);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');
   let keptInput: boolean;
-  if (!resized && (await alreadyAsCoarse(await readFile(job.inputPath), encoded.quality))) {
+  if (!encoded) {
     await copyFile(job.inputPath, path);
     keptInput = true;
   } else {
     await writeFile(path, markAsOurs(encoded.data));
     keptInput = await keepInputUnlessSmaller(job.inputPath, path, resized ? 0 : MIN_SAVING);
   }
-  const stored = keptInput ? { width: meta.width, height: meta.height } : encoded;
+  const stored = keptInput || !encoded ? { width: meta.width, height: meta.height } : encoded;
   ctx.progress(100, 'finalizing');
   return { path, format: 'jpg', contentType: 'image/jpeg', ...displayed(stored.width, stored.height, meta.orientation) };
 };

@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import type { CreateRaw, JpegOptions, OutputInfo, Sharp } from 'sharp';
 import { FULL_SEARCH, type SearchBudget } from './budget.ts';
-import { proxyOf } from './proxy.ts';
+import { PROXY_TILES, proxyOf } from './proxy.ts';
 import { ssimOfLuma, luma, type Pixels } from './ssim.ts';
 
 /**
@@ -39,6 +39,8 @@ export interface JpegAutoOptions {
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
   /** Full-resolution luma SSIM to reach instead of JPEG_TARGET_SSIM. */
   targetSsim?: number;
+  /** Asked with the chosen quality before the full-size encode; false skips it (encodeJpegAuto then returns null). */
+  worthEncoding?: (quality: number) => Promise<boolean>;
 }
 
 export interface JpegEncoded {
@@ -67,7 +69,7 @@ const fineChromaOf = new WeakMap<Uint8Array, boolean>();
 export function jpegOptionsFor(pixels: Pixels, quality: number): JpegOptions {
   let fine = fineChromaOf.get(pixels.data);
   if (fine === undefined) {
-    fine = hasFineChroma(proxyOf(pixels));
+    fine = hasFineChroma(probesOf(pixels).proxy);
     fineChromaOf.set(pixels.data, fine);
   }
   return jpegOptions(quality, fine);
@@ -95,8 +97,9 @@ export function hasFineChroma(p: Pixels): boolean {
 
 /**
  * The same quantisation as jpegOptions (trellis included, so the decoded pixels are identical,
- * byte for byte), coded as plain baseline: what a quality probe needs, since only its pixels are
- * scored. Skips the Huffman optimisation and the progressive scan search.
+ * byte for byte), without mozjpeg's progressive scan search: what a quality probe needs, since
+ * only its pixels and its approximate size are used. (sharp keeps mozjpeg's progressive mode, and a
+ * truly baseline encode would not do: mozjpeg's trellis decisions depend on the scan layout.)
  */
 export function probeOptions(options: JpegOptions): JpegOptions {
   return { ...options, progressive: false, optimiseScans: false, optimiseCoding: false };
@@ -148,7 +151,7 @@ export function binnedTarget(target: number): number {
  * transparency is flattened onto white. With keepMetadata, EXIF (orientation included), ICC and
  * XMP are carried over and the pixels are not rotated.
  */
-export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Promise<JpegEncoded> {
+export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Promise<JpegEncoded | null> {
   const progress = opts.progress ?? (() => {});
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   progress(10, 'decoding');
@@ -157,6 +160,7 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const target = (opts.targetSsim ?? JPEG_TARGET_SSIM) + PROXY_MARGIN;
   const pixels = { data, width: info.width, height: info.height, channels: info.channels };
   const quality = await chooseJpegQuality(pixels, target);
+  if (opts.worthEncoding && !(await opts.worthEncoding(quality))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? base.clone().keepMetadata() : sharp(data, { raw: rawOf(info) });
   const out = await encoder.jpeg(jpegOptionsFor(pixels, quality)).toBuffer({ resolveWithObject: true });
@@ -175,24 +179,9 @@ function rawOf(info: OutputInfo): CreateRaw {
  * non-monotonic SSIM below still runs), answering the lowest quality seen to pass.
  */
 export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full', search: SearchBudget = FULL_SEARCH): Promise<number> {
-  const proxy = proxyOf(pixels, search.proxyTiles);
-  const binned = judgedAt === 'sensor';
-  const view = (y: Float32Array) => (binned ? bin2x2(y, proxy.width, proxy.height) : y);
-  const [w, h] = binned ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
-  if (binned) target = binnedTarget(target);
-  const reference = view(luma(proxy));
-  const cache = new Map<number, number>();
-  const score = async (q: number): Promise<number> => {
-    const hit = cache.get(q);
-    if (hit !== undefined) return hit;
-    const encoded = await sharp(proxy.data, { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } })
-      .jpeg(probeOptions(jpegOptionsFor(pixels, q)))
-      .toBuffer();
-    const decoded = await sharp(encoded).raw().toBuffer({ resolveWithObject: true });
-    const s = ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels })), w, h);
-    cache.set(q, s);
-    return s;
-  };
+  const probes = probesOf(pixels, search.proxyTiles);
+  if (judgedAt === 'sensor') target = binnedTarget(target);
+  const score = (q: number): Promise<number> => probes.score(q, judgedAt);
   // Probe two typical qualities, then aim at the target along the secant of log(1 - SSIM),
   // which is nearly linear in quality: through the bracket [lo fails, hi passes] once both ends
   // are measured, through the two measurements nearest the target before that. A bracket end
@@ -253,6 +242,63 @@ const PROBE_QUALITY = 80;
 const PROBE_STEP = 5;
 /** Largest move of one extrapolated probe. */
 const MAX_JUMP = 15;
+
+interface Probes {
+  proxy: Pixels;
+  /** Proxy SSIM of quality q as judged at `judgedAt` (memoised). */
+  score(q: number, judgedAt: JudgedAt): Promise<number>;
+  /** Bytes of the proxy's probe encode at q (memoised with the scores). */
+  size(q: number): Promise<number>;
+}
+
+const probesByPixels = new WeakMap<Uint8Array, Map<number, Probes>>();
+
+/**
+ * The quality probes of one image, shared by every search on it (the universal compressor's
+ * target and floor searches probe many of the same qualities): the proxy is cut once, each
+ * quality is encoded and decoded once, and each reference luma is computed once.
+ */
+export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
+  const byTiles = probesByPixels.get(pixels.data) ?? new Map<number, Probes>();
+  probesByPixels.set(pixels.data, byTiles);
+  const known = byTiles.get(tiles);
+  if (known) return known;
+  const proxy = proxyOf(pixels, tiles);
+  const raw = { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 };
+  const sizes = new Map<number, number>();
+  const scores = new Map<string, Promise<number>>();
+  const references = new Map<JudgedAt, Float32Array>();
+  const view = (y: Float32Array, judgedAt: JudgedAt) => (judgedAt === 'sensor' ? bin2x2(y, proxy.width, proxy.height) : y);
+  const encode = async (q: number): Promise<Buffer> => {
+    const jpeg = await sharp(proxy.data, { raw }).jpeg(probeOptions(jpegOptionsFor(pixels, q))).toBuffer();
+    sizes.set(q, jpeg.length);
+    return jpeg;
+  };
+  const probes: Probes = {
+    proxy,
+    size: async (q) => sizes.get(q) ?? (await encode(q)).length,
+    score: (q, judgedAt) => {
+      const key = `${judgedAt}:${q}`;
+      let hit = scores.get(key);
+      if (!hit) {
+        hit = (async () => {
+          const decoded = await sharp(await encode(q)).raw().toBuffer({ resolveWithObject: true });
+          let reference = references.get(judgedAt);
+          if (!reference) {
+            reference = view(luma(proxy), judgedAt);
+            references.set(judgedAt, reference);
+          }
+          const [w, h] = judgedAt === 'sensor' ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
+          return ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels }), judgedAt), w, h);
+        })();
+        scores.set(key, hit);
+      }
+      return hit;
+    },
+  };
+  byTiles.set(tiles, probes);
+  return probes;
+}
 
 /** Mean of every 2×2 block (odd last row or column dropped). */
 function bin2x2(y: Float32Array, width: number, height: number): Float32Array {

@@ -13,8 +13,16 @@ export class Canvas {
   private saved: { rgb: Int16Array; luma: Float32Array } | undefined;
 
   constructor(readonly width: number, readonly height: number) {
-    this.rgb = new Int16Array(width * height * 3).fill(-1);
-    this.luma = new Float32Array(width * height).fill(255);
+    this.rgb = new Int16Array(width * height * 3);
+    this.luma = new Float32Array(width * height);
+    this.clear();
+  }
+
+  /** Back to nothing drawn, as before the first frame. */
+  clear(): void {
+    this.rgb.fill(-1);
+    this.luma.fill(255);
+    this.saved = undefined;
   }
 
   /** Draws a frame whose pixels are `indices` (stream order); call `dispose` after showing it. */
@@ -23,13 +31,14 @@ export class Canvas {
     const { rgb, luma, width } = this;
     const pal = paletteOf(f.palette);
     const { rows, x1 } = this.span(f);
+    const { left, transparent } = f;
     for (let r = 0; r < rows.length; r++) {
       const y = rows[r];
       if (y < 0) continue;
       let pos = r * f.width;
-      for (let x = f.left, i = y * width + x; x < x1; x++, i++, pos++) {
+      for (let x = left, i = y * width + x; x < x1; x++, i++, pos++) {
         const k = indices[pos];
-        if (k === f.transparent) continue;
+        if (k === transparent) continue;
         rgb[i * 3] = pal[k * 4];
         rgb[i * 3 + 1] = pal[k * 4 + 1];
         rgb[i * 3 + 2] = pal[k * 4 + 2];

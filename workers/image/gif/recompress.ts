@@ -1,7 +1,7 @@
 import { Canvas } from './compose.ts';
-import { lzwDecode, lzwEncode } from './lzw.ts';
+import { lzwEncode, type Backdrop } from './lzw.ts';
 import { parseGif, writeGif, type EncodedFrame, type GifFile, type GifFrame } from './parse.ts';
-import { ssimOfLuma } from '../ssim.ts';
+import { ScreenSsim } from '../ssim.ts';
 
 export interface Recompressed {
   data: Buffer;
@@ -9,28 +9,47 @@ export interface Recompressed {
   ssim: number;
 }
 
+/** A rectangle of the screen: [x0, x1) × [y0, y1). */
+type Rect = { x0: number; y0: number; x1: number; y1: number };
+
 /**
- * A GIF prepared for recompression: parsed once, with the luma of its displayed frames kept
- * as the reference every lossy level is measured against.
+ * A GIF prepared for recompression: parsed once. Each recompression composites the input's
+ * displayed frames alongside its own and scores only the screen area each frame can change,
+ * so its cost follows the pixels the frames draw, not screen size × frames.
  */
 export class GifRecompressor {
   private readonly file: GifFile;
-  private readonly reference: Float32Array[] = [];
+  /** Per frame: the transparent index its re-encode uses, and the screen area it may change. */
+  private readonly plan: { transparent: number; changes: Rect }[];
+  /** Pixels of all frames' rectangles: what one recompression encodes. */
+  readonly framePixels: number;
+  /** Scratch for backdrop positions and for the indices a frame decodes to, grown to the largest frame. */
+  private at = new Int32Array(0);
+  private shows = new Uint8Array(0);
+  /** The screens as the input and the recompression show them, and their SSIM: kept across recompressions. */
+  private readonly wanted: Canvas;
+  private readonly shown: Canvas;
+  private readonly score: ScreenSsim;
 
   /** Throws on malformed structure. */
   constructor(gif: Uint8Array) {
     this.file = parseGif(gif);
-    const screen = new Canvas(this.file.width, this.file.height);
-    for (const f of this.file.frames) {
-      screen.draw(f, f.indices);
-      this.reference.push(screen.luma.slice());
-      screen.dispose(f);
-    }
-  }
-
-  /** Screen pixels over all frames: what one recompression composites and scores. */
-  get screenPixels(): number {
-    return this.file.width * this.file.height * this.file.frames.length;
+    const { frames, width, height } = this.file;
+    const clip = (f: GifFrame): Rect => ({ x0: Math.min(f.left, width), y0: Math.min(f.top, height), x1: Math.min(f.left + f.width, width), y1: Math.min(f.top + f.height, height) });
+    this.plan = frames.map((f, i) => {
+      const changes = clip(f);
+      // What the previous frame's disposal cleared or restored changes too.
+      const before = frames[i - 1];
+      if (before && (before.disposal === 2 || before.disposal === 3)) {
+        const b = clip(before);
+        if (b.x1 > b.x0 && b.y1 > b.y0) Object.assign(changes, changes.x1 > changes.x0 && changes.y1 > changes.y0 ? union(changes, b) : b);
+      }
+      return { transparent: f.transparent >= 0 || i === 0 ? f.transparent : freeIndex(f), changes };
+    });
+    this.framePixels = frames.reduce((n, f) => n + f.width * f.height, 0);
+    this.wanted = new Canvas(width, height);
+    this.shown = new Canvas(width, height);
+    this.score = new ScreenSsim(width, height);
   }
 
   /**
@@ -46,29 +65,56 @@ export class GifRecompressor {
    * screen under later frames count every time.
    */
   recompress(threshold: number): Recompressed {
-    const { frames, width, height } = this.file;
-    const wanted = new Canvas(width, height);
-    const shown = new Canvas(width, height);
+    const { frames } = this.file;
+    const { wanted, shown, score } = this;
+    wanted.clear();
+    shown.clear();
+    score.reset();
     const encoded: EncodedFrame[] = [];
     let total = 0;
     frames.forEach((f, i) => {
       wanted.draw(f, f.indices);
-      const transparent = f.transparent >= 0 || i === 0 ? f.transparent : freeIndex(f);
+      const { transparent, changes } = this.plan[i];
       let frame: GifFrame = f;
-      let backdrop;
+      let backdrop: Backdrop | undefined;
       if (transparent >= 0) {
-        backdrop = { target: wanted.pick(f), under: shown.pick(f) };
-        if (f.disposal !== 2 && !f.interlaced) ({ frame, backdrop } = cropped(f, transparent, backdrop, threshold * threshold));
+        if (f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, wanted, shown, threshold * threshold);
+        backdrop = this.backdrop(frame, wanted, shown);
       }
-      const data = lzwEncode(frame.indices, f.minCodeSize, { rgb: f.palette, transparent }, threshold, backdrop);
+      if (this.shows.length < frame.indices.length) this.shows = new Uint8Array(frame.indices.length);
+      const indices = this.shows.subarray(0, frame.indices.length);
+      const data = lzwEncode(frame.indices, f.minCodeSize, { rgb: f.palette, transparent }, threshold, backdrop, indices);
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent, data });
-      shown.draw({ ...frame, transparent }, lzwDecode(data, f.minCodeSize, frame.width * frame.height));
-      total += ssimOfLuma(this.reference[i], shown.luma, width, height);
+      shown.draw({ ...frame, transparent }, indices);
+      // Threshold 0 shows exactly the input: nothing to score.
+      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes.x0, changes.y0, changes.x1, changes.y1);
       wanted.dispose(f);
       shown.dispose(frame);
     });
-    return { data: writeGif(this.file, encoded), ssim: frames.length > 0 ? total / frames.length : 1 };
+    return { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1 };
   }
+
+  /**
+   * The screens around a frame for lzwEncode: read in place when the frame lies on the screen
+   * row by row, else picked out (interlaced, or partly off the screen).
+   */
+  private backdrop(f: GifFrame, wanted: Canvas, shown: Canvas): Backdrop {
+    const n = f.width * f.height;
+    if (this.at.length < n) this.at = new Int32Array(n);
+    const at = this.at;
+    if (f.interlaced || f.left + f.width > wanted.width || f.top + f.height > wanted.height) {
+      for (let p = 0; p < n; p++) at[p] = p * 3;
+      return { target: wanted.pick(f), under: shown.pick(f), at };
+    }
+    for (let y = 0, p = 0; y < f.height; y++) {
+      for (let x = 0, o = ((f.top + y) * wanted.width + f.left) * 3; x < f.width; x++, p++, o += 3) at[p] = o;
+    }
+    return { target: wanted.rgb, under: shown.rgb, at };
+  }
+}
+
+function union(a: Rect, b: Rect): Rect {
+  return { x0: Math.min(a.x0, b.x0), y0: Math.min(a.y0, b.y0), x1: Math.max(a.x1, b.x1), y1: Math.max(a.y1, b.y1) };
 }
 
 /** A palette entry no pixel of the frame uses and LZW can write, or -1. */
@@ -80,38 +126,48 @@ function freeIndex(f: GifFrame): number {
   return -1;
 }
 
-type Backdrop = { target: Int16Array; under: Int16Array };
-
 /**
- * The frame cut to the smallest rectangle holding every pixel that must be drawn: shown
- * nothing where the input shows something or the reverse, or a colour farther than `limit`
- * (squared weighted RGB distance, as in lzwEncode) from the input's. At least one pixel stays.
+ * The frame cut to the smallest rectangle holding every pixel that must be drawn: where the
+ * screen the input shows (`wanted`, this frame drawn) and the one the encoded animation shows
+ * (`shown`, before this frame) differ in showing nothing or something, or by a colour farther
+ * than `limit` (squared weighted RGB distance, as in lzwEncode). At least one pixel stays.
  */
-function cropped(f: GifFrame, transparent: number, backdrop: Backdrop, limit: number): { frame: GifFrame; backdrop: Backdrop } {
-  const { target, under } = backdrop;
-  let x0 = f.width;
-  let y0 = f.height;
-  let x1 = -1;
-  let y1 = -1;
-  for (let y = 0, pos = 0; y < f.height; y++) {
-    for (let x = 0; x < f.width; x++, pos++) {
-      const o = pos * 3;
+function cropped(f: GifFrame, transparent: number, wanted: Canvas, shown: Canvas, limit: number): GifFrame {
+  const target = wanted.rgb;
+  const under = shown.rgb;
+  const screenWidth = wanted.width;
+  const { left, top } = f;
+  // Off the screen both show nothing: only the part on it can differ.
+  const w0 = Math.max(0, Math.min(f.width, screenWidth - left));
+  const h0 = Math.max(0, Math.min(f.height, wanted.height - top));
+  /** First x in [from, to) (stepping by `step`) of row y where the screens differ, or `to`. */
+  const scan = (y: number, from: number, to: number, step: number): number => {
+    let o = ((top + y) * screenWidth + left + from) * 3;
+    for (let x = from; x !== to; x += step, o += step * 3) {
       const t = target[o];
       const u = under[o];
-      let fits: boolean;
-      if (t < 0 || u < 0) fits = t < 0 && u < 0;
-      else {
-        const dr = t - u;
-        const dg = target[o + 1] - under[o + 1];
-        const db = target[o + 2] - under[o + 2];
-        fits = (dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9 <= limit;
+      if (t < 0 || u < 0) {
+        if (t >= 0 || u >= 0) return x;
+        continue;
       }
-      if (fits) continue;
-      if (x < x0) x0 = x;
-      if (x > x1) x1 = x;
-      if (y < y0) y0 = y;
-      y1 = y;
+      const dr = t - u;
+      const dg = target[o + 1] - under[o + 1];
+      const db = target[o + 2] - under[o + 2];
+      if ((dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9 > limit) return x;
     }
+    return to;
+  };
+  // Rows from the top and the bottom, then within the rows between, columns from either side:
+  // each pixel is read at most about once, and most not at all when the change is small.
+  let y0 = 0;
+  while (y0 < h0 && scan(y0, 0, w0, 1) === w0) y0++;
+  let y1 = h0 - 1;
+  while (y1 > y0 && scan(y1, 0, w0, 1) === w0) y1--;
+  let x0 = w0;
+  let x1 = -1;
+  for (let y = y0; y <= y1 && y < h0; y++) {
+    if (x0 > 0) x0 = Math.min(x0, scan(y, 0, x0, 1));
+    if (x1 < w0 - 1) x1 = Math.max(x1, scan(y, w0 - 1, x1, -1));
   }
   // A frame that changes nothing keeps one pixel, transparent: frames cannot be dropped.
   const nothing = x1 < 0;
@@ -121,16 +177,12 @@ function cropped(f: GifFrame, transparent: number, backdrop: Backdrop, limit: nu
   }
   const w = x1 - x0 + 1;
   const h = y1 - y0 + 1;
-  if (w === f.width && h === f.height) return { frame: f, backdrop };
+  if (w === f.width && h === f.height) return f;
   const indices = new Uint8Array(w * h);
-  const t2 = new Int16Array(w * h * 3);
-  const u2 = new Int16Array(w * h * 3);
   for (let y = 0; y < h; y++) {
     const from = (y0 + y) * f.width + x0;
     indices.set(f.indices.subarray(from, from + w), y * w);
-    t2.set(target.subarray(from * 3, (from + w) * 3), y * w * 3);
-    u2.set(under.subarray(from * 3, (from + w) * 3), y * w * 3);
   }
   if (nothing) indices[0] = transparent;
-  return { frame: { ...f, left: f.left + x0, top: f.top + y0, width: w, height: h, indices }, backdrop: { target: t2, under: u2 } };
+  return { ...f, left: f.left + x0, top: f.top + y0, width: w, height: h, indices };
 }
