@@ -7,6 +7,7 @@ import { mkdir, rename } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
+import { albumPptx, cameraPhotos, picturesPdf, reportDocx, scannedPages, tinyPictures } from '../test/helpers/made-files.ts';
 
 /** xorshift32 bytes: fast, seeded, and as incompressible as random bytes for deflate. */
 export function noiseBytes(n: number, seed = 0x9e3779b9): Buffer {
@@ -195,4 +196,34 @@ export async function generatedInputs(): Promise<Made> {
     if (!existsSync(out[key])) await make(`${out[key]}.part`).then(() => rename(`${out[key]}.part`, out[key]));
   }
   return out;
+}
+
+/**
+ * Documents whose per-picture work adds up (issue 21, bounded work per job): a 40-page scan at
+ * 300 dpi from one scanner, 30 full-page 12 MP camera photos, 600 small pictures on 20 pages, a
+ * 30-slide album of 6 MP camera photos, and a report with 40 photos and 150 small pictures
+ * inline. Made once per machine.
+ */
+export async function pathologicalDocuments(): Promise<{ pdf: string[]; office: string[] }> {
+  const dir = join(tmpdir(), 'compressd-bench-documents-v1');
+  await mkdir(dir, { recursive: true });
+  const made = async (name: string, make: (path: string) => Promise<unknown>): Promise<string> => {
+    const path = join(dir, name);
+    if (!existsSync(path)) await make(`${path}.part`).then(() => rename(`${path}.part`, path));
+    return path;
+  };
+  // The album and the report share their photos: made once, only when one of them is missing.
+  let photos: Buffer[] | undefined;
+  const sixMp = async () => (photos ??= await cameraPhotos(40, 3000, 2000, 93));
+  return {
+    pdf: [
+      await made('scan-40-pages-300dpi.pdf', async (p) => picturesPdf(p, await scannedPages(40, 300))),
+      await made('photos-30x12mp.pdf', async (p) => picturesPdf(p, await cameraPhotos(30, 4000, 3000))),
+      await made('tiny-600-pictures.pdf', async (p) => picturesPdf(p, await tinyPictures(600), 30)),
+    ],
+    office: [
+      await made('album-30x6mp.pptx', async (p) => albumPptx(p, (await sixMp()).slice(0, 30))),
+      await made('report-40-photos-150-small.docx', async (p) => reportDocx(p, [...(await sixMp()), ...(await tinyPictures(150, 96))], 6)),
+    ],
+  };
 }

@@ -1,8 +1,10 @@
 // Spec: "States and transitions", "Job endpoints", "Limits" — the job lifecycle on real corpus files.
 import assert from 'node:assert/strict';
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { picturesPdf, scannedPages } from './helpers/made-files.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 
 const JPG_DIR = join(CORPUS, 'jpg');
@@ -160,6 +162,23 @@ describe('time limit and retention', () => {
       assert.equal((await json(await t.api('/compress/entitlements/me'))).credits.available, 500);
     } finally {
       await t.stop();
+    }
+  });
+
+  it('a document job still working on its pictures at the time limit fails with jobs.timeout and holds no credit', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'jobs-timeout-'));
+    const t = await startTestServer({ workers: '1', jobTimeoutSeconds: '1' });
+    try {
+      // Twelve scanned pages: several seconds of picture work on any machine.
+      const pdf = await picturesPdf(join(dir, 'scan.pdf'), await scannedPages(12, 100));
+      const job = await waitForJob(t, (await json(await submit(t, pdf))).id);
+      assert.equal(job.status, 'Failed');
+      assert.deepEqual(job.error, { code: 'jobs.timeout', detail: 'Processing exceeded the 1 s time limit.' });
+      assert.equal(job.metrics.creditCost, 0);
+      assert.deepEqual((await json(await t.api('/compress/entitlements/me'))).credits, { granted: 500, spent: 0, reserved: 0, available: 500 });
+    } finally {
+      await t.stop();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 

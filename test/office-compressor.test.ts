@@ -14,7 +14,11 @@ import { JobError, type CompressResult } from '../workers/contract.ts';
 import { compress } from '../workers/office.ts';
 import { parseRels, resolveTarget, sourceOfRels } from '../workers/office/opc.ts';
 import { ssim } from '../workers/image/ssim.ts';
-import { inlineImagesDocx, photoAlbumPptx } from './helpers/made-files.ts';
+import { FULL_PROBES, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
+import { analyzePackage } from '../workers/office/analyze.ts';
+import { planPictures } from '../workers/office/plan.ts';
+import { openPackage } from '../workers/office/zip-read.ts';
+import { albumPptx, cameraPhotos, inlineImagesDocx, photoAlbumPptx } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
@@ -22,7 +26,10 @@ const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 // (one at quality 95 with 4:4:4 chroma) and a document with a photo pasted as PNG.
 const made = await mkdtemp(join(tmpdir(), 'office-made-'));
 const album = await photoAlbumPptx(join(made, 'photo-album.pptx'), 1200);
+// Issue 21: an album of many camera photos, whose searches add up past the document budget.
+const longAlbum = await albumPptx(join(made, 'album-24-photos.pptx'), await cameraPhotos(24, 800, 600));
 const inputs = [
+  longAlbum,
   ...(await Promise.all(['docx', 'pptx'].map(async (d) => (await readdir(join(corpus, d))).map((f) => join(corpus, d, f))))).flat(),
   album,
   await inlineImagesDocx(join(made, 'inline-images.docx'), 900),
@@ -47,6 +54,17 @@ async function run(inputPath: string, options: JobOptions = {}, dir?: string): P
     },
   });
   return { result, phases };
+}
+
+/** The document budget compress applies to a package's JPEG pictures. */
+async function planOf(path: string): Promise<DocumentPlan> {
+  const pkg = await openPackage(path);
+  try {
+    const signal = new AbortController().signal;
+    return (await planPictures(pkg, await analyzePackage(pkg, signal), undefined, signal)).plan;
+  } finally {
+    pkg.zip.close();
+  }
 }
 
 interface Entry {
@@ -152,6 +170,26 @@ describe('office compressor on the corpus', () => {
       const kept = ssim(reference, await rgba(e.data));
       const peer = await plainJpegBytesAt(reference, kept);
       assert.ok(e.data.length <= peer.bytes * 1.05, `${e.name}: ours ${e.data.length} B at SSIM ${kept.toFixed(4)}, libjpeg q${peer.quality} ${peer.bytes} B`);
+    }
+  });
+
+  it('an album of many camera photos searches less per photo, and every photo still gets smaller at the promised quality', async () => {
+    const plan = await planOf(longAlbum);
+    assert.notEqual(plan.level, 'full');
+    assert.ok(plan.cost <= plan.budget, `${plan.cost} <= ${plan.budget}`);
+    const probes = plan.searches.reduce((sum, s) => sum + Math.min(s.probes, FULL_PROBES), 0);
+    assert.ok(probes <= SEARCHED_PER_CLASS * FULL_PROBES + (24 - SEARCHED_PER_CLASS) * REUSE_PROBES, `${probes} probes for 24 photos`);
+    for (const file of ['docx/derived-photo-report.docx', 'pptx/derived-photo-slides-from-pdf.pptx']) assert.equal((await planOf(join(corpus, file))).level, 'full', file);
+
+    const output = outputs.get(longAlbum) ?? (await run(longAlbum)).result.path;
+    const before = new Map((await entries(longAlbum)).map((e) => [e.name, e]));
+    const media = (await entries(output)).filter((e) => e.name.startsWith('ppt/media/'));
+    assert.equal(media.length, 24);
+    for (const e of media) {
+      const original = before.get(e.name)!.data;
+      assert.ok(e.data.length < original.length * 0.9, `${e.name}: ${e.data.length} B of ${original.length}`);
+      const kept = ssim(await rgba(original), await rgba(e.data));
+      assert.ok(kept >= 0.98, `${e.name}: SSIM ${kept.toFixed(4)}`);
     }
   });
 

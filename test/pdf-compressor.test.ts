@@ -10,7 +10,13 @@ import sharp from 'sharp';
 import { JobError, type CompressResult } from '../workers/contract.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress } from '../workers/pdf.ts';
+import { FULL_PROBES, planDocument, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
+import { documentImages } from '../workers/pdf/images.ts';
+import { loadPdf } from '../workers/pdf/load.ts';
+import { displaySizes } from '../workers/pdf/placements.ts';
 import { asSeen } from '../workers/pdf/quality.ts';
+import { dedupeStreams } from '../workers/pdf/structure.ts';
+import { picturesPdf, scannedPages, tinyPictures } from './helpers/made-files.ts';
 
 const exec = promisify(execFile);
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
@@ -134,6 +140,43 @@ describe('images and structure', () => {
   });
 });
 
+describe('bounded work per document (issue 21)', () => {
+  test('the corpus documents keep the full search on every picture', async () => {
+    for (const file of ['ocrmypdf-multipage.pdf', 'derived-photo-heavy-img2pdf.pdf', 'ISO-IEC-29500-2-text.pdf']) {
+      assert.equal((await planOf(join(pdfDir, file))).level, 'full', file);
+    }
+  });
+
+  test('a long scan from one scanner searches less per page; every page stays, with its text, and looks the same', async () => {
+    const input = await picturesPdf(join(work, 'scan.pdf'), await scannedPages(20, 75));
+    const plan = await planOf(input);
+    assert.notEqual(plan.level, 'full');
+    assert.ok(plan.cost <= plan.budget, `${plan.cost} <= ${plan.budget}`);
+    const probes = plan.searches.reduce((sum, s) => sum + Math.min(s.probes, FULL_PROBES), 0);
+    assert.ok(probes <= SEARCHED_PER_CLASS * FULL_PROBES + (20 - SEARCHED_PER_CLASS) * REUSE_PROBES, `${probes} probes for 20 pages`);
+
+    const { result } = await run(input);
+    assert.equal(await pages(result.path), 20);
+    assert.equal(await text(result.path), await text(input), 'extracted text');
+    const [inSize, outSize] = [(await stat(input)).size, (await stat(result.path)).size];
+    assert.ok(outSize < inSize * 0.9, `${outSize} < 90 % of ${inSize}`);
+    const images = await listImages(result.path);
+    assert.equal(images.length, 20, 'one image per page');
+    assert.ok(images.every((r) => r.enc === 'jpeg'), 'every page is still a JPEG');
+    for (const page of [1, 10, 20]) {
+      const score = ssim(await renderGrey(input, page), await renderGrey(result.path, page));
+      assert.ok(score >= 0.95, `page ${page}: SSIM ${score}`);
+    }
+  });
+
+  test('hundreds of small pictures reuse their class\'s quality instead of a full search each', async () => {
+    const input = await picturesPdf(join(work, 'tiny.pdf'), await tinyPictures(600), 30);
+    const plan = await planOf(input);
+    assert.equal(plan.level, 'reuse');
+    assert.equal(plan.searches.filter((s) => s.probes === Infinity).length, SEARCHED_PER_CLASS, 'one class: the first pictures searched fully');
+  });
+});
+
 describe('damaged and encrypted inputs', () => {
   test('a truncated PDF fails with pdf.damaged', async () => {
     const bytes = await readFile(join(pdfDir, 'ISO-IEC-29500-2-text.pdf'));
@@ -174,8 +217,20 @@ describe('damaged and encrypted inputs', () => {
   });
 });
 
-async function renderGrey(path: string): Promise<Pixels> {
-  const { stdout } = await exec('pdftoppm', ['-r', '100', '-gray', '-png', '-singlefile', path], { encoding: 'buffer', maxBuffer: 64 << 20 });
+/** The document budget compress applies, from the file's image dictionaries. */
+async function planOf(path: string): Promise<DocumentPlan> {
+  const { doc, pages } = await loadPdf(path);
+  dedupeStreams(doc.context);
+  return planDocument(documentImages(doc.context, displaySizes(doc.context, pages)).map((i) => i.picture));
+}
+
+async function listImages(path: string): Promise<{ type: string; enc: string }[]> {
+  const { stdout } = await exec('pdfimages', ['-list', path]);
+  return stdout.split('\n').slice(2).filter(Boolean).map((l) => l.trim().split(/\s+/)).map((r) => ({ type: r[2], enc: r[8] }));
+}
+
+async function renderGrey(path: string, page = 1): Promise<Pixels> {
+  const { stdout } = await exec('pdftoppm', ['-r', '100', '-gray', '-png', '-f', String(page), '-l', String(page), '-singlefile', path], { encoding: 'buffer', maxBuffer: 64 << 20 });
   const { data, info } = await sharp(stdout).greyscale().raw().toBuffer({ resolveWithObject: true });
   return { data, width: info.width, height: info.height, channels: info.channels };
 }

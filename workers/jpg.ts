@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto, type JpegSetting } from './image/encode.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
-import { lumaQuantSum, ourLumaQuantSum } from './image/jpeg-quant.ts';
+import { alreadyAsCoarse } from './image/jpeg-quant.ts';
 import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
@@ -14,13 +14,6 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  * own output, say) would cost a generation of quality for a few bytes.
  */
 const MIN_SAVING = 0.01;
-/**
- * A JPEG is re-encoded only when the chosen quality quantises luma at least this much more
- * coarsely than the input already is (sums of the luminance tables). Closer than that, the input
- * is already about as compressed as our target allows (our own output resubmitted lands here),
- * and a second encode would compound the loss for a few per cent.
- */
-const MIN_COARSER = 1.25;
 
 /** image.jpg-compress: perceptual auto quality (see image/encode.ts), EXIF/ICC/XMP kept, never larger. */
 export const compress: Compress = async (job, out, ctx) => {
@@ -40,7 +33,7 @@ export const compress: Compress = async (job, out, ctx) => {
   try {
     // Whether the input is already about as coarse as the chosen quality is known before the
     // full-size encode, which is then skipped.
-    const worthEncoding = resized ? undefined : async (setting: JpegSetting) => !(await alreadyAsCoarse(job.inputPath, setting));
+    const worthEncoding = resized ? undefined : async (setting: JpegSetting) => !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
     encoded = await encodeJpegAuto(img, { keepMetadata: true, worthEncoding, progress: (p, phase) => ctx.progress(p, phase) });
   } catch (err) {
     throw decodeFailed(err);
@@ -63,9 +56,4 @@ export const compress: Compress = async (job, out, ctx) => {
 /** Width and height as shown, after the EXIF orientation (5-8 swap the edges). */
 function displayed(width: number, height: number, orientation = 1): { width: number; height: number } {
   return orientation >= 5 ? { width: height, height: width } : { width, height };
-}
-
-async function alreadyAsCoarse(inputPath: string, setting: JpegSetting): Promise<boolean> {
-  const input = lumaQuantSum(await readFile(inputPath));
-  return input !== undefined && (await ourLumaQuantSum(setting.quality, setting.table)) < input * MIN_COARSER;
 }

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { contentTypeOf, normaliseFormat } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { analyzePackage } from './office/analyze.ts';
+import { planPictures } from './office/plan.ts';
 import { assertZipContainer } from './office/sniff.ts';
 import { writePackage } from './office/write.ts';
 import { openPackage } from './office/zip-read.ts';
@@ -22,7 +23,8 @@ export const compress: Compress = async (job, out, ctx) => {
   const pkg = await openPackage(job.inputPath);
   try {
     const analysis = await analyzePackage(pkg, ctx.signal);
-    await writePackage(pkg, analysis, outPath, job.options.resize, ctx);
+    const budget = await planPictures(pkg, analysis, job.options.resize, ctx.signal);
+    await writePackage(pkg, analysis, outPath, job.options.resize, budget, ctx);
   } catch (err) {
     await rm(outPath, { force: true });
     throw err;

@@ -8,6 +8,7 @@ import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
 import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, probesOf, type JpegSetting, type JudgedAt } from './image/encode.ts';
+import { FULL_SEARCH } from './image/budget.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
@@ -197,7 +198,7 @@ export async function encodeJpegWithin(
   };
   // The target's own file is made unless it is predicted clearly over the limit.
   if ((await predicted(target)) <= maxBytes * CLEAR_MISS && (await calibrate(target))) return { data: await full(target), quality: target, table, rule: 'target' };
-  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt, table);
+  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt, FULL_SEARCH, table);
   onStep?.(0.6);
   if (floor >= target) return { data: await full(target), quality: target, table, rule: 'floor' };
   let best: number | null = null;

@@ -14,7 +14,7 @@ import { compress as office } from '../../workers/office.ts';
 import { compress as pdf } from '../../workers/pdf.ts';
 import { compress as png } from '../../workers/png.ts';
 import { compress as universal } from '../../workers/universal.ts';
-import { generatedInputs } from '../generated.ts';
+import { generatedInputs, pathologicalDocuments } from '../generated.ts';
 import { type BenchContext, exec, markdownTable, median, timed } from '../lib.ts';
 import { startServer } from './api.ts';
 import { reference as officeReference } from './office.ts';
@@ -115,6 +115,7 @@ async function perFile(ctx: BenchContext, work: string): Promise<Measured[]> {
     for (const d of DIRS[kind.name]) for (const f of (await readdir(join(ctx.corpus, d))).sort()) inputs.push(join(ctx.corpus, d, f));
     if (kind.name === 'PNG') inputs.push(generated.noise, generated.photo);
     if (kind.name === 'GIF') inputs.push(generated.screenGif, generated.photoGif, generated.spriteGif);
+    if (kind.name === 'PDF' || kind.name === 'Office') inputs.push(...(await pathologicalDocuments())[kind.name === 'PDF' ? 'pdf' : 'office']);
     const measured: string[] = [];
     for (const input of inputs) if (await bigEnough(kind.name, input)) measured.push(input);
     // One untimed run first, so that no file's time includes loading the codecs (WASM modules included).

@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import sharp from 'sharp';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
+import { PDFDocument } from 'pdf-lib';
 
 const exec = promisify(execFile);
 const corpus = new URL('../../../shared/corpus/', import.meta.url).pathname;
@@ -112,4 +113,203 @@ export async function inlineImagesDocx(out: string, edge = 1200): Promise<string
     'word/media/image1.png': await sharp(await photo('jpeg420exif.jpg', edge)).png().toBuffer(),
     'word/media/image2.jpeg': await sharp(await photo('baiona_cmyk.jpg', edge)).toColourspace('srgb').jpeg({ quality: 88 }).toBuffer(),
   });
+}
+
+// Pathological documents (issue 21: bounded work per job): many pictures whose searches add up.
+
+/** xorshift32: a seeded generator, so every machine makes the same bytes. */
+function seeded(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+}
+
+const PHOTOS = ['canon-dslr.jpg', 'craft-beer.jpg', 'phone-IMG_20180725_163423.jpg', 'jpeg420exif.jpg', 'baiona_cmyk.jpg'];
+
+/**
+ * `count` different camera-like photos of width×height as JPEG at `quality` (what a camera or a
+ * phone writes): crops of the corpus photos at shifting windows, so no two are the same bytes.
+ */
+export async function cameraPhotos(count: number, width: number, height: number, quality = 95): Promise<Buffer[]> {
+  const sources = await Promise.all(PHOTOS.map((p) => sharp(`${corpus}jpg/${p}`).rotate().toColourspace('srgb').resize(width * 1.25, height * 1.25, { fit: 'cover' }).raw().toBuffer({ resolveWithObject: true })));
+  const out: Buffer[] = [];
+  for (let i = 0; i < count; i++) {
+    const { data, info } = sources[i % sources.length];
+    const step = Math.floor(i / sources.length);
+    const left = (step * 37) % (info.width - width + 1);
+    const top = (step * 23) % (info.height - height + 1);
+    out.push(await sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } }).extract({ left, top, width, height }).jpeg({ quality }).toBuffer());
+  }
+  return out;
+}
+
+/**
+ * `count` pages of a grey text document as one flatbed scanner writes them: letter size at `dpi`,
+ * lines of text, paper grain and sensor noise, all JPEG at the same quality (the
+ * same quantisation tables on every page, as from one scanner).
+ */
+export async function scannedPages(count: number, dpi: number, quality = 85): Promise<Buffer[]> {
+  const [width, height] = [Math.round(8.5 * dpi), Math.round(11 * dpi)];
+  const out: Buffer[] = [];
+  for (let page = 0; page < count; page++) {
+    const random = seeded(1000 + page);
+    const line = dpi / 6;
+    const letters = 'etaoinshrdlcumwfgypbvk';
+    let svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><rect width="100%" height="100%" fill="#f4f1ea"/><g fill="#1c1c1c" font-family="DejaVu Serif, serif" font-size="${(line * 0.55).toFixed(1)}">`;
+    for (let y = dpi * 1.2; y < height - dpi; y += line) {
+      let text = '';
+      while (text.length < 70) text += `${Array.from({ length: 2 + Math.floor(random() * 8) }, () => letters[Math.floor(random() * letters.length)]).join('')} `;
+      svg += `<text x="${dpi}" y="${y.toFixed(1)}">${text.trim()}</text>`;
+    }
+    svg += '</g></svg>';
+    const { data } = await sharp(Buffer.from(svg)).greyscale().blur(0.6).raw().toBuffer({ resolveWithObject: true });
+    for (let i = 0; i < data.length; i++) data[i] = Math.max(0, Math.min(255, data[i] + Math.round((random() - 0.5) * 12)));
+    out.push(await sharp(data, { raw: { width, height, channels: 1 } }).toColourspace('b-w').jpeg({ quality }).toBuffer());
+  }
+  return out;
+}
+
+/** `count` small pictures (icons, thumbnails) of `edge` pixels as PNG: photo crops, every one different. */
+export async function tinyPictures(count: number, edge = 48): Promise<Buffer[]> {
+  const { data, info } = await sharp(`${corpus}jpg/craft-beer.jpg`).resize(1024, 1024, { fit: 'cover' }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  const out: Buffer[] = [];
+  const perRow = Math.floor(info.width / edge);
+  for (let i = 0; i < count; i++) {
+    const cell = i % (perRow * perRow);
+    const shift = Math.floor(i / (perRow * perRow));
+    const left = Math.min(info.width - edge, (cell % perRow) * edge + shift);
+    const top = Math.min(info.height - edge, Math.floor(cell / perRow) * edge + shift);
+    out.push(await sharp(data, { raw: { width: info.width, height: info.height, channels: 3 } }).extract({ left, top, width: edge, height: edge }).png().toBuffer());
+  }
+  return out;
+}
+
+/**
+ * A PDF with one picture per page, drawn over the whole letter-size page (a scan, an img2pdf
+ * album). JPEGs are stored as they are (DCTDecode); PNGs as Flate samples. With `perPage` > 1
+ * the pictures are laid out in a grid, several to a page (a contact sheet of small pictures).
+ */
+export async function picturesPdf(out: string, pictures: Buffer[], perPage = 1): Promise<string> {
+  const doc = await PDFDocument.create();
+  const [pw, ph] = [612, 792];
+  const cols = Math.ceil(Math.sqrt(perPage));
+  for (let i = 0; i < pictures.length; i += perPage) {
+    const page = doc.addPage([pw, ph]);
+    for (let k = 0; k < perPage && i + k < pictures.length; k++) {
+      const bytes = pictures[i + k];
+      const image = bytes[0] === 0xff ? await doc.embedJpg(bytes) : await doc.embedPng(bytes);
+      if (perPage === 1) page.drawImage(image, { x: 0, y: 0, width: pw, height: ph });
+      else {
+        const cell = pw / cols;
+        page.drawImage(image, { x: (k % cols) * cell, y: ph - (Math.floor(k / cols) + 1) * cell, width: cell * 0.9, height: cell * 0.9 });
+      }
+    }
+    page.drawText(`Page ${i / perPage + 1}`, { x: 40, y: 20, size: 10 });
+  }
+  await writeFile(out, await doc.save());
+  return out;
+}
+
+/** A zip package written from named parts, in order, every entry deflated. */
+async function writeZip(out: string, parts: [string, Buffer][]): Promise<string> {
+  const zip = new yazl.ZipFile();
+  for (const [name, data] of parts) zip.addBuffer(data, name, { compress: true, mtime: new Date('2026-01-01T00:00:00Z') });
+  zip.end();
+  const chunks: Buffer[] = [];
+  for await (const c of zip.outputStream) chunks.push(c as Buffer);
+  await writeFile(out, Buffer.concat(chunks));
+  return out;
+}
+
+async function unzipAll(path: string): Promise<Map<string, Buffer>> {
+  const zip = await yauzl.openPromise(path, { lazyEntries: true, autoClose: false });
+  const parts = new Map<string, Buffer>();
+  for await (const e of zip.eachEntry()) {
+    const chunks: Buffer[] = [];
+    for await (const c of await zip.openReadStreamPromise(e)) chunks.push(c as Buffer);
+    parts.set(e.fileName, Buffer.concat(chunks));
+  }
+  zip.close();
+  return parts;
+}
+
+const extOf = (data: Buffer): string => (data[0] === 0xff ? 'jpeg' : 'png');
+const IMAGE_REL = 'http://schemas.openxmlformats.org/officeDocument/2006/relationships/image';
+
+/** Content types with a Default for every picture extension used. */
+function withDefaults(types: string, exts: Iterable<string>): string {
+  const mime: Record<string, string> = { jpeg: 'image/jpeg', png: 'image/png' };
+  for (const ext of exts) if (!types.includes(`Extension="${ext}"`)) types = types.replace('<Default ', `<Default Extension="${ext}" ContentType="${mime[ext]}"/><Default `);
+  return types;
+}
+
+/**
+ * A photo-album PPTX: one slide per picture, each shown over the whole slide (the corpus album's
+ * slide, cloned), every picture its own media part.
+ */
+export async function albumPptx(out: string, pictures: Buffer[]): Promise<string> {
+  const t = await unzipAll(`${corpus}pptx/derived-photo-slides-from-pdf.pptx`);
+  const slide = t.get('ppt/slides/slide1.xml')!;
+  const rels = t.get('ppt/slides/_rels/slide1.xml.rels')!.toString();
+  const parts: [string, Buffer][] = [];
+  let types = t.get('[Content_Types].xml')!.toString().replace(/<Override PartName="\/ppt\/slides\/slide\d+\.xml"[^>]*\/>/g, '');
+  const slideType = 'application/vnd.openxmlformats-officedocument.presentationml.slide+xml';
+  let presRels = t.get('ppt/_rels/presentation.xml.rels')!.toString().replace(/<Relationship Id="rId\d+" Type="[^"]*\/slide" Target="slides\/slide\d+\.xml"\/>/g, '');
+  let ids = '';
+  pictures.forEach((picture, i) => {
+    const n = i + 1;
+    const media = `image${n}.${extOf(picture)}`;
+    parts.push([`ppt/slides/slide${n}.xml`, slide], [`ppt/slides/_rels/slide${n}.xml.rels`, Buffer.from(rels.replace(/Target="..\/media\/[^"]+"/, `Target="../media/${media}"`))], [`ppt/media/${media}`, picture]);
+    types = types.replace('</Types>', `<Override PartName="/ppt/slides/slide${n}.xml" ContentType="${slideType}"/></Types>`);
+    presRels = presRels.replace('</Relationships>', `<Relationship Id="rIdS${n}" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/slide" Target="slides/slide${n}.xml"/></Relationships>`);
+    ids += `<p:sldId id="${256 + i}" r:id="rIdS${n}"/>`;
+  });
+  const presentation = t.get('ppt/presentation.xml')!.toString().replace(/<p:sldIdLst>.*<\/p:sldIdLst>/, `<p:sldIdLst>${ids}</p:sldIdLst>`);
+  const kept = [...t].filter(([name]) => !/^ppt\/(slides|media)\//.test(name) && !['[Content_Types].xml', 'ppt/presentation.xml', 'ppt/_rels/presentation.xml.rels'].includes(name));
+  return writeZip(out, [
+    ['[Content_Types].xml', Buffer.from(withDefaults(types, pictures.map(extOf)))],
+    ...kept,
+    ['ppt/presentation.xml', Buffer.from(presentation)],
+    ['ppt/_rels/presentation.xml.rels', Buffer.from(presRels)],
+    ...parts,
+  ]);
+}
+
+/**
+ * A DOCX report: a heading, one inline picture `widthInches` wide and a caption per picture (the
+ * corpus report's figure, cloned), every picture its own media part.
+ */
+export async function reportDocx(out: string, pictures: Buffer[], widthInches = 6): Promise<string> {
+  const t = await unzipAll(`${corpus}docx/derived-photo-report.docx`);
+  const doc = t.get('word/document.xml')!.toString();
+  const head = doc.slice(0, doc.indexOf('<w:body>') + '<w:body>'.length);
+  const tail = doc.slice(doc.lastIndexOf('<w:sectPr'));
+  let rels = t.get('word/_rels/document.xml.rels')!.toString().replace(/<Relationship Id="rId\d+" Type="[^"]*\/image" Target="media\/[^"]+"\/>/g, '');
+  const media: [string, Buffer][] = [];
+  let body = '<w:p><w:pPr><w:pStyle w:val="Title"/></w:pPr><w:r><w:t>Site survey</w:t></w:r></w:p>';
+  for (const [i, picture] of pictures.entries()) {
+    const n = i + 1;
+    const meta = await sharp(picture).metadata();
+    const cx = Math.round(widthInches * 914400);
+    const cy = Math.round((cx * (meta.height ?? 1)) / (meta.width ?? 1));
+    const name = `image${n}.${extOf(picture)}`;
+    media.push([`word/media/${name}`, picture]);
+    rels = rels.replace('</Relationships>', `<Relationship Id="rIdP${n}" Type="${IMAGE_REL}" Target="media/${name}"/></Relationships>`);
+    body +=
+      `<w:p><w:pPr><w:pStyle w:val="Heading2"/></w:pPr><w:r><w:t>Figure ${n}</w:t></w:r></w:p>` +
+      `<w:p><w:r><w:drawing><wp:inline xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:pic="http://schemas.openxmlformats.org/drawingml/2006/picture"><wp:extent cx="${cx}" cy="${cy}"/><wp:docPr id="${n}" name="Picture ${n}"/><wp:cNvGraphicFramePr><a:graphicFrameLocks noChangeAspect="1"/></wp:cNvGraphicFramePr><a:graphic><a:graphicData uri="http://schemas.openxmlformats.org/drawingml/2006/picture"><pic:pic><pic:nvPicPr><pic:cNvPr id="0" name="${name}"/><pic:cNvPicPr/></pic:nvPicPr><pic:blipFill><a:blip r:embed="rIdP${n}"/><a:stretch><a:fillRect/></a:stretch></pic:blipFill><pic:spPr><a:xfrm><a:off x="0" y="0"/><a:ext cx="${cx}" cy="${cy}"/></a:xfrm><a:prstGeom prst="rect"/></pic:spPr></pic:pic></a:graphicData></a:graphic></wp:inline></w:drawing></w:r></w:p>` +
+      `<w:p><w:r><w:t>Figure ${n}: observed conditions.</w:t></w:r></w:p>`;
+  }
+  const kept = [...t].filter(([name]) => !name.startsWith('word/media/') && !['[Content_Types].xml', 'word/document.xml', 'word/_rels/document.xml.rels'].includes(name));
+  return writeZip(out, [
+    ['[Content_Types].xml', Buffer.from(withDefaults(t.get('[Content_Types].xml')!.toString(), pictures.map(extOf)))],
+    ...kept,
+    ['word/document.xml', Buffer.from(head + body + tail)],
+    ['word/_rels/document.xml.rels', Buffer.from(rels)],
+    ...media,
+  ]);
 }

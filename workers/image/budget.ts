@@ -1,5 +1,6 @@
 import { PngRowFilter } from '@napi-rs/image';
 import sharp from 'sharp';
+import { PROXY_TILES, proxyPixels } from './proxy.ts';
 import type { Pixels } from './ssim.ts';
 
 /**
@@ -59,4 +60,146 @@ export async function incompressible(sample: Pixels): Promise<boolean> {
     .png({ compressionLevel: 1, adaptiveFiltering: true })
     .toBuffer();
   return png.length >= raw * INCOMPRESSIBLE_RATIO;
+}
+
+/**
+ * How much one picture's JPEG quality search and encode may spend. `probes`: most trial encodes
+ * (each on the proxy, scored); when they run out the search answers the lowest quality seen to
+ * pass (it goes on while none has, or while the answer would take 4:4:4 chroma: see searchDone),
+ * so a smaller budget costs bytes, never quality. `proxyTiles`: size of the
+ * proxy. `start`: a quality known to suit similar pictures, probed first. `fastEncode`: the final
+ * encode skips trellis quantisation and the progressive scan search (5-10 times faster on large
+ * scans, 2-13 % more bytes); its pixels are then at least as close to the original as the probed
+ * ones, which had trellis.
+ */
+export interface SearchBudget {
+  probes: number;
+  proxyTiles: number;
+  start?: number;
+  fastEncode: boolean;
+}
+
+/** A search with nothing held back: the image compressors' and every normal document's. */
+export const FULL_SEARCH: SearchBudget = { probes: Infinity, proxyTiles: PROXY_TILES, fastEncode: false };
+
+/** One picture of a document, as the document budget sees it before decoding anything. */
+export interface DocumentPicture {
+  /** Size the picture is searched and encoded at (after any resampling). */
+  width: number;
+  height: number;
+  /** Pixels decoded: the picture as stored. */
+  decoded: number;
+  /**
+   * Pictures with the same class are alike to the search: same size, channels, source codec
+   * and quantisation, same placement (pages from one scanner, photos from one camera).
+   */
+  similar: string;
+}
+
+/**
+ * The document-wide budget (PDF and Office). A picture costs its searches, probes × (proxy
+ * pixels + CALL_COST), plus its final encode, pixels × ENCODE_EFFORT (FAST_ENCODE_EFFORT) +
+ * CALL_COST, in "probe pixels" (a probe pixel costs about 50-70 decoded pixels here: a trellis
+ * encode, a decode, the page view and SSIM in JS). The budget is DOCUMENT_BASE (a document of up
+ * to about eight large pictures: every one fully searched, as before) plus DOCUMENT_SHARE of the
+ * document's size (decoded pixels + CALL_COST per picture: what any tool has to decode and
+ * encode once). Over budget, the plan gives up, in this order, until it fits:
+ * 1. `reuse`: in a class of similar pictures, the first SEARCHED_PER_CLASS are searched fully;
+ *    the others start from the class's quality and get REUSE_PROBES (the start, and one step);
+ * 2. `small proxy`: every search runs on SMALL_PROXY_TILES tiles (about ¼ MP) instead of 64;
+ * 3. `fast encode`: every final encode is the fast one (see SearchBudget);
+ * 4. `single`: pictures past the budget, in document order, get one probe: the class's quality
+ *    verified once (or a typical first guess; more only while none passes), then one encode.
+ * From `reuse` on, the compressors also skip a picture that cannot gain: a JPEG kept at its size
+ * and already as coarse as its class's quality is not decoded at all.
+ */
+export const DOCUMENT_BASE = 64e6;
+export const DOCUMENT_SHARE = 0.05;
+/** Fixed cost of one codec call (pipeline set-up, small buffers; 2-4 ms measured), in probe pixels. */
+export const CALL_COST = 16_000;
+/** mozjpeg's final encode (trellis, progressive scan search) and the fast one, per pixel, in probe pixels. */
+const ENCODE_EFFORT = 0.8;
+const FAST_ENCODE_EFFORT = 0.1;
+export const FULL_PROBES = 6;
+export const SEARCHED_PER_CLASS = 2;
+export const REUSE_PROBES = 3;
+export const SMALL_PROXY_TILES = 16;
+
+export type DocumentLevel = 'full' | 'reuse' | 'small proxy' | 'fast encode' | 'single';
+const LEVELS: DocumentLevel[] = ['full', 'reuse', 'small proxy', 'fast encode', 'single'];
+
+export interface DocumentPlan {
+  level: DocumentLevel;
+  /** Work of the plan and the budget, in probe pixels. */
+  cost: number;
+  budget: number;
+  /** Per picture, in the order given. */
+  searches: SearchBudget[];
+}
+
+/** The budget of a document with these pictures. */
+export function documentBudget(pictures: DocumentPicture[]): number {
+  return DOCUMENT_BASE + DOCUMENT_SHARE * pictures.reduce((sum, p) => sum + p.decoded + CALL_COST, 0);
+}
+
+/** The first level (the most work) that fits the budget, and each picture's search at that level. */
+export function planDocument(pictures: DocumentPicture[]): DocumentPlan {
+  const budget = documentBudget(pictures);
+  let plan: DocumentPlan | undefined;
+  for (const level of LEVELS) {
+    plan = planAt(level, pictures, budget);
+    if (plan.cost <= budget) break;
+  }
+  return plan!;
+}
+
+function planAt(level: DocumentLevel, pictures: DocumentPicture[], budget: number): DocumentPlan {
+  const rank = LEVELS.indexOf(level);
+  const proxyTiles = rank >= 2 ? SMALL_PROXY_TILES : PROXY_TILES;
+  const fastEncode = rank >= 3;
+  const seen = new Map<string, number>();
+  let cost = 0;
+  const searches = pictures.map((p): SearchBudget => {
+    const nth = seen.get(p.similar) ?? 0;
+    seen.set(p.similar, nth + 1);
+    const perProbe = proxyPixels(p.width, p.height, proxyTiles) + CALL_COST;
+    const encode = p.width * p.height * (fastEncode ? FAST_ENCODE_EFFORT : ENCODE_EFFORT) + CALL_COST;
+    let probes = rank >= 1 && nth >= SEARCHED_PER_CLASS ? REUSE_PROBES : FULL_PROBES;
+    if (rank >= 4 && cost + probes * perProbe + encode > budget) probes = 1;
+    cost += probes * perProbe + encode;
+    return { probes: probes === FULL_PROBES ? Infinity : probes, proxyTiles, fastEncode };
+  });
+  return { level, cost, budget, searches };
+}
+
+/**
+ * The qualities a document's searches found, by class of similar pictures: where a search under
+ * a reduced budget starts, and whether a JPEG is already coarser than its class would get.
+ */
+export class ClassQualities {
+  private readonly found = new Map<string, number[]>();
+  private readonly all: number[] = [];
+
+  record(similar: string, quality: number): void {
+    const list = this.found.get(similar) ?? [];
+    list.push(quality);
+    this.found.set(similar, list);
+    this.all.push(quality);
+  }
+
+  /** The class's median quality (the upper one), or undefined before its first search. */
+  of(similar: string): number | undefined {
+    return upperMedian(this.found.get(similar) ?? []);
+  }
+
+  /** `search` starting from its class's quality (or the document's, for a class not searched yet), when its probes are limited. */
+  searchFor(similar: string, search: SearchBudget): SearchBudget {
+    if (search.probes === Infinity) return search;
+    return { ...search, start: this.of(similar) ?? upperMedian(this.all) };
+  }
+}
+
+function upperMedian(list: number[]): number | undefined {
+  if (list.length === 0) return undefined;
+  return [...list].sort((a, b) => a - b)[list.length >> 1];
 }

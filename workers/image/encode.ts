@@ -1,6 +1,7 @@
 import sharp from 'sharp';
 import type { CreateRaw, JpegOptions, OutputInfo, Sharp } from 'sharp';
-import { proxyOf } from './proxy.ts';
+import { FULL_SEARCH, type SearchBudget } from './budget.ts';
+import { PROXY_TILES, proxyOf } from './proxy.ts';
 import { ssimOfLuma, luma, type Pixels } from './ssim.ts';
 
 /**
@@ -127,6 +128,25 @@ export function probeOptions(options: JpegOptions): JpegOptions {
 }
 
 /**
+ * Whether a quality search bracketed by [lo fails, hi passes] may stop, with `left` probes of its
+ * budget left: when the bracket is closed, or when the budget is spent and hi is below
+ * FULL_CHROMA_FROM. Above it the search goes on whatever its budget: MAX_QUALITY (nothing passed
+ * yet) or a quality with 4:4:4 chroma costs far more bytes than a few more probes.
+ */
+export function searchDone(lo: number, hi: number, left: number): boolean {
+  return hi - lo <= 1 || (left <= 0 && hi < FULL_CHROMA_FROM);
+}
+
+/**
+ * The final encode of a document over its work budget (budget.ts): no trellis quantisation and
+ * no progressive scan search, several times faster. Its pixels are at least as close to the
+ * original as the trellis-quantised ones a quality probe scored.
+ */
+export function fastOptions(options: JpegOptions): JpegOptions {
+  return { ...options, trellisQuantisation: false, optimiseScans: false };
+}
+
+/**
  * What the quality search compares: `full` resolution luma, or `sensor`, luma binned 2×2 for
  * pictures developed from a Bayer sensor (camera RAW). A Bayer sensor records one colour per
  * pixel, so half of a developed image's full-resolution detail is the demosaicing's guess, and
@@ -179,17 +199,17 @@ function rawOf(info: OutputInfo): CreateRaw {
  * answers compared by the size of their proxy probes. When a search stops at MAX_QUALITY short of
  * the target, the two are compared at the SSIM both reach.
  */
-export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full'): Promise<JpegSetting> {
-  let mozjpeg = await searchQuality(pixels, target, judgedAt, 3);
+export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full', search: SearchBudget = FULL_SEARCH): Promise<JpegSetting> {
+  let mozjpeg = await searchQuality(pixels, target, judgedAt, 3, search);
   if (mozjpeg.quality < STANDARD_TABLES_FROM) return { quality: mozjpeg.quality, table: 3 };
   // The standard tables reach a given SSIM a few qualities lower (measured: 2-5).
-  let standard = await searchQuality(pixels, target, judgedAt, 0, mozjpeg.quality - 3);
+  let standard = await searchQuality(pixels, target, judgedAt, 0, { ...search, start: mozjpeg.quality - 3 });
   const common = Math.min(mozjpeg.ssim, standard.ssim, target);
   if (mozjpeg.ssim < target || standard.ssim < target) {
-    if (mozjpeg.quality === MAX_QUALITY && mozjpeg.ssim > common) mozjpeg = await searchQuality(pixels, common, judgedAt, 3, MAX_QUALITY - 2);
-    if (standard.quality === MAX_QUALITY && standard.ssim > common) standard = await searchQuality(pixels, common, judgedAt, 0, MAX_QUALITY - 3);
+    if (mozjpeg.quality === MAX_QUALITY && mozjpeg.ssim > common) mozjpeg = await searchQuality(pixels, common, judgedAt, 3, { ...search, start: MAX_QUALITY - 2 });
+    if (standard.quality === MAX_QUALITY && standard.ssim > common) standard = await searchQuality(pixels, common, judgedAt, 0, { ...search, start: MAX_QUALITY - 3 });
   }
-  const probes = probesOf(pixels);
+  const probes = probesOf(pixels, search.proxyTiles);
   const a: JpegSetting = { quality: mozjpeg.quality, table: 3 };
   const b: JpegSetting = { quality: standard.quality, table: 0 };
   return (await probes.size(b)) < (await probes.size(a)) ? b : a;
@@ -198,18 +218,27 @@ export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PRO
 /**
  * The lowest quality in [MIN_QUALITY, MAX_QUALITY] whose proxy SSIM reaches the target (a
  * full-resolution target; with `judgedAt: 'sensor'` it is scored on binned luma against
- * binnedTarget(target)) with the given quantisation tables.
+ * binnedTarget(target)) with the given quantisation tables. Under a document budget (budget.ts)
+ * the first probe is `search.start` and the search stops after `search.probes` once some quality
+ * has passed (the check for a non-monotonic SSIM below still runs), answering the lowest quality
+ * seen to pass.
  */
-export async function chooseJpegQuality(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full', table: QuantTable = 3): Promise<number> {
-  return (await searchQuality(pixels, target, judgedAt, table)).quality;
+export async function chooseJpegQuality(
+  pixels: Pixels,
+  target = JPEG_TARGET_SSIM + PROXY_MARGIN,
+  judgedAt: JudgedAt = 'full',
+  search: SearchBudget = FULL_SEARCH,
+  table: QuantTable = 3,
+): Promise<number> {
+  return (await searchQuality(pixels, target, judgedAt, table, search)).quality;
 }
 
 /**
  * chooseJpegQuality's answer and the proxy SSIM it reaches (as a full-resolution figure); the
- * first probe at `start` (a later search of the same picture starts near an earlier answer).
+ * first probe at `search.start` (a later search of the same picture starts near an earlier answer).
  */
-async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt, table: QuantTable, start = PROBE_QUALITY): Promise<{ quality: number; ssim: number }> {
-  const probes = probesOf(pixels);
+async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt, table: QuantTable, search: SearchBudget = FULL_SEARCH): Promise<{ quality: number; ssim: number }> {
+  const probes = probesOf(pixels, search.proxyTiles);
   const binned = judgedAt === 'sensor';
   if (binned) target = binnedTarget(target);
   const score = (q: number): Promise<number> => probes.score({ quality: q, table }, judgedAt);
@@ -226,7 +255,9 @@ async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt,
   let hi = MAX_QUALITY;
   const seen: { q: number; s: number }[] = [];
   let sameSide = 0;
+  let left = search.probes;
   const probe = async (q: number): Promise<void> => {
+    left--;
     const s = await score(q);
     seen.push({ q, s });
     const pass = s >= target;
@@ -236,9 +267,10 @@ async function searchQuality(pixels: Pixels, target: number, judgedAt: JudgedAt,
   };
   const logLoss = (s: number): number => Math.log(Math.max(1e-6, 1 - s));
   const goal = logLoss(target);
-  await probe(start);
-  await probe(seen[0].s >= target ? Math.max(MIN_QUALITY, start - PROBE_STEP) : Math.min(MAX_QUALITY, start + PROBE_STEP));
-  while (hi - lo > 1) {
+  const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, search.start ?? PROBE_QUALITY));
+  await probe(first);
+  if (left > 0) await probe(Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, seen[0].s >= target ? first - PROBE_STEP : first + PROBE_STEP)));
+  while (!searchDone(lo, hi, left)) {
     const ends = seen.filter((p) => p.q === lo || p.q === hi);
     const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
     const la = logLoss(a.s);
@@ -283,17 +315,19 @@ interface Probes {
   size(setting: JpegSetting): Promise<number>;
 }
 
-const probesByPixels = new WeakMap<Uint8Array, Probes>();
+const probesByPixels = new WeakMap<Uint8Array, Map<number, Probes>>();
 
 /**
  * The quality probes of one image, shared by every search on it (the universal compressor's
  * target and floor searches probe many of the same qualities): the proxy is cut once, each
  * quality is encoded and decoded once, and each reference luma is computed once.
  */
-export function probesOf(pixels: Pixels): Probes {
-  const known = probesByPixels.get(pixels.data);
+export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
+  const byTiles = probesByPixels.get(pixels.data) ?? new Map<number, Probes>();
+  probesByPixels.set(pixels.data, byTiles);
+  const known = byTiles.get(tiles);
   if (known) return known;
-  const proxy = proxyOf(pixels);
+  const proxy = proxyOf(pixels, tiles);
   const raw = { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 };
   const sizes = new Map<string, number>();
   const scores = new Map<string, Promise<number>>();
@@ -326,7 +360,7 @@ export function probesOf(pixels: Pixels): Probes {
       return hit;
     },
   };
-  probesByPixels.set(pixels.data, probes);
+  byTiles.set(tiles, probes);
   return probes;
 }
 

@@ -73,3 +73,17 @@ export async function ourQualityOf(table: number[], tables: QuantTable = 3): Pro
   const candidate = await ourTable(lo, tables);
   return candidate.length === 64 && candidate.every((v, i) => v === table[i]) ? lo : undefined;
 }
+
+/**
+ * A JPEG is re-encoded only when the chosen quality quantises luma at least this much more
+ * coarsely than the input already is (sums of the luminance tables). Closer than that, the input
+ * is already about as compressed as our target allows (our own output resubmitted lands here),
+ * and a second encode would compound the loss for a few per cent.
+ */
+const MIN_COARSER = 1.25;
+
+/** Whether a JPEG is already about as coarse as our encoder at `quality` with `tables` (see MIN_COARSER). */
+export async function alreadyAsCoarse(jpeg: Uint8Array, quality: number, tables: QuantTable = 3): Promise<boolean> {
+  const input = lumaQuantSum(jpeg);
+  return input !== undefined && (await ourLumaQuantSum(quality, tables)) < input * MIN_COARSER;
+}

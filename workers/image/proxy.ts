@@ -1,21 +1,22 @@
 import type { Pixels } from './ssim.ts';
 
 const TILE = 128;
-const PROXY_TILES = 64;
+/** Tiles of the usual proxy: about 1 MP. A document over its search budget uses fewer (budget.ts). */
+export const PROXY_TILES = 64;
 
 /**
- * About 1 MP of the image: a grid of 128×128 full-resolution tiles, aligned to the 16-pixel
+ * About 1 MP of the image (`tiles` tiles): a grid of 128×128 full-resolution tiles, aligned to the 16-pixel
  * JPEG MCU grid, spread evenly over the image and laid side by side. Small images are their own proxy.
  */
-export function proxyOf(p: Pixels): Pixels {
+export function proxyOf(p: Pixels, tiles = PROXY_TILES): Pixels {
   const channels = p.channels;
+  if (isOwnProxy(p.width, p.height, tiles)) return p;
   const cols = Math.floor(p.width / TILE);
   const rows = Math.floor(p.height / TILE);
-  if (cols * rows <= PROXY_TILES * 1.25) return p;
   const aspect = p.width / p.height;
-  let gx = Math.max(1, Math.min(cols, Math.round(Math.sqrt(PROXY_TILES * aspect))));
-  let gy = Math.max(1, Math.min(rows, Math.round(PROXY_TILES / gx)));
-  gx = Math.max(1, Math.min(cols, Math.round(PROXY_TILES / gy)));
+  let gx = Math.max(1, Math.min(cols, Math.round(Math.sqrt(tiles * aspect))));
+  let gy = Math.max(1, Math.min(rows, Math.round(tiles / gx)));
+  gx = Math.max(1, Math.min(cols, Math.round(tiles / gy)));
   const width = gx * TILE;
   const height = gy * TILE;
   const data = new Uint8Array(width * height * channels);
@@ -32,6 +33,15 @@ export function proxyOf(p: Pixels): Pixels {
     }
   }
   return { data, width, height, channels };
+}
+
+function isOwnProxy(width: number, height: number, tiles: number): boolean {
+  return Math.floor(width / TILE) * Math.floor(height / TILE) <= tiles * 1.25;
+}
+
+/** Pixels of the proxy proxyOf makes of a width×height image (about; the grid rounds). */
+export function proxyPixels(width: number, height: number, tiles = PROXY_TILES): number {
+  return isOwnProxy(width, height, tiles) ? width * height : tiles * TILE * TILE;
 }
 
 /** Start of tile i of n centred in its share of an edge of `size` pixels, rounded down to 16. */

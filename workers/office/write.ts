@@ -7,6 +7,7 @@ import type { CompressContext } from '../contract.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
 import { recompressImage } from './media.ts';
+import type { PicturePlan } from './plan.ts';
 import { damaged, openEntryStream, readEntry, type OpenPackage, type PackageEntry } from './zip-read.ts';
 
 /** Recompression costs far more per byte than copying; progress is weighted accordingly. */
@@ -16,7 +17,8 @@ const PROGRESS_TO = 95;
 
 /**
  * Writes the package again: `[Content_Types].xml` first, then every other entry in its original
- * order under its original name. Image parts are recompressed one at a time; every other part is
+ * order under its original name. Image parts are recompressed one at a time, their quality
+ * searches within the document budget of `budget`; every other part is
  * streamed through unchanged. Each entry is produced only when yazl reaches it, so at most one
  * part is in memory. Every entry is deflated at level 9 (no stored entries: a stored entry with a
  * data descriptor is unreadable to some streaming zip readers).
@@ -26,6 +28,7 @@ export async function writePackage(
   analysis: Analysis,
   outPath: string,
   resize: ResizeOptions | undefined,
+  budget: PicturePlan,
   ctx: CompressContext,
 ): Promise<void> {
   const order = [analysis.contentTypesEntry, ...pkg.entries.filter((e) => e !== analysis.contentTypesEntry)];
@@ -51,7 +54,7 @@ export async function writePackage(
       return stream;
     }
     const original = await readEntry(pkg.zip, entry);
-    const smaller = await recompressImage(original, analysis.images.get(entry.name.toLowerCase()) ?? null, resize);
+    const smaller = await recompressImage(original, analysis.images.get(entry.name.toLowerCase()) ?? null, resize, budget.pictures.get(entry.name));
     return Readable.from([smaller?.data ?? original]);
   };
 

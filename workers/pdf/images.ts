@@ -5,6 +5,8 @@ import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
 import { encodeFlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
 import { encodePhoto } from './jpeg.ts';
+import { ClassQualities, planDocument, type DocumentPicture, type SearchBudget } from '../image/budget.ts';
+import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
 import { resamplingLoss, VIEW_TARGET_SSIM } from './quality.ts';
 import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
 import type { DisplaySize } from './placements.ts';
@@ -33,8 +35,9 @@ type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: str
 
 /**
  * Recompresses every image XObject, one at a time so memory holds one decoded image at most.
- * `sizes` gives where each image is drawn (soft masks inherit their image's size). Returns how
- * many images were replaced.
+ * `sizes` gives where each image is drawn (soft masks inherit their image's size). The quality
+ * searches share one document budget (planDocument): a document of many large or many similar
+ * pictures searches less per picture. Returns how many images were replaced.
  */
 export async function optimizeImages(
   ctx: PDFContext,
@@ -42,29 +45,18 @@ export async function optimizeImages(
   onImage: (done: number, total: number) => void,
   signal: AbortSignal,
 ): Promise<number> {
-  const images = rawStreams(ctx).filter(([, s]) => nameOf(ctx, s.dict.get(name('Subtype'))) === 'Image');
-  const smasks = new Set<PDFRef>();
-  const fixedSize = new Set<PDFRef>();
-  for (const [ref, stream] of images) {
-    const info = imageInfo(ctx, stream.dict);
-    if (!info?.smask) continue;
-    smasks.add(info.smask);
-    const own = sizes.get(ref);
-    if (own && !sizes.has(info.smask)) sizes.set(info.smask, own);
-    if (info.matte) fixedSize.add(ref).add(info.smask);
-  }
+  const images = documentImages(ctx, sizes);
+  const plan = planDocument(images.map((i) => i.picture));
+  const classes = new DocumentClasses();
   let replaced = 0;
-  for (let i = 0; i < images.length; i++) {
+  for (const [i, image] of images.entries()) {
     signal.throwIfAborted();
     onImage(i, images.length);
-    const [ref, stream] = images[i];
-    const info = imageInfo(ctx, stream.dict);
-    if (!info) continue;
-    const ppi = effectivePpi(info, sizes.get(ref));
-    const target = fixedSize.has(ref) ? undefined : targetSize(info, ppi);
+    const { ref, stream, info, placement, picture } = image;
     let outcome: Outcome | undefined;
     try {
-      outcome = await recompress(ctx, stream, info, { size: target, ppi }, smasks.has(ref));
+      const search = classes.qualities.searchFor(picture.similar, plan.searches[i]);
+      outcome = await recompress(ctx, stream, info, placement, image.isSoftMask, { search, similar: picture.similar, classes });
     } catch {
       // An image we cannot decode (corrupt data, over the memory bound) is kept byte for byte.
       continue;
@@ -78,6 +70,59 @@ export async function optimizeImages(
   }
   onImage(images.length, images.length);
   return replaced;
+}
+
+interface DocumentImage {
+  ref: PDFRef;
+  stream: PDFRawStream;
+  info: ImageInfo;
+  placement: Placement;
+  isSoftMask: boolean;
+  picture: DocumentPicture;
+}
+
+/**
+ * Every image XObject with its placement and what the document budget needs to know of it,
+ * read from the dictionaries alone (nothing is decoded).
+ */
+export function documentImages(ctx: PDFContext, sizes: Map<PDFRef, DisplaySize>): DocumentImage[] {
+  const images = rawStreams(ctx).filter(([, s]) => nameOf(ctx, s.dict.get(name('Subtype'))) === 'Image');
+  const smasks = new Set<PDFRef>();
+  const fixedSize = new Set<PDFRef>();
+  for (const [ref, stream] of images) {
+    const info = imageInfo(ctx, stream.dict);
+    if (!info?.smask) continue;
+    smasks.add(info.smask);
+    const own = sizes.get(ref);
+    if (own && !sizes.has(info.smask)) sizes.set(info.smask, own);
+    if (info.matte) fixedSize.add(ref).add(info.smask);
+  }
+  const out: DocumentImage[] = [];
+  for (const [ref, stream] of images) {
+    const info = imageInfo(ctx, stream.dict);
+    if (!info) continue;
+    const ppi = effectivePpi(info, sizes.get(ref));
+    const size = fixedSize.has(ref) ? undefined : targetSize(info, ppi);
+    const { width, height } = size ?? info;
+    const codec = info.filters.map((f) => f.name).join('+');
+    const quant = info.filters.length === 1 && codec === 'DCTDecode' ? lumaQuantSum(stream.contents) : undefined;
+    const similar = [codec, quant, info.width, info.height, info.components, info.bitsPerComponent, ppi?.toFixed(0)].join(' ');
+    out.push({ ref, stream, info, placement: { size, ppi }, isSoftMask: smasks.has(ref), picture: { width, height, decoded: info.width * info.height, similar } });
+  }
+  return out;
+}
+
+/** What the searches of one document learnt, by class of similar pictures. */
+class DocumentClasses {
+  readonly qualities = new ClassQualities();
+  /** SSIM spent by resampling, the largest measured in each class. */
+  readonly losses = new Map<string, number>();
+}
+
+interface Budgeted {
+  search: SearchBudget;
+  similar: string;
+  classes: DocumentClasses;
 }
 
 /** Pixels per inch at which an image is drawn (the coarser axis), or undefined when its placement is unknown. */
@@ -105,7 +150,10 @@ async function recompress(
   info: ImageInfo,
   placement: Placement,
   isSoftMask: boolean,
+  budget: Budgeted,
 ): Promise<Outcome | undefined> {
+  const { search, similar, classes } = budget;
+  const reduced = search.probes !== Infinity;
   const { filters } = info;
   if (filters.some((f) => UNTOUCHED_FILTERS.has(f.name))) return undefined;
   const old = stream.contents.length;
@@ -116,10 +164,14 @@ async function recompress(
     // A ColorTransform that overrides the JPEG's own markers is not something sharp can honour.
     if (info.components === 3 && last.parms?.get(name('ColorTransform')) !== undefined) return undefined;
     const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
-    let pixels = await decodeJpeg(jpeg, info.components);
+    // Under a reduced budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain: not even decoded.
+    const known = classes.qualities.of(similar);
+    if (reduced && !placement.size && known !== undefined && (await alreadyAsCoarse(jpeg, known))) return undefined;
+    const pixels = await decodeJpeg(jpeg, info.components);
     if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
-    const fitted = await fit(pixels, placement);
-    const data = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim);
+    const fitted = await fitInClass(pixels, placement, budget);
+    const { data, quality } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim, search);
+    classes.qualities.record(similar, quality);
     if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
     return jpegOutcome(data, fitted.pixels);
   }
@@ -154,14 +206,16 @@ async function recompress(
     pixels = toGrey(pixels);
     colourSpace = PDFName.of('DeviceGray');
   }
-  const fitted = await fit(pixels, placement);
+  const fitted = await fitInClass(pixels, placement, budget);
   pixels = fitted.pixels;
   const lossyAllowed = !isSoftMask && !info.colourKey;
   const photo = lossyAllowed && looksPhotographic(pixels);
   const flate = photo ? undefined : encodeFlateImage(pixels.data, pixels.width, pixels.channels, 8, false);
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
-  const jpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.ssim) : undefined;
+  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.ssim, search) : undefined;
+  if (photoJpeg) classes.qualities.record(similar, photoJpeg.quality);
+  const jpeg = photoJpeg?.data;
   // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
   const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
   const out = useJpeg ? jpegOutcome(jpeg, pixels) : flate && flateOutcome(ctx, flate.data, flate.predictor, pixels.width, pixels.height);
@@ -176,20 +230,30 @@ interface Fitted {
   /** SSIM the JPEG encode must keep as seen on the page: the page's target plus what resampling spent. */
   ssim: number;
   resampled: boolean;
+  /** What resampling spent, when it was measured on these pixels. */
+  loss?: number;
 }
 
 /**
  * The pixels to store, resampled to the placement's size when there is one. Resampling spends
  * part of the page's SSIM budget as seen at 100 % zoom (poppler's box scaler aliases a 150 ppi
  * image more than the original), so the JPEG must then keep VIEW_TARGET_SSIM plus that loss,
- * up to MAX_JPEG_SSIM.
+ * up to MAX_JPEG_SSIM. `knownLoss` (the largest loss measured on similar pictures of the
+ * document, under a reduced budget) spares measuring it again on the whole image.
  */
-async function fit(pixels: Pixels, placement: Placement): Promise<Fitted> {
+async function fit(pixels: Pixels, placement: Placement, knownLoss?: number): Promise<Fitted> {
   if (!placement.size) return { pixels, ppi: placement.ppi, ssim: VIEW_TARGET_SSIM, resampled: false };
   const resampled = await resample(pixels, placement.size.width, placement.size.height);
-  const loss = resamplingLoss(pixels, resampled, placement.ppi);
+  const loss = knownLoss ?? resamplingLoss(pixels, resampled, placement.ppi);
   const ppi = placement.ppi === undefined ? undefined : (placement.ppi * resampled.width) / pixels.width;
-  return { pixels: resampled, ppi, ssim: Math.min(MAX_JPEG_SSIM, VIEW_TARGET_SSIM + loss), resampled: true };
+  return { pixels: resampled, ppi, ssim: Math.min(MAX_JPEG_SSIM, VIEW_TARGET_SSIM + loss), resampled: true, loss: knownLoss === undefined ? loss : undefined };
+}
+
+/** fit, within a document: under a reduced budget the class's largest loss is reused, and a measured loss is remembered. */
+async function fitInClass(pixels: Pixels, placement: Placement, { search, similar, classes }: Budgeted): Promise<Fitted> {
+  const fitted = await fit(pixels, placement, search.probes !== Infinity ? classes.losses.get(similar) : undefined);
+  if (fitted.loss !== undefined) classes.losses.set(similar, Math.max(fitted.loss, classes.losses.get(similar) ?? 0));
+  return fitted;
 }
 
 function jpegOutcome(data: Buffer, p: Pixels): Outcome {

@@ -1,21 +1,22 @@
 import sharp from 'sharp';
-import { jpegOptions } from '../image/encode.ts';
+import type { SearchBudget } from '../image/budget.ts';
+import { fastOptions, jpegOptions } from '../image/encode.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { chooseViewQuality } from './quality.ts';
 
 /**
  * JPEG of gray or RGB samples drawn at `ppi` on the page, at the lowest quality that keeps
- * `ssim` as seen on the page (chooseViewQuality).
+ * `ssim` as seen on the page (chooseViewQuality, within the document's `search` budget).
  * The encode keeps the component count: a PDF image's ColorSpace says how many components its
  * JPEG must have (encodeJpegAuto would always emit sRGB).
  */
-export async function encodePhoto(p: Pixels, ppi: number | undefined, ssim: number): Promise<Buffer> {
-  const quality = await chooseViewQuality(p, ppi, ssim);
+export async function encodePhoto(p: Pixels, ppi: number | undefined, ssim: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number }> {
+  const quality = await chooseViewQuality(p, ppi, ssim, search);
   const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
   // Without this sharp writes grey pixels as a three-component JPEG.
   if (p.channels === 1) img.toColourspace('b-w');
-  const data = await img.jpeg(jpegOptions(quality)).toBuffer();
+  const data = await img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(quality)) : jpegOptions(quality)).toBuffer();
   const { channels } = await sharp(data).metadata();
   if (channels !== p.channels) throw new Error(`JPEG has ${channels} components, the image ${p.channels}`);
-  return data;
+  return { data, quality };
 }

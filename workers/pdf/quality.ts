@@ -1,5 +1,6 @@
 import sharp from 'sharp';
-import { jpegOptions, probeOptions, proxyOf } from '../image/encode.ts';
+import { jpegOptions, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
+import { FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
 import { ssimOfLuma, type Pixels } from '../image/ssim.ts';
 
 /**
@@ -30,29 +31,41 @@ export function viewScale(ppi: number | undefined): number {
 /**
  * The lowest JPEG quality at which `p`, drawn at `ppi` on its page, keeps `target` SSIM as seen
  * at VIEW_PPI (see asSeen). Bisection on the JPG compressor's tile proxy (full-resolution tiles
- * on the MCU grid, so the proxy's blocks are the image's blocks).
+ * on the MCU grid, so the proxy's blocks are the image's blocks). Under a document budget
+ * (budget.ts) the search starts from `search.start` (then one step below it, or above) and stops
+ * after `search.probes` (see searchDone): the answer is the lowest quality seen to pass.
  */
-export async function chooseViewQuality(p: Pixels, ppi: number | undefined, target = VIEW_TARGET_SSIM): Promise<number> {
-  const proxy = proxyOf(p);
+export async function chooseViewQuality(p: Pixels, ppi: number | undefined, target = VIEW_TARGET_SSIM, search: SearchBudget = FULL_SEARCH): Promise<number> {
+  const proxy = proxyOf(p, search.proxyTiles);
   const scale = viewScale(ppi);
   const width = Math.max(8, Math.round(proxy.width * scale));
   const height = Math.max(8, Math.round(proxy.height * scale));
   const reference = asSeen(proxy, width, height);
   const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
-  const passes = async (q: number): Promise<boolean> => {
-    const jpeg = await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
-    const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
-    return ssimOfLuma(reference, asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height), width, height) >= target;
-  };
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
-  while (hi - lo > 1) {
-    const q = (lo + hi) >> 1;
-    if (await passes(q)) hi = q;
+  let left = search.probes;
+  const probe = async (q: number): Promise<void> => {
+    left--;
+    const jpeg = await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
+    const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
+    const seen = asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height);
+    if (ssimOfLuma(reference, seen, width, height) >= target) hi = q;
     else lo = q;
+  };
+  const start = search.start ?? (search.probes === Infinity ? undefined : TYPICAL_QUALITY);
+  if (start !== undefined) {
+    await probe(Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start)));
+    if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
   }
+  while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
   return hi;
 }
+
+/** First probe of a budgeted search with no quality known for similar pictures. */
+const TYPICAL_QUALITY = 80;
+/** Second probe of a search with a start: this far below a start that passed, above one that failed. */
+const START_STEP = 4;
 
 /**
  * SSIM lost by replacing `original`, drawn at `ppi`, with `resampled` (same placement, other

@@ -1,0 +1,68 @@
+import sharp from 'sharp';
+import type { ResizeOptions } from '../../src/catalog/index.ts';
+import { ClassQualities, planDocument, type DocumentPicture, type DocumentPlan, type SearchBudget } from '../image/budget.ts';
+import { lumaQuantSum } from '../image/jpeg-quant.ts';
+import type { Analysis } from './analyze.ts';
+import { LIMITS } from './limits.ts';
+import { scaledSize, sniffImage } from './media.ts';
+import { openEntryStream, type OpenPackage, type PackageEntry } from './zip-read.ts';
+
+/** Enough of a picture part to read its header (a camera's EXIF block included). */
+const HEADER_BYTES = 256 * 1024;
+
+/** A JPEG picture's place in the document budget: its search, and its class of similar pictures. */
+export interface PictureBudget {
+  search: SearchBudget;
+  similar: string;
+  classes: ClassQualities;
+}
+
+export interface PicturePlan {
+  plan: DocumentPlan;
+  /** By entry name, for the JPEG pictures (the only ones with a quality search). */
+  pictures: Map<string, PictureBudget>;
+}
+
+/**
+ * The document budget of a package's JPEG pictures (budget.ts), from their headers alone: the
+ * size each will be searched at (after right-sizing and the resize option) and its class (size,
+ * quantisation and target size alike: photos from one camera shown alike).
+ */
+export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize: ResizeOptions | undefined, signal: AbortSignal): Promise<PicturePlan> {
+  const found: { entry: PackageEntry; picture: DocumentPicture }[] = [];
+  for (const entry of pkg.entries) {
+    signal.throwIfAborted();
+    const key = entry.name.toLowerCase();
+    if (!analysis.images.has(key) || entry.uncompressedSize > LIMITS.maxMediaBytes) continue;
+    const head = await readHead(pkg, entry);
+    if (sniffImage(head) !== 'jpeg') continue;
+    const meta = await sharp(head).metadata().catch(() => undefined);
+    if (!meta?.width || !meta.height) continue;
+    const need = analysis.images.get(key) ?? null;
+    const rotated = (meta.orientation ?? 1) >= 5;
+    const size = scaledSize(meta.width, meta.height, need && (rotated ? { width: need.height, height: need.width } : need), resize) ?? { width: meta.width, height: meta.height };
+    const similar = [meta.width, meta.height, lumaQuantSum(head), size.width, size.height].join(' ');
+    found.push({ entry, picture: { width: size.width, height: size.height, decoded: meta.width * meta.height, similar } });
+  }
+  const plan = planDocument(found.map((f) => f.picture));
+  const classes = new ClassQualities();
+  return { plan, pictures: new Map(found.map((f, i) => [f.entry.name, { search: plan.searches[i], similar: f.picture.similar, classes }])) };
+}
+
+async function readHead(pkg: OpenPackage, entry: PackageEntry): Promise<Buffer> {
+  const stream = await openEntryStream(pkg.zip, entry);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of stream) {
+      chunks.push(chunk as Buffer);
+      size += (chunk as Buffer).length;
+      if (size >= HEADER_BYTES) break;
+    }
+  } catch {
+    // A part that cannot be inflated fails later, where it is copied; here it is just not planned.
+  } finally {
+    stream.destroy();
+  }
+  return Buffer.concat(chunks);
+}
