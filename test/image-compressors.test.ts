@@ -13,7 +13,8 @@ import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
-import { incompressible, oxipngFilters } from '../workers/image/budget.ts';
+import { ClassQualities, incompressible, oxipngFilters } from '../workers/image/budget.ts';
+import { LANE_PIXELS, Lanes } from '../workers/shared/lanes.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
 import { ScreenSsim, luma, ssim, ssimOfLuma } from '../workers/image/ssim.ts';
@@ -188,6 +189,88 @@ describe('work budget', () => {
     assert.equal(oxipngFilters(40_000_000, 8, false)?.length, 1);
     assert.equal(oxipngFilters(40_000_000, 8, true)?.length, 1);
     assert.equal(oxipngFilters(1000, 1, true)?.length, 1);
+  });
+});
+
+describe('document pictures in lanes', () => {
+  const later = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it('runs at most two pictures at once, starts them in order, and gives results in order', async () => {
+    const started: number[] = [];
+    let running = 0;
+    let most = 0;
+    const lanes = new Lanes(
+      6,
+      async (i) => {
+        started.push(i);
+        most = Math.max(most, ++running);
+        await later(i % 2 ? 5 : 20);
+        running--;
+        return i * 10;
+      },
+      () => 1,
+      2,
+    );
+    const got: number[] = [];
+    for (let i = 0; i < 6; i++) got.push(await lanes.take(i));
+    assert.deepEqual(got, [0, 10, 20, 30, 40, 50]);
+    assert.deepEqual(started, [0, 1, 2, 3, 4, 5]);
+    assert.equal(most, 2);
+  });
+
+  it('runs a picture over the pixel bound alone, and passes a failure to its taker only', async () => {
+    let running = 0;
+    let withBig = 0;
+    const pixels = [1, LANE_PIXELS, 1, 1];
+    const lanes = new Lanes(
+      4,
+      async (i) => {
+        running++;
+        await later(5);
+        if (pixels[i] === LANE_PIXELS) withBig = Math.max(withBig, running);
+        running--;
+        if (i === 2) throw new Error('broken picture');
+        return i;
+      },
+      (i) => pixels[i],
+      2,
+    );
+    assert.equal(await lanes.take(0), 0);
+    assert.equal(await lanes.take(1), 1);
+    await assert.rejects(lanes.take(2), /broken picture/);
+    assert.equal(await lanes.take(3), 3);
+    assert.equal(withBig, 1);
+  });
+
+  it('starts every limited search from the same qualities whatever order the pictures finish in', async () => {
+    const full = { probes: Infinity, proxyTiles: 64, fastEncode: false };
+    const limited = { probes: 3, proxyTiles: 64, fastEncode: false };
+    // Two classes: a, a, a(limited), b(limited, none of its class searched: the document's median), a(limited).
+    const pictures = [
+      { similar: 'a', search: full },
+      { similar: 'a', search: full },
+      { similar: 'a', search: limited },
+      { similar: 'b', search: limited },
+      { similar: 'a', search: limited },
+    ];
+    const found = [70, 80, 50, 40, 45];
+    const startsWith = async (delays: number[]) => {
+      const classes = new ClassQualities(pictures);
+      const starts = await Promise.all(
+        pictures.map((_, i) =>
+          classes.run(i, async (picture) => {
+            await later(delays[i]);
+            picture.found({ quality: found[i], loss: i === 0 ? 0.004 : 0.002 });
+            return [picture.search.start, picture.known.loss];
+          }),
+        ),
+      );
+      return starts;
+    };
+    const inOrder = await startsWith([1, 2, 3, 4, 5]);
+    const reversed = await startsWith([25, 20, 15, 10, 5]);
+    assert.deepEqual(inOrder, [[undefined, undefined], [undefined, undefined], [80, 0.004], [80, undefined], [80, 0.004]]);
+    assert.deepEqual(reversed, inOrder);
   });
 });
 

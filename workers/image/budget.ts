@@ -172,31 +172,78 @@ function planAt(level: DocumentLevel, pictures: DocumentPicture[], budget: numbe
   return { level, cost, budget, searches };
 }
 
+/** What the search of one picture found: its quality, and for a resampled picture what resampling cost. */
+export interface Finding {
+  quality?: number;
+  loss?: number;
+}
+
 /**
- * The qualities a document's searches found, by class of similar pictures: where a search under
- * a reduced budget starts, and whether a JPEG is already coarser than its class would get.
+ * What the full searches of a document found, by class of similar pictures: where a search under
+ * a reduced budget starts, whether a JPEG is already coarser than its class would get, and (PDF)
+ * how much SSIM resampling spends on the class. Pictures are worked on several at a time
+ * (lanes.ts), so a limited search must not depend on which pictures happen to have finished:
+ * it waits for the full searches that precede it in document order, those of its own class or,
+ * when its class has none, those of the whole document. The output is then the same whatever
+ * the number of lanes and however the threads are scheduled.
  */
 export class ClassQualities {
-  private readonly found = new Map<string, number[]>();
-  private readonly all: number[] = [];
+  private readonly settled: Promise<Finding>[];
+  private readonly settle: ((f: Finding) => void)[] = [];
 
-  record(similar: string, quality: number): void {
-    const list = this.found.get(similar) ?? [];
-    list.push(quality);
-    this.found.set(similar, list);
-    this.all.push(quality);
+  /** One entry per picture of the plan, in document order. */
+  constructor(private readonly pictures: readonly { similar: string; search: SearchBudget }[]) {
+    this.settled = pictures.map((_, i) => new Promise<Finding>((resolve) => (this.settle[i] = resolve)));
   }
 
-  /** The class's median quality (the upper one), or undefined before its first search. */
-  of(similar: string): number | undefined {
-    return upperMedian(this.found.get(similar) ?? []);
+  /**
+   * Runs picture i's work with its share of the budget: its search (from knownFor's quality when
+   * its probes are limited), what the full searches before it found, and where to report what it
+   * finds. The picture counts as done when `work` settles, whatever the outcome.
+   */
+  async run<T>(i: number, work: (picture: BudgetedPicture) => Promise<T>): Promise<T> {
+    let found: Finding = {};
+    try {
+      const known = await this.knownFor(i);
+      const planned = this.pictures[i].search;
+      const search = planned.probes === Infinity ? planned : { ...planned, start: known.quality };
+      return await work({ search, known, found: (f) => (found = f) });
+    } finally {
+      this.settle[i](found);
+    }
   }
 
-  /** `search` starting from its class's quality (or the document's, for a class not searched yet), when its probes are limited. */
-  searchFor(similar: string, search: SearchBudget): SearchBudget {
-    if (search.probes === Infinity) return search;
-    return { ...search, start: this.of(similar) ?? upperMedian(this.all) };
+  /**
+   * For picture i under a limited search: the upper median quality and the largest resampling
+   * loss of the full searches before it in its class, or the document's median quality when its
+   * class has none yet. Nothing for a full search, which stands on its own.
+   */
+  private async knownFor(i: number): Promise<Finding> {
+    const own = this.pictures[i];
+    if (own.search.probes === Infinity) return {};
+    const earlier = this.pictures.map((p, j) => ({ p, j })).filter(({ p, j }) => j < i && p.search.probes === Infinity);
+    const classFound = await Promise.all(earlier.filter(({ p }) => p.similar === own.similar).map(({ j }) => this.settled[j]));
+    const quality = upperMedian(defined(classFound.map((f) => f.quality)));
+    const losses = defined(classFound.map((f) => f.loss));
+    const loss = losses.length ? Math.max(...losses) : undefined;
+    if (quality !== undefined) return { quality, loss };
+    const documentFound = await Promise.all(earlier.map(({ j }) => this.settled[j]));
+    return { quality: upperMedian(defined(documentFound.map((f) => f.quality))), loss };
   }
+}
+
+/** One picture's share of its document's budget, as its compressor sees it (ClassQualities.run). */
+export interface BudgetedPicture {
+  /** The plan's search, starting from the class's quality when its probes are limited. */
+  search: SearchBudget;
+  /** What the full searches before it found (limited searches only). */
+  known: Finding;
+  /** Reports what this picture's search found, for the limited searches after it. */
+  found(f: Finding): void;
+}
+
+function defined(list: (number | undefined)[]): number[] {
+  return list.filter((v): v is number => v !== undefined);
 }
 
 function upperMedian(list: number[]): number | undefined {

@@ -26,6 +26,15 @@ export function lumaQuantTable(jpeg: Uint8Array): number[] | undefined {
   return undefined;
 }
 
+/** Components of the frame (SOF0–SOF15 but DHT, JPG and DAC), from the header alone; undefined without a frame header. */
+export function frameComponents(jpeg: Uint8Array): number | undefined {
+  for (const { marker, start, end } of headerSegments(jpeg)) {
+    const frame = marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
+    if (frame && start + 5 < end) return jpeg[start + 5];
+  }
+  return undefined;
+}
+
 /** The marker segments before the first scan: marker byte and payload bounds. */
 export function* headerSegments(jpeg: Uint8Array): Generator<{ marker: number; start: number; end: number }> {
   let p = 2;

@@ -1,6 +1,6 @@
 import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
-import { FULL_SEARCH } from '../image/budget.ts';
+import { FULL_SEARCH, type BudgetedPicture } from '../image/budget.ts';
 import { chooseJpeg, fastOptions, jpegOptionsFor } from '../image/encode.ts';
 import { jpegOrigin, markAsOurs } from '../image/jpeg-mark.ts';
 import { alreadyAsCoarse } from '../image/jpeg-quant.ts';
@@ -8,7 +8,6 @@ import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
 import { ssim } from '../image/ssim.ts';
 import type { Need } from './display-size.ts';
-import type { PictureBudget } from './plan.ts';
 
 /**
  * JPEG quality target for documents: luma SSIM against the (right-sized) pixels. A notch above the
@@ -63,7 +62,7 @@ export interface Recompressed {
  * is the smaller of what the resize option asks and TARGET_PPI of the displayed size, never larger
  * than the original. Animated PNG and multi-page TIFF are kept, since one frame would be lost.
  */
-export async function recompressImage(data: Buffer, need: Need | null, resize?: ResizeOptions, budget?: PictureBudget): Promise<Recompressed | null> {
+export async function recompressImage(data: Buffer, need: Need | null, resize?: ResizeOptions, budget?: BudgetedPicture): Promise<Recompressed | null> {
   const format = sniffImage(data);
   if (!format || (format === 'png' && isAnimatedPng(data))) return null;
   try {
@@ -75,7 +74,7 @@ export async function recompressImage(data: Buffer, need: Need | null, resize?: 
     // A JPEG this service already encoded (or one with its tables at a chosen quality) keeps its bytes at its size.
     if (format === 'jpeg' && !size && (await jpegOrigin(data)) !== 'other') return null;
     // Under a reduced document budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain.
-    const known = budget && budget.search.probes !== Infinity ? budget.classes.of(budget.similar) : undefined;
+    const known = budget && budget.search.probes !== Infinity ? budget.known.quality : undefined;
     if (format === 'jpeg' && !size && known !== undefined && (await alreadyAsCoarse(data, known))) return null;
     let img = sharp(data);
     if (size) img = img.resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' });
@@ -101,7 +100,7 @@ export function scaledSize(width: number, height: number, need: Need | null, res
   return { width: Math.max(1, Math.ceil(width * scale)), height: Math.max(1, Math.ceil(height * scale)) };
 }
 
-async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean, budget: PictureBudget | undefined): Promise<Recompressed> {
+async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
   if (format === 'jpeg') return encodeJpeg(img, keepOrientation, budget);
   if (format === 'tiff') {
     const { data, info } = await img.tiff({ compression: 'deflate', predictor: 'horizontal' }).toBuffer({ resolveWithObject: true });
@@ -115,13 +114,13 @@ async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean,
  * becomes sRGB, transparency is flattened onto white; with an EXIF orientation the metadata stays
  * and the pixels are not rotated, so the picture shows as before in every reader.
  */
-async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: PictureBudget | undefined): Promise<Recompressed> {
+async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
   const pixels = { data, width: info.width, height: info.height, channels: info.channels };
-  const search = budget ? budget.classes.searchFor(budget.similar, budget.search) : FULL_SEARCH;
+  const search = budget?.search ?? FULL_SEARCH;
   const setting = await chooseJpeg(pixels, JPEG_TARGET_SSIM, 'full', search);
-  budget?.classes.record(budget.similar, setting.quality);
+  budget?.found({ quality: setting.quality });
   const encoder = keepOrientation ? base.clone().keepMetadata() : sharp(data, { raw: { width: info.width, height: info.height, channels: info.channels } });
   const options = jpegOptionsFor(pixels, setting);
   const out = await encoder.jpeg(search.fastEncode ? fastOptions(options) : options).toBuffer({ resolveWithObject: true });

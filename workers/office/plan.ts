@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
-import { ClassQualities, planDocument, type DocumentPicture, type DocumentPlan, type SearchBudget } from '../image/budget.ts';
+import { ClassQualities, planDocument, type DocumentPicture, type DocumentPlan } from '../image/budget.ts';
 import { lumaQuantSum } from '../image/jpeg-quant.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
@@ -10,34 +10,34 @@ import { openEntryStream, type OpenPackage, type PackageEntry } from './zip-read
 /** Enough of a picture part to read its header (a camera's EXIF block included). */
 const HEADER_BYTES = 256 * 1024;
 
-/** A JPEG picture's place in the document budget: its search, and its class of similar pictures. */
-export interface PictureBudget {
-  search: SearchBudget;
-  similar: string;
-  classes: ClassQualities;
-}
-
 export interface PicturePlan {
   plan: DocumentPlan;
-  /** By entry name, for the JPEG pictures (the only ones with a quality search). */
-  pictures: Map<string, PictureBudget>;
+  /** Index in the plan by entry name, for the JPEG pictures (the only ones with a quality search). */
+  pictures: Map<string, number>;
+  classes: ClassQualities;
+  /** Pixels of every picture whose header reads, by entry name: how much memory decoding it takes. */
+  pixels: Map<string, number>;
 }
 
 /**
- * The document budget of a package's JPEG pictures (budget.ts), from their headers alone: the
+ * The document budget of a package's JPEG pictures (budget.ts), from their headers alone (which
+ * also give every picture's pixel count, for lanes.ts): the
  * size each will be searched at (after right-sizing and the resize option) and its class (size,
  * quantisation and target size alike: photos from one camera shown alike).
  */
 export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize: ResizeOptions | undefined, signal: AbortSignal): Promise<PicturePlan> {
   const found: { entry: PackageEntry; picture: DocumentPicture }[] = [];
+  const pixels = new Map<string, number>();
   for (const entry of pkg.entries) {
     signal.throwIfAborted();
     const key = entry.name.toLowerCase();
     if (!analysis.images.has(key) || entry.uncompressedSize > LIMITS.maxMediaBytes) continue;
     const head = await readHead(pkg, entry);
-    if (sniffImage(head) !== 'jpeg') continue;
-    const meta = await sharp(head).metadata().catch(() => undefined);
+    const format = sniffImage(head);
+    const meta = format ? await sharp(head).metadata().catch(() => undefined) : undefined;
     if (!meta?.width || !meta.height) continue;
+    pixels.set(entry.name, meta.width * meta.height);
+    if (format !== 'jpeg') continue;
     const need = analysis.images.get(key) ?? null;
     const rotated = (meta.orientation ?? 1) >= 5;
     const size = scaledSize(meta.width, meta.height, need && (rotated ? { width: need.height, height: need.width } : need), resize) ?? { width: meta.width, height: meta.height };
@@ -45,8 +45,8 @@ export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize:
     found.push({ entry, picture: { width: size.width, height: size.height, decoded: meta.width * meta.height, similar } });
   }
   const plan = planDocument(found.map((f) => f.picture));
-  const classes = new ClassQualities();
-  return { plan, pictures: new Map(found.map((f, i) => [f.entry.name, { search: plan.searches[i], similar: f.picture.similar, classes }])) };
+  const classes = new ClassQualities(found.map((f, i) => ({ similar: f.picture.similar, search: plan.searches[i] })));
+  return { plan, pictures: new Map(found.map((f, i) => [f.entry.name, i])), classes, pixels };
 }
 
 async function readHead(pkg: OpenPackage, entry: PackageEntry): Promise<Buffer> {

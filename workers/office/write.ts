@@ -7,6 +7,7 @@ import type { CompressContext } from '../contract.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
 import { recompressImage } from './media.ts';
+import { LANE_PIXELS, Lanes } from '../shared/lanes.ts';
 import type { PicturePlan } from './plan.ts';
 import { damaged, openEntryStream, readEntry, type OpenPackage, type PackageEntry } from './zip-read.ts';
 
@@ -17,10 +18,10 @@ const PROGRESS_TO = 95;
 
 /**
  * Writes the package again: `[Content_Types].xml` first, then every other entry in its original
- * order under its original name. Image parts are recompressed one at a time, their quality
- * searches within the document budget of `budget`; every other part is
- * streamed through unchanged. Each entry is produced only when yazl reaches it, so at most one
- * part is in memory. Every entry is deflated at level 9 (no stored entries: a stored entry with a
+ * order under its original name. Image parts are recompressed two at a time (lanes.ts), their
+ * quality searches within the document budget of `budget`; every other part is streamed through
+ * unchanged. Each entry is produced when yazl reaches it, image parts at most a lane ahead, so a
+ * few parts at most are in memory. Every entry is deflated at level 9 (no stored entries: a stored entry with a
  * data descriptor is unreadable to some streaming zip readers).
  */
 export async function writePackage(
@@ -36,6 +37,23 @@ export async function writePackage(
   const weight = (e: PackageEntry): number => 1 + e.uncompressedSize * (isImage(e) ? IMAGE_WEIGHT : 1);
   const total = order.reduce((sum, e) => sum + weight(e), 0);
   let done = 0;
+  // Pictures are recompressed a few at a time ahead of the writer (lanes.ts), each taken in entry order.
+  const images = order.filter(isImage);
+  const imageIndex = new Map(images.map((e, k) => [e, k]));
+  const recompressed = new Lanes(
+    images.length,
+    async (k): Promise<Buffer> => {
+      const entry = images[k];
+      const original = await readEntry(pkg.zip, entry);
+      const need = analysis.images.get(entry.name.toLowerCase()) ?? null;
+      const planned = budget.pictures.get(entry.name);
+      const smaller =
+        planned === undefined ? await recompressImage(original, need, resize) : await budget.classes.run(planned, (picture) => recompressImage(original, need, resize, picture));
+      return smaller?.data ?? original;
+    },
+    // A picture whose header did not read counts as a large one: it runs alone.
+    (k) => budget.pixels.get(images[k].name) ?? LANE_PIXELS,
+  );
 
   const zip = new yazl.ZipFile();
   let failed: (err: unknown) => void = () => {};
@@ -53,9 +71,7 @@ export async function writePackage(
       stream.on('error', (err) => failed(damaged(err, entry.name)));
       return stream;
     }
-    const original = await readEntry(pkg.zip, entry);
-    const smaller = await recompressImage(original, analysis.images.get(entry.name.toLowerCase()) ?? null, resize, budget.pictures.get(entry.name));
-    return Readable.from([smaller?.data ?? original]);
+    return Readable.from([await recompressed.take(imageIndex.get(entry)!)]);
   };
 
   for (const entry of order) {

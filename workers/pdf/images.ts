@@ -5,7 +5,8 @@ import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
 import { encodeFlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
 import { encodePhoto } from './jpeg.ts';
-import { ClassQualities, planDocument, type DocumentPicture, type SearchBudget } from '../image/budget.ts';
+import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
+import { Lanes } from '../shared/lanes.ts';
 import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
 import { resamplingLoss, VIEW_TARGET_SSIM } from './quality.ts';
 import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
@@ -34,7 +35,8 @@ const UNTOUCHED_FILTERS = new Set(['CCITTFaxDecode', 'JBIG2Decode', 'JPXDecode',
 type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: string[] };
 
 /**
- * Recompresses every image XObject, one at a time so memory holds one decoded image at most.
+ * Recompresses every image XObject, a few at a time (lanes.ts: two, or one over its pixel bound),
+ * the results applied in document order.
  * `sizes` gives where each image is drawn (soft masks inherit their image's size). The quality
  * searches share one document budget (planDocument): a document of many large or many similar
  * pictures searches less per picture. Returns how many images were replaced.
@@ -47,21 +49,30 @@ export async function optimizeImages(
 ): Promise<number> {
   const images = documentImages(ctx, sizes);
   const plan = planDocument(images.map((i) => i.picture));
-  const classes = new DocumentClasses();
+  const classes = new ClassQualities(images.map((image, i) => ({ similar: image.picture.similar, search: plan.searches[i] })));
+  const lanes = new Lanes(
+    images.length,
+    async (i): Promise<Outcome | undefined> => {
+      const { stream, info, placement, isSoftMask } = images[i];
+      try {
+        return await classes.run(i, (budget) => {
+          signal.throwIfAborted();
+          return recompress(ctx, stream, info, placement, isSoftMask, budget);
+        });
+      } catch {
+        // An image we cannot decode (corrupt data, over the memory bound) is kept byte for byte.
+        return undefined;
+      }
+    },
+    (i) => images[i].info.width * images[i].info.height,
+  );
   let replaced = 0;
   for (const [i, image] of images.entries()) {
     signal.throwIfAborted();
     onImage(i, images.length);
-    const { ref, stream, info, placement, picture } = image;
-    let outcome: Outcome | undefined;
-    try {
-      const search = classes.qualities.searchFor(picture.similar, plan.searches[i]);
-      outcome = await recompress(ctx, stream, info, placement, image.isSoftMask, { search, similar: picture.similar, classes });
-    } catch {
-      // An image we cannot decode (corrupt data, over the memory bound) is kept byte for byte.
-      continue;
-    }
+    const outcome = await lanes.take(i);
     if (!outcome) continue;
+    const { ref, stream } = image;
     const dict = stream.dict.clone(ctx);
     for (const key of outcome.drop) dict.delete(name(key));
     for (const [key, value] of Object.entries(outcome.set)) dict.set(name(key), value);
@@ -112,18 +123,6 @@ export function documentImages(ctx: PDFContext, sizes: Map<PDFRef, DisplaySize>)
   return out;
 }
 
-/** What the searches of one document learnt, by class of similar pictures. */
-class DocumentClasses {
-  readonly qualities = new ClassQualities();
-  /** SSIM spent by resampling, the largest measured in each class. */
-  readonly losses = new Map<string, number>();
-}
-
-interface Budgeted {
-  search: SearchBudget;
-  similar: string;
-  classes: DocumentClasses;
-}
 
 /** Pixels per inch at which an image is drawn (the coarser axis), or undefined when its placement is unknown. */
 export function effectivePpi(info: ImageInfo, display: DisplaySize | undefined): number | undefined {
@@ -150,9 +149,9 @@ async function recompress(
   info: ImageInfo,
   placement: Placement,
   isSoftMask: boolean,
-  budget: Budgeted,
+  budget: BudgetedPicture,
 ): Promise<Outcome | undefined> {
-  const { search, similar, classes } = budget;
+  const { search, known } = budget;
   const reduced = search.probes !== Infinity;
   const { filters } = info;
   if (filters.some((f) => UNTOUCHED_FILTERS.has(f.name))) return undefined;
@@ -165,13 +164,12 @@ async function recompress(
     if (info.components === 3 && last.parms?.get(name('ColorTransform')) !== undefined) return undefined;
     const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
     // Under a reduced budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain: not even decoded.
-    const known = classes.qualities.of(similar);
-    if (reduced && !placement.size && known !== undefined && (await alreadyAsCoarse(jpeg, known))) return undefined;
+    if (reduced && !placement.size && known.quality !== undefined && (await alreadyAsCoarse(jpeg, known.quality))) return undefined;
     const pixels = await decodeJpeg(jpeg, info.components);
     if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
     const fitted = await fitInClass(pixels, placement, budget);
     const { data, quality } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim, search);
-    classes.qualities.record(similar, quality);
+    budget.found({ quality, loss: fitted.loss });
     if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
     return jpegOutcome(data, fitted.pixels);
   }
@@ -214,7 +212,7 @@ async function recompress(
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
   const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.ssim, search) : undefined;
-  if (photoJpeg) classes.qualities.record(similar, photoJpeg.quality);
+  budget.found({ quality: photoJpeg?.quality, loss: fitted.loss });
   const jpeg = photoJpeg?.data;
   // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
   const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
@@ -249,11 +247,9 @@ async function fit(pixels: Pixels, placement: Placement, knownLoss?: number): Pr
   return { pixels: resampled, ppi, ssim: Math.min(MAX_JPEG_SSIM, VIEW_TARGET_SSIM + loss), resampled: true, loss: knownLoss === undefined ? loss : undefined };
 }
 
-/** fit, within a document: under a reduced budget the class's largest loss is reused, and a measured loss is remembered. */
-async function fitInClass(pixels: Pixels, placement: Placement, { search, similar, classes }: Budgeted): Promise<Fitted> {
-  const fitted = await fit(pixels, placement, search.probes !== Infinity ? classes.losses.get(similar) : undefined);
-  if (fitted.loss !== undefined) classes.losses.set(similar, Math.max(fitted.loss, classes.losses.get(similar) ?? 0));
-  return fitted;
+/** fit, within a document: under a reduced budget the class's largest measured loss is reused. */
+function fitInClass(pixels: Pixels, placement: Placement, { search, known }: BudgetedPicture): Promise<Fitted> {
+  return fit(pixels, placement, search.probes !== Infinity ? known.loss : undefined);
 }
 
 function jpegOutcome(data: Buffer, p: Pixels): Outcome {

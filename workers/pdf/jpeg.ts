@@ -1,6 +1,7 @@
 import sharp from 'sharp';
 import type { SearchBudget } from '../image/budget.ts';
 import { fastOptions, jpegOptions } from '../image/encode.ts';
+import { frameComponents } from '../image/jpeg-quant.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { chooseViewQuality } from './quality.ts';
 
@@ -16,7 +17,7 @@ export async function encodePhoto(p: Pixels, ppi: number | undefined, ssim: numb
   // Without this sharp writes grey pixels as a three-component JPEG.
   if (p.channels === 1) img.toColourspace('b-w');
   const data = await img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(quality)) : jpegOptions(quality)).toBuffer();
-  const { channels } = await sharp(data).metadata();
+  const channels = frameComponents(data);
   if (channels !== p.channels) throw new Error(`JPEG has ${channels} components, the image ${p.channels}`);
   return { data, quality };
 }
