@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { RAW_FORMATS } from '../src/catalog/compressors/universal.ts';
 
 export interface BenchContext {
   runs: number;
@@ -31,4 +32,9 @@ export async function timed<T>(runs: number, fn: () => Promise<T>): Promise<{ re
 export function markdownTable(header: string[], rows: (string | number)[][]): string {
   const line = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+/** Whether a file is a camera RAW, by the extensions the universal compressor's catalog entry lists. */
+export function isRaw(path: string): boolean {
+  return RAW_FORMATS.includes(path.split('.').pop()?.toLowerCase() ?? '');
 }

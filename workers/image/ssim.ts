@@ -41,6 +41,31 @@ export function ssim(a: Pixels, b: Pixels): number {
   return ssimOfLuma(luma(a), luma(b), a.width, a.height);
 }
 
+/**
+ * ssim on luma binned 2×2: what a Bayer sensor recorded of a developed camera RAW, without the
+ * demosaicing's guess of the rest (see JudgedAt in encode.ts). Two developers of one RAW file
+ * differ at full resolution by more than any JPEG quality; binned, they agree.
+ */
+export function binnedSsim(a: Pixels, b: Pixels): number {
+  if (a.width !== b.width || a.height !== b.height) throw new RangeError(`binnedSsim: sizes differ (${a.width}×${a.height} vs ${b.width}×${b.height})`);
+  return ssimOfLuma(bin2x2(luma(a), a.width, a.height), bin2x2(luma(b), b.width, b.height), a.width >> 1, a.height >> 1);
+}
+
+/** Mean of every 2×2 block (odd last row or column dropped). */
+export function bin2x2(y: Float32Array, width: number, height: number): Float32Array {
+  const w = width >> 1;
+  const h = height >> 1;
+  const out = new Float32Array(w * h);
+  for (let j = 0; j < h; j++) {
+    const top = 2 * j * width;
+    for (let i = 0; i < w; i++) {
+      const a = top + 2 * i;
+      out[j * w + i] = (y[a] + y[a + 1] + y[a + width] + y[a + width + 1]) / 4;
+    }
+  }
+  return out;
+}
+
 export function ssimOfLuma(ya: Float32Array, yb: Float32Array, width: number, height: number): number {
   const bw = width >> 2;
   const bh = height >> 2;
