@@ -46,8 +46,11 @@ const sharpFixed = (quality: number): Tool => async (input, dir) => {
   return out;
 };
 
-/** The lowest mozjpeg quality whose full-resolution SSIM reaches 0.98, by bisection on full encodes. */
-const sharpBruteForce: Tool = async (input, dir) => {
+/**
+ * The lowest mozjpeg quality whose full-resolution SSIM reaches 0.98, by bisection on full encodes:
+ * what automatic JPEG quality costs done plainly (the speed bench's comparison for JPG, issue 21).
+ */
+export const sharpBruteForce: Tool = async (input, dir) => {
   const reference = await decode(input);
   const encodeAt = async (q: number) => sharp(input).keepMetadata().jpeg(jpegOptions(q)).toBuffer();
   let lo = 30;
