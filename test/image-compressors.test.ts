@@ -269,7 +269,7 @@ describe('document pictures in lanes', () => {
     };
     const inOrder = await startsWith([1, 2, 3, 4, 5]);
     const reversed = await startsWith([25, 20, 15, 10, 5]);
-    assert.deepEqual(inOrder, [[undefined, undefined], [undefined, undefined], [80, 0.004], [80, undefined], [80, 0.004]]);
+    assert.deepEqual(inOrder, [[undefined, undefined], [undefined, undefined], [75, 0.004], [75, undefined], [75, 0.004]]);
     assert.deepEqual(reversed, inOrder);
   });
 });

@@ -80,8 +80,10 @@ async function bigEnough(kind: string, input: string): Promise<boolean> {
   if (kind === 'PDF' || kind === 'Office') return (await stat(input)).size >= MIN_BYTES;
   if (kind === 'universal' && isRaw(input)) return (await stat(input)).size >= MIN_BYTES;
   try {
+    // Every frame counts for GIF (all are recompressed); the universal compressor keeps the first.
     const m = await sharp(input, { animated: true, limitInputPixels: false }).metadata();
-    return (m.width ?? 0) * (m.pageHeight ?? m.height ?? 0) * (m.pages ?? 1) >= MIN_PIXELS;
+    const frames = kind === 'GIF' ? (m.pages ?? 1) : 1;
+    return (m.width ?? 0) * (m.pageHeight ?? m.height ?? 0) * frames >= MIN_PIXELS;
   } catch {
     // Formats sharp cannot read here (BMP, PSD, HEIC's HEVC): ImageMagick reads their headers. Only
     // the first image counts: the universal compressor keeps a PSD's composite, a file's first page.

@@ -214,7 +214,7 @@ export class ClassQualities {
   }
 
   /**
-   * For picture i under a limited search: the upper median quality and the largest resampling
+   * For picture i under a limited search: the median quality and the largest resampling
    * loss of the full searches before it in its class, or the document's median quality when its
    * class has none yet. Nothing for a full search, which stands on its own.
    */
@@ -223,12 +223,12 @@ export class ClassQualities {
     if (own.search.probes === Infinity) return {};
     const earlier = this.pictures.map((p, j) => ({ p, j })).filter(({ p, j }) => j < i && p.search.probes === Infinity);
     const classFound = await Promise.all(earlier.filter(({ p }) => p.similar === own.similar).map(({ j }) => this.settled[j]));
-    const quality = upperMedian(defined(classFound.map((f) => f.quality)));
+    const quality = median(defined(classFound.map((f) => f.quality)));
     const losses = defined(classFound.map((f) => f.loss));
     const loss = losses.length ? Math.max(...losses) : undefined;
     if (quality !== undefined) return { quality, loss };
     const documentFound = await Promise.all(earlier.map(({ j }) => this.settled[j]));
-    return { quality: upperMedian(defined(documentFound.map((f) => f.quality))), loss };
+    return { quality: median(defined(documentFound.map((f) => f.quality))), loss };
   }
 }
 
@@ -246,7 +246,12 @@ function defined(list: (number | undefined)[]): number[] {
   return list.filter((v): v is number => v !== undefined);
 }
 
-function upperMedian(list: number[]): number | undefined {
+/**
+ * The median quality, rounded down between two middle values: a start that fails costs a probe,
+ * one that passes too easily costs bytes (the search answers the lowest quality seen to pass).
+ */
+function median(list: number[]): number | undefined {
   if (list.length === 0) return undefined;
-  return [...list].sort((a, b) => a - b)[list.length >> 1];
+  const sorted = [...list].sort((a, b) => a - b);
+  return Math.floor((sorted[(sorted.length - 1) >> 1] + sorted[sorted.length >> 1]) / 2);
 }
