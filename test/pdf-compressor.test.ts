@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { PDFDocument, PDFName, PDFWriter } from 'pdf-lib';
 import sharp from 'sharp';
 import { JobError, type CompressResult } from '../workers/contract.ts';
+import { frameComponents } from '../workers/image/jpeg-quant.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress } from '../workers/pdf.ts';
 import { FULL_PROBES, planDocument, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
@@ -95,6 +96,14 @@ describe('document.pdf-compress on the corpus', async () => {
 });
 
 describe('images and structure', () => {
+  test('a JPEG keeps the component count of its PDF image (read from the frame header)', async () => {
+    const grey = await sharp({ create: { width: 40, height: 24, channels: 3, background: '#777' } }).toColourspace('b-w').jpeg().toBuffer();
+    const colour = await sharp({ create: { width: 40, height: 24, channels: 3, background: '#a53' } }).jpeg({ progressive: true }).toBuffer();
+    assert.equal(frameComponents(grey), 1);
+    assert.equal(frameComponents(colour), 3);
+    assert.equal(frameComponents(Buffer.from([0xff, 0xd8, 0xff, 0xd9])), undefined);
+  });
+
   test('an image drawn small on several pages is stored once, downsampled to about 150 ppi', async () => {
     const doc = await PDFDocument.create();
     // Half transparent, so the image carries a soft mask that must follow it.
