@@ -326,7 +326,7 @@ export default async function quality(ctx: BenchContext): Promise<string> {
     }
     const saved = [...rows.values()];
     const skipped = JSON.parse(await readFile(join(ctx.resultsDir, 'quality-skipped.json'), 'utf8').catch(() => '[]')) as string[];
-    await publish(saved, ctx, skipped);
+    await publish(saved, ctx, skipped, loadavg()[0]);
     return report(saved, ctx, loadavg()[0], skipped);
   }
   const only = process.env.BENCH_QUALITY_KINDS?.split(',');
@@ -377,7 +377,7 @@ export default async function quality(ctx: BenchContext): Promise<string> {
   await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all, null, 2));
   await writeFile(join(ctx.resultsDir, 'quality-skipped.json'), JSON.stringify(skipped));
   const markdown = await report(all, ctx, load, skipped);
-  if (!only && !files) await publish(all, ctx, skipped);
+  if (!only && !files) await publish(all, ctx, skipped, load);
   return markdown;
 }
 
@@ -495,7 +495,7 @@ async function report(all: Measured[], ctx: BenchContext, load: number, skipped:
 }
 
 /** README's "How well it compresses" table and charts (docs/bench/), between its markers. */
-async function publish(all: Measured[], ctx: BenchContext, skipped: string[]): Promise<void> {
+async function publish(all: Measured[], ctx: BenchContext, skipped: string[], load: number): Promise<void> {
   const root = new URL('../../', import.meta.url).pathname;
   const docs = join(root, 'docs', 'bench');
   await mkdir(docs, { recursive: true });
@@ -509,12 +509,11 @@ async function publish(all: Measured[], ctx: BenchContext, skipped: string[]): P
   if (from < 0 || to < from) return;
   const body = [
     start,
-    `Measured by \`npm run bench quality\` on ${new Date().toISOString().slice(0, 10)} (${all.length} files: the shared corpus and files made with the properties of issue 19; ${ctx.runs} run(s), a shared, loaded machine, so times are indicative).`,
+    `Measured by \`npm run bench quality\` on ${new Date().toISOString().slice(0, 10)} (${all.length} files: the shared corpus and files made with the properties of issue 19; ${ctx.runs} run(s), load average ${load.toFixed(1)} on ${availableParallelism()} cores at the start; sizes and SSIM do not depend on it, times do).`,
     '',
     summaryTable(all),
     '',
-    skippedNote(skipped),
-    '',
+    ...(skipped.length ? [skippedNote(skipped), ''] : []),
     ...images.map((f) => `![${f}](docs/bench/${f})`),
     end,
   ].join('\n');
