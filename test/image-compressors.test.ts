@@ -242,6 +242,23 @@ describe('document pictures in lanes', () => {
     assert.equal(withBig, 1);
   });
 
+  it('counts a picture whose work failed as done, so the searches waiting for it go on', async () => {
+    const full = { probes: Infinity, proxyTiles: 64, fastEncode: false };
+    const limited = { probes: 3, proxyTiles: 64, fastEncode: false };
+    const classes = new ClassQualities([
+      { similar: 'a', search: full },
+      { similar: 'a', search: full },
+      { similar: 'a', search: limited },
+    ]);
+    const broken = classes.run(0, async () => {
+      throw new Error('unreadable part');
+    });
+    await assert.rejects(broken, /unreadable part/);
+    await classes.run(1, async (picture) => picture.found({ quality: 72 }));
+    const start = await classes.run(2, async (picture) => picture.search.start);
+    assert.equal(start, 72);
+  });
+
   it('starts every limited search from the same qualities whatever order the pictures finish in', async () => {
     const full = { probes: Infinity, proxyTiles: 64, fastEncode: false };
     const limited = { probes: 3, proxyTiles: 64, fastEncode: false };

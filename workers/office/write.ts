@@ -6,6 +6,7 @@ import type { ResizeOptions } from '../../src/catalog/index.ts';
 import type { CompressContext } from '../contract.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
+import type { BudgetedPicture } from '../image/budget.ts';
 import { recompressImage } from './media.ts';
 import { LANE_PIXELS, Lanes } from '../shared/lanes.ts';
 import type { PicturePlan } from './plan.ts';
@@ -44,12 +45,15 @@ export async function writePackage(
     images.length,
     async (k): Promise<Buffer> => {
       const entry = images[k];
-      const original = await readEntry(pkg.zip, entry);
       const need = analysis.images.get(entry.name.toLowerCase()) ?? null;
+      const recompress = async (picture?: BudgetedPicture): Promise<Buffer> => {
+        const original = await readEntry(pkg.zip, entry);
+        return (await recompressImage(original, need, resize, picture))?.data ?? original;
+      };
+      // A planned picture counts as done however it ends (a part that cannot be read included),
+      // so the pictures whose searches wait for it never wait for ever.
       const planned = budget.pictures.get(entry.name);
-      const smaller =
-        planned === undefined ? await recompressImage(original, need, resize) : await budget.classes.run(planned, (picture) => recompressImage(original, need, resize, picture));
-      return smaller?.data ?? original;
+      return planned === undefined ? recompress() : budget.classes.run(planned, recompress);
     },
     // A picture whose header did not read counts as a large one: it runs alone.
     (k) => budget.pixels.get(images[k].name) ?? LANE_PIXELS,
