@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,6 +21,7 @@ import { targetSize } from '../workers/image/resize.ts';
 import { ScreenSsim, luma, ssim, ssimOfLuma } from '../workers/image/ssim.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { compress as png } from '../workers/png.ts';
+import { screenshotPng } from './helpers/made-files.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 let work: string;
@@ -411,6 +413,28 @@ describe('image.png-compress', () => {
     assert.ok(r.outSize < r.inSize * 0.6);
     const s2 = ssim(await pixels(input), await pixels(r.path));
     assert.ok(s2 >= 0.98, `SSIM ${s2}`);
+  });
+
+  it('a UI screenshot is no bigger than pngquant at the SSIM it reaches (a larger palette can be the smaller file)', async () => {
+    // Issue 19: the lowest palette quality that passed dithered the screenshot's gradient into
+    // noise, 33 % bigger than pngquant's smallest file that was also closer to the original.
+    const input = await screenshotPng(join(work, 'screenshot.png'));
+    const r = await run(png, input);
+    const reference = await pixels(input);
+    const reached = ssim(reference, await pixels(r.path));
+    assert.ok(reached >= 0.98, `SSIM ${reached}`);
+    let peer = Infinity;
+    for (const range of ['40-60', '65-80', '85-95', '95-100']) {
+      const out = join(work, `pngquant-${range}.png`);
+      try {
+        execFileSync('pngquant', [`--quality=${range}`, '--force', '--output', out, input]);
+      } catch {
+        continue;
+      }
+      if (ssim(reference, await pixels(out)) >= reached) peer = Math.min(peer, (await stat(out)).size);
+    }
+    assert.ok(peer < Infinity, 'pngquant reached our SSIM at some range');
+    assert.ok(r.outSize <= peer * 1.05, `ours ${r.outSize} B at SSIM ${reached.toFixed(4)}, pngquant ${peer} B at least as close`);
   });
 
   it('lossless and compression disabled are pixel-identical and smaller', async () => {

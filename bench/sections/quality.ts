@@ -11,7 +11,7 @@ import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import sharp from 'sharp';
-import { ditheredPaletteBmp, ditheredPaletteTiff, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx, rangeMismatchAvif } from '../../test/helpers/made-files.ts';
+import { ditheredPaletteBmp, ditheredPaletteTiff, inlineImagesDocx, maxQualityExports, photo, photoAlbumPptx, rangeMismatchAvif, screenshotPng } from '../../test/helpers/made-files.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
 import { binnedSsim, ssim, type Pixels } from '../../workers/image/ssim.ts';
@@ -195,7 +195,7 @@ const KINDS: Record<string, Kind> = {
     inputs: async (ctx, made) => {
       const photographic = join(made, 'photo-rgb.png');
       await writeFile(photographic, await photo('jpeg420exif.jpg', 1024));
-      return [...(await corpusFiles(ctx, 'png')), photographic];
+      return [...(await corpusFiles(ctx, 'png')), photographic, await screenshotPng(join(made, 'screenshot.png'))];
     },
     ours: png,
     judge: decodeJudge,

@@ -19,6 +19,37 @@ export async function photo(name: string, edge: number): Promise<Buffer> {
   return sharp(`${corpus}jpg/${name}`).rotate().resize(edge, edge, { fit: 'inside' }).png({ compressionLevel: 1 }).toBuffer();
 }
 
+/**
+ * A screenshot of an application window, the commonest PNG there is: flat panels, anti-aliased text
+ * in several colours, thin rules, a gradient card with rounded corners and a soft shadow (rendered
+ * from SVG by librsvg with the system's fonts). A palette quantised at a low quality dithers the
+ * gradient into noise that deflates badly; one at a high quality keeps it smooth and smaller.
+ */
+export async function screenshotPng(path: string, width = 1280, height = 800): Promise<string> {
+  const rows = ['j_81f2  IMG_2682.heic  Succeeded  39 %', 'j_81f3  report.pdf  Running', 'j_81f4  slides.pptx  Failed', 'j_81f5  album.pptx  Queued'];
+  const text = (x: number, y: number, size: number, fill: string, body: string, weight = 'normal') =>
+    `<text x="${x}" y="${y}" font-family="DejaVu Sans" font-size="${size}" font-weight="${weight}" fill="${fill}">${body}</text>`;
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">
+  <defs>
+    <linearGradient id="g" x1="0" x2="1"><stop offset="0" stop-color="#ff7e5f"/><stop offset="0.35" stop-color="#feb47b"/><stop offset="0.7" stop-color="#86a8e7"/><stop offset="1" stop-color="#91eae4"/></linearGradient>
+    <filter id="s" x="-10%" y="-10%" width="120%" height="130%"><feGaussianBlur stdDeviation="6"/></filter>
+  </defs>
+  <rect width="100%" height="100%" fill="#f4f6f8"/>
+  <rect width="100%" height="48" fill="#24292f"/>${text(24, 31, 18, '#ffffff', 'compressd · Dashboard')}${text(width - 170, 31, 16, '#d0d7de', 'Settings   Logout')}
+  <rect y="48" width="252" height="${height - 48}" fill="#ffffff"/><rect x="252" y="48" width="1" height="${height - 48}" fill="#d0d7de"/>
+  ${['Jobs', 'Accounts', 'API keys', 'Webhooks', 'Usage'].map((t, i) => text(16, 86 + i * 32, 16, '#1f2328', t)).join('')}${text(16, 246, 16, '#0969da', 'Documentation')}
+  ${text(277, 114, 26, '#1f2328', 'Recent jobs', 'bold')}
+  <rect x="277" y="140" width="${width - 301}" height="24" fill="#eaeef2"/>
+  ${rows.map((r, i) => text(280, 182 + i * 22, 15, ['#1a7f37', '#9a6700', '#cf222e', '#57606a'][i], r)).join('')}
+  ${[0, 1, 2].map((i) => text(277, 290 + i * 19, 15, '#444c56', 'Lorem ipsum dolor sit amet, consectetur adipiscing elit. Integer nec odio. Praesent libero.')).join('')}
+  <rect x="283" y="349" width="600" height="220" rx="12" fill="#000000" opacity="0.35" filter="url(#s)"/>
+  <rect x="277" y="343" width="600" height="220" rx="12" fill="url(#g)"/>
+  <rect x="277" y="593" width="157" height="39" rx="6" fill="#2da44e"/>${text(297, 618, 16, '#ffffff', 'Compress files')}
+</svg>`;
+  await sharp(Buffer.from(svg)).png().toFile(path);
+  return path;
+}
+
 /** JPEG exports at quality 99–100 by different encoders (all-ones or near-ones tables). */
 export async function maxQualityExports(dir: string, edge = 1600): Promise<string[]> {
   const made: [string, Buffer][] = [
