@@ -46,3 +46,9 @@ export function pixelAndColourChunks(png: Buffer): Buffer | undefined {
   const kept = all.filter((c) => PIXELS.has(c.type) || CARRIED.has(c.type));
   return Buffer.concat([png.subarray(0, 8), ...kept.map((c) => c.bytes)]);
 }
+
+/** Entries of a PNG's palette (PLTE), or 0 without one. */
+export function paletteEntries(png: Buffer): number {
+  const plte = chunks(png).find((c) => c.type === 'PLTE');
+  return plte ? (plte.bytes.length - 12) / 3 : 0;
+}

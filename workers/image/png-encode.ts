@@ -2,7 +2,7 @@ import { losslessCompressPng } from '@napi-rs/image';
 import sharp from 'sharp';
 import type { Sharp } from 'sharp';
 import { incompressible, oxipngFilters, quantiseEffort } from './budget.ts';
-import { carryColourChunks, pixelAndColourChunks } from './png-chunks.ts';
+import { carryColourChunks, paletteEntries, pixelAndColourChunks } from './png-chunks.ts';
 import { proxyOf } from './proxy.ts';
 import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
 
@@ -33,6 +33,8 @@ export interface PngEncodeOptions {
 export const PNG_TARGET_SSIM = 0.98;
 /** libimagequant qualities tried; the smallest result that reaches the target wins (see lossyCandidate). */
 const LOSSY_QUALITIES = [50, 65, 80, 95];
+/** libimagequant's largest palette: a result with this many colours is what any higher quality gives too. */
+const MAX_COLOURS = 256;
 
 /**
  * A lossless candidate is optimised only when it could beat the palette candidate: its size is
@@ -109,10 +111,10 @@ function fromRaw(p: Pixels): Sharp {
  * quality that passes is not always the smallest file: on screenshots and graphics with
  * gradients a small palette dithers the gradients into noise that deflates badly, and a larger
  * palette is both closer and smaller (a UI screenshot: 28.9 KB at q50, 21.7 KB at q95). So every
- * quality from the lowest that passes upward is scored while the files shrink, on the tile proxy
- * (each probe there costs about 1 MP whatever the image's size): the lowest quality first
- * (graphics pass there), then the highest (photos with fine noise fail there too, and the search
- * ends), then the others. The smallest passing one is encoded at full resolution and confirmed
+ * quality from the lowest that passes upward is scored while the files shrink and the palette
+ * is not yet full, on the tile proxy (each probe there costs about 1 MP whatever the image's
+ * size; for a large image the highest quality is tried right after the lowest, and when it fails
+ * too the search ends). The smallest passing one is encoded at full resolution and confirmed
  * there, one quality up while it falls short (the proxy's palette sees fewer colours than the
  * whole image).
  */
@@ -129,17 +131,19 @@ async function lossyCandidate(p: Pixels): Promise<Buffer | undefined> {
     }
     return r;
   };
-  if (!(await score(0)).pass && !(await score(top)).pass) return undefined;
-  // From the lowest quality that passes upward, while each palette is smaller than the last
-  // (sizes fall while a larger palette removes dither noise, then grow with the colours).
+  // A proxy stands for a large image: when even the top quality fails there, nothing will.
+  if (proxy !== p && !(await score(0)).pass && !(await score(top)).pass) return undefined;
   let best: number | undefined;
   for (let i = 0; i <= top; i++) {
     const r = await score(i);
     if (!r.pass) continue;
     if (best !== undefined && r.png.length >= scored.get(best)!.png.length) break;
     best = i;
+    // A full palette at this quality is the palette of every higher one too.
+    if (paletteEntries(r.png) >= MAX_COLOURS) break;
   }
-  if (proxy === p) return scored.get(best!)!.png;
+  if (best === undefined) return undefined;
+  if (proxy === p) return scored.get(best)!.png;
   const full = luma(p);
   for (const quality of LOSSY_QUALITIES.slice(best)) {
     const r = await paletteScore(p, full, quality);
