@@ -20,6 +20,7 @@ import { compress as office } from '../../workers/office.ts';
 import { compress as png } from '../../workers/png.ts';
 import { compress as universal } from '../../workers/universal.ts';
 import { ratioChart, savingsVsSsimChart, type ChartRow } from '../charts.ts';
+import { generatedInputs } from '../generated.ts';
 import { type BenchContext, exec, isRaw, markdownTable, median, timed } from '../lib.ts';
 import { mediaSsim, reference as officeReference } from './office.ts';
 import { pixelsOf, reference as universalReference } from './universal.ts';
@@ -202,7 +203,11 @@ const KINDS: Record<string, Kind> = {
     peers: { 'pngquant 3 ranges': pngquantRanges, 'optipng -o2': optipng },
   },
   gif: {
-    inputs: (ctx) => corpusFiles(ctx, 'gif'),
+    // The speed bench's generated animations too: a screen recording, a photo-like pan, a sprite loop.
+    inputs: async (ctx) => {
+      const made = await generatedInputs();
+      return [...(await corpusFiles(ctx, 'gif')), made.screenGif, made.photoGif, made.spriteGif];
+    },
     ours: gif,
     judge: decodeJudge,
     peers: {

@@ -128,11 +128,14 @@ export interface EncodedFrame {
   height: number;
   transparent: number;
   data: Uint8Array;
+  /** A local colour table (RGB triples, a power of two of them) and the code size it allows, replacing the frame's own. */
+  local?: { palette: Uint8Array; minCodeSize: number };
 }
 
 /**
  * The GIF again with each frame's image data replaced. Everything else is copied byte for
- * byte, except where a frame was cropped (its descriptor's position and size) or given a
+ * byte, except where a frame was cropped (its descriptor's position and size), given a smaller
+ * local colour table (`local`), or given a
  * transparent index (its graphic control extension, added with no delay and no disposal when
  * it had none, which is what a frame without one means).
  */
@@ -160,12 +163,19 @@ export function writeGif(file: GifFile, encoded: EncodedFrame[]): Buffer {
       out.push(Uint8Array.of(0x21, 0xf9, 4, 1, 0, 0, e.transparent, 0));
       added = true;
     }
-    const descriptor = Uint8Array.from(part.descriptor);
+    // The descriptor proper is 10 bytes; a local colour table, if any, follows it.
+    const descriptor = Uint8Array.from(e.local ? part.descriptor.subarray(0, 10) : part.descriptor);
     for (const [at, v] of [[1, e.left], [3, e.top], [5, e.width], [7, e.height]]) {
       descriptor[at] = v & 0xff;
       descriptor[at + 1] = v >> 8;
     }
-    out.push(descriptor, Uint8Array.of(part.minCodeSize), toSubBlocks(e.data));
+    if (e.local) {
+      // Local table flag, unsorted, 2^(n+1) entries; the interlace flag is kept.
+      descriptor[9] = (descriptor[9] & 0x40) | 0x80 | (Math.log2(e.local.palette.length / 3) - 1);
+      out.push(descriptor, e.local.palette, Uint8Array.of(e.local.minCodeSize), toSubBlocks(e.data));
+    } else {
+      out.push(descriptor, Uint8Array.of(part.minCodeSize), toSubBlocks(e.data));
+    }
   }
   // A graphic control extension needs the 89a version of the format.
   if (added) out[0] = Uint8Array.from(out[0]).fill(0x39, 4, 5);

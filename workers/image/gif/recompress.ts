@@ -25,7 +25,7 @@ export class GifRecompressor {
   readonly framePixels: number;
   /** Scratch for backdrop positions and for the indices a frame decodes to, grown to the largest frame. */
   private at = new Int32Array(0);
-  private shows = new Uint8Array(0);
+  private shows = [new Uint8Array(0), new Uint8Array(0)];
   /** The screens as the input and the recompression show them, and their SSIM: kept across recompressions. */
   private readonly wanted: Canvas;
   private readonly shown: Canvas;
@@ -76,22 +76,34 @@ export class GifRecompressor {
       wanted.draw(f, f.indices);
       const { transparent, changes } = this.plan[i];
       let frame: GifFrame = f;
-      let backdrop: Backdrop | undefined;
-      if (transparent >= 0) {
-        if (f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, wanted, shown, threshold * threshold);
-        backdrop = this.backdrop(frame, wanted, shown);
+      if (transparent >= 0 && f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, wanted, shown, threshold * threshold);
+      const backdrop = transparent >= 0 ? this.backdrop(frame, wanted, shown) : undefined;
+      let best = this.encodeFrame(frame, transparent, threshold, backdrop, 0);
+      // The lossy encoder only ever writes indices the frame uses (its strings are made of them)
+      // or the transparent one, so a table of just those loses nothing and may code the pixels
+      // in fewer bits; whether that pays for the table depends on how the frame compresses, so
+      // both are encoded and the smaller kept.
+      const local = smallerPalette(frame, transparent);
+      if (local) {
+        const other = this.encodeFrame({ ...frame, indices: local.indices, palette: local.palette, minCodeSize: local.minCodeSize }, local.transparent, threshold, backdrop, 1);
+        if (other.data.length + local.palette.length < best.data.length) best = { ...other, local: { palette: local.palette, minCodeSize: local.minCodeSize } };
       }
-      if (this.shows.length < frame.indices.length) this.shows = new Uint8Array(frame.indices.length);
-      const indices = this.shows.subarray(0, frame.indices.length);
-      const data = lzwEncode(frame.indices, f.minCodeSize, { rgb: f.palette, transparent }, threshold, backdrop, indices);
-      encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent, data });
-      shown.draw({ ...frame, transparent }, indices);
+      encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent: best.transparent, data: best.data, local: best.local });
+      shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
       // Threshold 0 shows exactly the input: nothing to score.
       if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes.x0, changes.y0, changes.x1, changes.y1);
       wanted.dispose(f);
       shown.dispose(frame);
     });
     return { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1 };
+  }
+
+  /** One frame's LZW data, and the indices it decodes to (in scratch buffer `slot`, 0 or 1). */
+  private encodeFrame(frame: GifFrame, transparent: number, threshold: number, backdrop: Backdrop | undefined, slot: 0 | 1) {
+    if (this.shows[slot].length < frame.indices.length) this.shows[slot] = new Uint8Array(frame.indices.length);
+    const indices = this.shows[slot].subarray(0, frame.indices.length);
+    const data = lzwEncode(frame.indices, frame.minCodeSize, { rgb: frame.palette, transparent }, threshold, backdrop, indices);
+    return { frame, transparent, data, indices, local: undefined as EncodedFrame['local'] };
   }
 
   /**
@@ -111,6 +123,34 @@ export class GifRecompressor {
     }
     return { target: wanted.rgb, under: shown.rgb, at };
   }
+}
+
+/**
+ * A local colour table of only the colours a frame uses (and its transparent index), when it
+ * allows a smaller code size: a screen recording's frames draw a few colours of a 256-colour
+ * palette (8 in the median frame), so its codes start at 4 bits instead of 9.
+ */
+function smallerPalette(f: GifFrame, transparent: number): { indices: Uint8Array; palette: Uint8Array; minCodeSize: number; transparent: number } | undefined {
+  const used = new Uint8Array(256);
+  for (const k of f.indices) used[k] = 1;
+  if (transparent >= 0) used[transparent] = 1;
+  let count = 0;
+  for (let k = 0; k < 256; k++) count += used[k];
+  const bits = Math.max(1, Math.ceil(Math.log2(Math.max(2, count))));
+  const minCodeSize = Math.max(2, bits);
+  const entries = 1 << bits;
+  if (minCodeSize >= f.minCodeSize) return undefined;
+  const map = new Uint8Array(256);
+  const palette = new Uint8Array(entries * 3);
+  for (let k = 0, n = 0; k < 256; k++) {
+    if (!used[k]) continue;
+    map[k] = n;
+    for (let c = 0; c < 3; c++) palette[n * 3 + c] = f.palette[k * 3 + c] ?? 0;
+    n++;
+  }
+  const indices = new Uint8Array(f.indices.length);
+  for (let i = 0; i < indices.length; i++) indices[i] = map[f.indices[i]];
+  return { indices, palette, minCodeSize, transparent: transparent >= 0 ? map[transparent] : -1 };
 }
 
 function union(a: Rect, b: Rect): Rect {
