@@ -142,7 +142,7 @@ function mozjpegSearch(targets: number[], source: (input: string, dir: string) =
 }
 
 const magickJpeg = settings(['60', '70', '80', '90', '95'], (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
-const pngquantRanges = settings(['40-60', '65-80', '85-95'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
+const pngquantRanges = settings(['40-60', '65-80', '85-95', '95-100'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
 const optipng = settings(['-o2'], (level, input, out) => exec('optipng', [level, '-quiet', '-out', out, input]), 'png');
 
 /**
@@ -172,7 +172,7 @@ const fromReference = (peer: Peer): Peer => async (input, dir, judge) => peer(aw
 const universalPeers: Record<string, Peer> = {
   'ImageMagick q60–95': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(magickJpeg)(input, dir, judge)),
   'mozjpeg SSIM search': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegSearch([0.97, 0.98, 0.99], referencePng)(input, dir, judge)),
-  'pngquant 3 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(pngquantRanges)(input, dir, judge) : []),
+  'pngquant 4 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(pngquantRanges)(input, dir, judge) : []),
 };
 
 async function hasAlpha(input: string, dir: string): Promise<boolean> {
@@ -200,7 +200,7 @@ const KINDS: Record<string, Kind> = {
     },
     ours: png,
     judge: decodeJudge,
-    peers: { 'pngquant 3 ranges': pngquantRanges, 'optipng -o2': optipng },
+    peers: { 'pngquant 4 ranges': pngquantRanges, 'optipng -o2': optipng },
   },
   gif: {
     // The speed bench's generated animations too: a screen recording, a photo-like pan, a sprite loop.
