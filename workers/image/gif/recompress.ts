@@ -26,6 +26,8 @@ export class GifRecompressor {
   /** Scratch for backdrop positions and for the indices a frame decodes to, grown to the largest frame. */
   private at = new Int32Array(0);
   private shows = [new Uint8Array(0), new Uint8Array(0)];
+  /** Per frame, once known: whether its own smaller colour table encoded it smaller. */
+  private readonly localPays: (boolean | undefined)[] = [];
   /** The screens as the input and the recompression show them, and their SSIM: kept across recompressions. */
   private readonly wanted: Canvas;
   private readonly shown: Canvas;
@@ -78,16 +80,22 @@ export class GifRecompressor {
       let frame: GifFrame = f;
       if (transparent >= 0 && f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, wanted, shown, threshold * threshold);
       const backdrop = transparent >= 0 ? this.backdrop(frame, wanted, shown) : undefined;
-      let best = this.encodeFrame(frame, transparent, threshold, backdrop, 0);
       // The lossy encoder only ever writes indices the frame uses (its strings are made of them)
       // or the transparent one, so a table of just those loses nothing and may code the pixels
-      // in fewer bits; whether that pays for the table depends on how the frame compresses, so
-      // both are encoded and the smaller kept.
+      // in fewer bits. Whether that pays for the table depends on how the frame compresses: the
+      // first time a frame has the choice both are encoded, and later recompressions (other
+      // thresholds, which change a frame's bytes far less than its colours) keep the winner.
       const local = smallerPalette(frame, transparent);
-      if (local) {
+      const tryLocal = local !== undefined && this.localPays[i] !== false;
+      const tryGlobal = !tryLocal || this.localPays[i] === undefined;
+      let best = tryGlobal ? this.encodeFrame(frame, transparent, threshold, backdrop, 0) : undefined;
+      if (local && tryLocal) {
         const other = this.encodeFrame({ ...frame, indices: local.indices, palette: local.palette, minCodeSize: local.minCodeSize }, local.transparent, threshold, backdrop, 1);
-        if (other.data.length + local.palette.length < best.data.length) best = { ...other, local: { palette: local.palette, minCodeSize: local.minCodeSize } };
+        const pays = !best || other.data.length + local.palette.length < best.data.length;
+        this.localPays[i] ??= pays;
+        if (pays) best = { ...other, local: { palette: local.palette, minCodeSize: local.minCodeSize } };
       }
+      best ??= this.encodeFrame(frame, transparent, threshold, backdrop, 0);
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent: best.transparent, data: best.data, local: best.local });
       shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
       // Threshold 0 shows exactly the input: nothing to score.
