@@ -301,6 +301,18 @@ describe('LZW', () => {
     assert.deepEqual(lzwDecode(lzwEncode(indices, 4, palette), 4, indices.length), indices);
   });
 
+  it('keeps a full code table to the end when asked (a deferred clear), and decodes the same', () => {
+    // Enough varied strings to fill the 4096-code table well before the end.
+    const indices = Uint8Array.from({ length: 200_000 }, (_, i) => ((i * 7919) >> 5) % 16 ^ (i % 3));
+    const palette = { rgb: new Uint8Array(768), transparent: -1 };
+    const cleared = lzwEncode(indices, 4, palette);
+    const deferred = lzwEncode(indices, 4, palette, 0, undefined, undefined, true);
+    assert.equal(cleared.filled, true);
+    assert.equal(deferred.filled, true);
+    assert.notDeepEqual(deferred, cleared);
+    assert.deepEqual(lzwDecode(deferred, 4, indices.length), indices);
+  });
+
   it('reports the indices a lossy encoding decodes to, each near the wanted one', () => {
     const indices = Uint8Array.from({ length: 50_000 }, (_, i) => ((i >> 3) + ((i * 7) % 3)) % 16);
     const rgb = Uint8Array.from({ length: 48 }, (_, k) => (k % 3) * 40 + Math.floor(k / 3) * 8);

@@ -115,9 +115,10 @@ export interface LossyPalette {
  * wanted ones, the error of each traded pixel diffused (3/4) onto the next; the longest string
  * wins, then the one with the least total error. Without a backdrop transparent pixels are
  * never traded; with one, a pixel is judged by the colour it shows on screen (see Backdrop).
- * `shows`, when given, receives the indices the result decodes to.
+ * `shows`, when given, receives the indices the result decodes to. When the code table fills,
+ * it is cleared and rebuilt, or with `deferClear` kept as it is to the end.
  */
-export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, threshold = 0, backdrop?: Backdrop, shows?: Uint8Array): Uint8Array {
+export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, threshold = 0, backdrop?: Backdrop, shows?: Uint8Array, deferClear = false): LzwEncoded {
   const clear = 1 << minCodeSize;
   const eoi = clear + 1;
   const { firstChild, nextSibling, symbol, parent, exact } = scratch;
@@ -148,6 +149,7 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   firstChild.fill(-1);
   writer.write(clear, codeSize);
   let pos = 0;
+  let filled = false;
   while (pos < n) {
     let code = indices[pos];
     let len = 1;
@@ -264,8 +266,13 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
     pos += len;
     if (pos >= n) break;
     if (next === MAX_CODES) {
-      writer.write(clear, codeSize);
-      reset();
+      filled = true;
+      // A deferred clear (which GIF decoders honour) keeps the full table: better where the
+      // whole frame repeats the strings it began with (a steady screen, a flat picture).
+      if (!deferClear) {
+        writer.write(clear, codeSize);
+        reset();
+      }
     } else {
       if (next >= 1 << codeSize) codeSize++;
       const px = indices[pos];
@@ -284,8 +291,11 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   }
   for (const k of used) exact[k] = -1;
   writer.write(eoi, codeSize);
-  return writer.bytes();
+  return Object.assign(writer.bytes(), { filled });
 }
+
+/** LZW data, and whether the code table filled up while writing it (so a deferred clear could differ). */
+export type LzwEncoded = Uint8Array & { filled: boolean };
 
 /**
  * The encoder's working memory, allocated once: the dictionary trie (child lists, plus an exact

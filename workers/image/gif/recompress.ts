@@ -26,8 +26,10 @@ export class GifRecompressor {
   /** Scratch for backdrop positions and for the indices a frame decodes to, grown to the largest frame. */
   private at = new Int32Array(0);
   private shows = [new Uint8Array(0), new Uint8Array(0)];
-  /** Per frame, once known: whether its own smaller colour table encoded it smaller. */
-  private readonly localPays: (boolean | undefined)[] = [];
+  /** Per frame, once known: whether its own smaller colour table, and a deferred clear, encoded it smaller. */
+  private readonly choice: ({ local: boolean; defer: boolean } | undefined)[] = [];
+  /** The scratch buffer holding the best variant's indices so far, which the next variant must not overwrite. */
+  private bestSlot = 0;
   /** The screens as the input and the recompression show them, and their SSIM: kept across recompressions. */
   private readonly wanted: Canvas;
   private readonly shown: Canvas;
@@ -82,20 +84,34 @@ export class GifRecompressor {
       const backdrop = transparent >= 0 ? this.backdrop(frame, wanted, shown) : undefined;
       // The lossy encoder only ever writes indices the frame uses (its strings are made of them)
       // or the transparent one, so a table of just those loses nothing and may code the pixels
-      // in fewer bits. Whether that pays for the table depends on how the frame compresses: the
-      // first time a frame has the choice both are encoded, and later recompressions (other
+      // in fewer bits; and a frame whose LZW table fills may code better keeping the full table
+      // than clearing it. Whether either pays depends on how the frame compresses: the first
+      // time a frame has the choice every variant is encoded, and later recompressions (other
       // thresholds, which change a frame's bytes far less than its colours) keep the winner.
       const local = smallerPalette(frame, transparent);
-      const tryLocal = local !== undefined && this.localPays[i] !== false;
-      const tryGlobal = !tryLocal || this.localPays[i] === undefined;
-      let best = tryGlobal ? this.encodeFrame(frame, transparent, threshold, backdrop, 0) : undefined;
-      if (local && tryLocal) {
-        const other = this.encodeFrame({ ...frame, indices: local.indices, palette: local.palette, minCodeSize: local.minCodeSize }, local.transparent, threshold, backdrop, 1);
-        const pays = !best || other.data.length + local.palette.length < best.data.length;
-        this.localPays[i] ??= pays;
-        if (pays) best = { ...other, local: { palette: local.palette, minCodeSize: local.minCodeSize } };
+      const known = this.choice[i];
+      const variants: { local: boolean; defer: boolean }[] = known
+        ? [{ local: known.local && local !== undefined, defer: known.defer }]
+        : [{ local: false, defer: false }, ...(local ? [{ local: true, defer: false }] : [])];
+      let best: ReturnType<GifRecompressor['encodeFrame']> | undefined;
+      let bestSize = Infinity;
+      let winner = variants[0];
+      for (let v = 0; v < variants.length; v++) {
+        const { local: useLocal, defer } = variants[v];
+        const input = useLocal && local ? { ...frame, indices: local.indices, palette: local.palette, minCodeSize: local.minCodeSize } : frame;
+        const encodedFrame = this.encodeFrame(input, useLocal && local ? local.transparent : transparent, threshold, backdrop, bestSize === Infinity ? 0 : 1 - this.bestSlot, defer);
+        const size = encodedFrame.data.length + (useLocal && local ? local.palette.length : 0);
+        if (size < bestSize) {
+          best = useLocal && local ? { ...encodedFrame, local: { palette: local.palette, minCodeSize: local.minCodeSize } } : encodedFrame;
+          bestSize = size;
+          winner = variants[v];
+          this.bestSlot = encodedFrame.slot;
+        }
+        // A table that filled up: also try keeping it full.
+        if (!known && !defer && encodedFrame.data.filled) variants.push({ local: useLocal, defer: true });
       }
-      best ??= this.encodeFrame(frame, transparent, threshold, backdrop, 0);
+      this.choice[i] ??= winner;
+      best = best!;
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent: best.transparent, data: best.data, local: best.local });
       shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
       // Threshold 0 shows exactly the input: nothing to score.
@@ -107,11 +123,11 @@ export class GifRecompressor {
   }
 
   /** One frame's LZW data, and the indices it decodes to (in scratch buffer `slot`, 0 or 1). */
-  private encodeFrame(frame: GifFrame, transparent: number, threshold: number, backdrop: Backdrop | undefined, slot: 0 | 1) {
+  private encodeFrame(frame: GifFrame, transparent: number, threshold: number, backdrop: Backdrop | undefined, slot: number, deferClear: boolean) {
     if (this.shows[slot].length < frame.indices.length) this.shows[slot] = new Uint8Array(frame.indices.length);
     const indices = this.shows[slot].subarray(0, frame.indices.length);
-    const data = lzwEncode(frame.indices, frame.minCodeSize, { rgb: frame.palette, transparent }, threshold, backdrop, indices);
-    return { frame, transparent, data, indices, local: undefined as EncodedFrame['local'] };
+    const data = lzwEncode(frame.indices, frame.minCodeSize, { rgb: frame.palette, transparent }, threshold, backdrop, indices, deferClear);
+    return { frame, transparent, data, indices, slot, local: undefined as EncodedFrame['local'] };
   }
 
   /**
