@@ -123,7 +123,6 @@ export function documentImages(ctx: PDFContext, sizes: Map<PDFRef, DisplaySize>)
   return out;
 }
 
-
 /** Pixels per inch at which an image is drawn (the coarser axis), or undefined when its placement is unknown. */
 export function effectivePpi(info: ImageInfo, display: DisplaySize | undefined): number | undefined {
   if (!display || display.width <= 0 || display.height <= 0) return undefined;

@@ -28,8 +28,6 @@ export class GifRecompressor {
   private shows = [new Uint8Array(0), new Uint8Array(0)];
   /** Per frame, once known: whether its own smaller colour table, and a deferred clear, encoded it smaller. */
   private readonly choice: ({ local: boolean; defer: boolean } | undefined)[] = [];
-  /** The scratch buffer holding the best variant's indices so far, which the next variant must not overwrite. */
-  private bestSlot = 0;
   /** The screens as the input and the recompression show them, and their SSIM: kept across recompressions. */
   private readonly wanted: Canvas;
   private readonly shown: Canvas;
@@ -88,24 +86,25 @@ export class GifRecompressor {
       // than clearing it. Whether either pays depends on how the frame compresses: the first
       // time a frame has the choice every variant is encoded, and later recompressions (other
       // thresholds, which change a frame's bytes far less than its colours) keep the winner.
-      const local = smallerPalette(frame, transparent);
       const known = this.choice[i];
+      const local = known && !known.local ? undefined : smallerPalette(frame, transparent);
       const variants: { local: boolean; defer: boolean }[] = known
-        ? [{ local: known.local && local !== undefined, defer: known.defer }]
+        ? [{ local: local !== undefined, defer: known.defer }]
         : [{ local: false, defer: false }, ...(local ? [{ local: true, defer: false }] : [])];
       let best: ReturnType<GifRecompressor['encodeFrame']> | undefined;
       let bestSize = Infinity;
+      let bestSlot = 0;
       let winner = variants[0];
       for (let v = 0; v < variants.length; v++) {
         const { local: useLocal, defer } = variants[v];
         const input = useLocal && local ? { ...frame, indices: local.indices, palette: local.palette, minCodeSize: local.minCodeSize } : frame;
-        const encodedFrame = this.encodeFrame(input, useLocal && local ? local.transparent : transparent, threshold, backdrop, bestSize === Infinity ? 0 : 1 - this.bestSlot, defer);
+        const encodedFrame = this.encodeFrame(input, useLocal && local ? local.transparent : transparent, threshold, backdrop, bestSize === Infinity ? 0 : 1 - bestSlot, defer);
         const size = encodedFrame.data.length + (useLocal && local ? local.palette.length : 0);
         if (size < bestSize) {
           best = useLocal && local ? { ...encodedFrame, local: { palette: local.palette, minCodeSize: local.minCodeSize } } : encodedFrame;
           bestSize = size;
           winner = variants[v];
-          this.bestSlot = encodedFrame.slot;
+          bestSlot = encodedFrame.slot;
         }
         // A table that filled up: also try keeping it full.
         if (!known && !defer && encodedFrame.data.filled) variants.push({ local: useLocal, defer: true });
