@@ -11,11 +11,12 @@ import { JobError, type CompressResult } from '../workers/contract.ts';
 import { frameComponents } from '../workers/image/jpeg-quant.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress } from '../workers/pdf.ts';
-import { FULL_PROBES, planDocument, REUSE_PROBES, SEARCHED_PER_CLASS, TINY_REUSE_PROBES, type DocumentPlan } from '../workers/image/budget.ts';
+import { FULL_PROBES, FULL_SEARCH, planDocument, REUSE_PROBES, SEARCHED_PER_CLASS, TINY_REUSE_PROBES, type DocumentPlan } from '../workers/image/budget.ts';
 import { documentImages } from '../workers/pdf/images.ts';
 import { loadPdf } from '../workers/pdf/load.ts';
 import { displaySizes } from '../workers/pdf/placements.ts';
-import { asSeen } from '../workers/pdf/quality.ts';
+import { asSeen, chooseViewQuality } from '../workers/pdf/quality.ts';
+import { jpegOptions } from '../workers/image/encode.ts';
 import { dedupeStreams } from '../workers/pdf/structure.ts';
 import { picturesPdf, scannedPages, tinyPictures } from './helpers/made-files.ts';
 
@@ -185,6 +186,31 @@ describe('bounded work per document (issue 21)', () => {
     assert.equal(plan.searches.filter((s) => s.probes === Infinity).length, SEARCHED_PER_CLASS, 'one class: the first pictures searched fully');
     // 48×48 pictures: a probe is mostly call overhead, so the class's quality is verified once.
     assert.ok(plan.searches.slice(SEARCHED_PER_CLASS).every((s) => s.probes === TINY_REUSE_PROBES));
+  });
+
+  test('a small picture is probed with its final encode, and the answer\'s probe is the file', async () => {
+    const [colour] = await tinyPictures(1);
+    const { data, info } = await sharp(colour).raw().toBuffer({ resolveWithObject: true });
+    const rgb: Pixels = { data, width: info.width, height: info.height, channels: 3 };
+    const grey: Pixels = { ...rgb, data: (await sharp(colour).greyscale().raw().toBuffer()), channels: 1 };
+    for (const p of [rgb, grey]) {
+      const encodes: number[] = [];
+      const final = async (q: number) => {
+        encodes.push(q);
+        const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
+        if (p.channels === 1) img.toColourspace('b-w');
+        return img.jpeg(jpegOptions(q)).toBuffer();
+      };
+      const { quality, encoded } = await chooseViewQuality(p, 72, 0.96, FULL_SEARCH, final);
+      assert.ok(encoded, 'the answer was probed with the final encode');
+      assert.ok(encodes.includes(quality));
+      assert.deepEqual(encoded, await final(quality), 'the kept probe is the final encode at the answer');
+      assert.equal(frameComponents(encoded), p.channels);
+      const big = { data: Buffer.alloc(400 * 400 * p.channels, 90), width: 400, height: 400, channels: p.channels };
+      encodes.length = 0;
+      assert.equal((await chooseViewQuality(big, 72, 0.96, FULL_SEARCH, final)).encoded, undefined, 'a large picture probes the cheap way');
+      assert.equal(encodes.length, 0);
+    }
   });
 });
 

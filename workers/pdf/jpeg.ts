@@ -12,11 +12,14 @@ import { chooseViewQuality } from './quality.ts';
  * JPEG must have (encodeJpegAuto would always emit sRGB).
  */
 export async function encodePhoto(p: Pixels, ppi: number | undefined, ssim: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number }> {
-  const quality = await chooseViewQuality(p, ppi, ssim, search);
-  const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
-  // Without this sharp writes grey pixels as a three-component JPEG.
-  if (p.channels === 1) img.toColourspace('b-w');
-  const data = await img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(quality)) : jpegOptions(quality)).toBuffer();
+  const final = (quality: number): Promise<Buffer> => {
+    const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
+    // Without this sharp writes grey pixels as a three-component JPEG.
+    if (p.channels === 1) img.toColourspace('b-w');
+    return img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(quality)) : jpegOptions(quality)).toBuffer();
+  };
+  const { quality, encoded } = await chooseViewQuality(p, ppi, ssim, search, final);
+  const data = encoded ?? (await final(quality));
   const channels = frameComponents(data);
   if (channels !== p.channels) throw new Error(`JPEG has ${channels} components, the image ${p.channels}`);
   return { data, quality };

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import { jpegOptions, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
-import { FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
+import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
 import { ssimOfLuma, type Pixels } from '../image/ssim.ts';
 
 /**
@@ -34,20 +34,31 @@ export function viewScale(ppi: number | undefined): number {
  * on the MCU grid, so the proxy's blocks are the image's blocks). Under a document budget
  * (budget.ts) the search starts from `search.start` (then one step below it, or above) and stops
  * after `search.probes` (see searchDone): the answer is the lowest quality seen to pass.
+ * A picture of fewer pixels than CALL_COST is its own proxy and its probes are mostly call
+ * overhead: it is probed with `final`, its final encode, and the answer's file comes back as
+ * `encoded` (one codec call less per picture; 600 pictures of 48×48: 1.6 → 1.3 s).
  */
-export async function chooseViewQuality(p: Pixels, ppi: number | undefined, target = VIEW_TARGET_SSIM, search: SearchBudget = FULL_SEARCH): Promise<number> {
+export async function chooseViewQuality(
+  p: Pixels,
+  ppi: number | undefined,
+  target = VIEW_TARGET_SSIM,
+  search: SearchBudget = FULL_SEARCH,
+  final?: (quality: number) => Promise<Buffer>,
+): Promise<{ quality: number; encoded?: Buffer }> {
   const proxy = proxyOf(p, search.proxyTiles);
   const scale = viewScale(ppi);
   const width = Math.max(8, Math.round(proxy.width * scale));
   const height = Math.max(8, Math.round(proxy.height * scale));
   const reference = asSeen(proxy, width, height);
   const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
+  const finals = final && proxy === p && p.width * p.height < CALL_COST ? new Map<number, Buffer>() : undefined;
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
   let left = search.probes;
   const probe = async (q: number): Promise<void> => {
     left--;
-    const jpeg = await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
+    const jpeg = finals ? await final!(q) : await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
+    finals?.set(q, jpeg);
     const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
     const seen = asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height);
     if (ssimOfLuma(reference, seen, width, height) >= target) hi = q;
@@ -59,7 +70,7 @@ export async function chooseViewQuality(p: Pixels, ppi: number | undefined, targ
     if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
   }
   while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
-  return hi;
+  return { quality: hi, encoded: finals?.get(hi) };
 }
 
 /** First probe of a budgeted search with no quality known for similar pictures. */
