@@ -9,12 +9,12 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import { type Compress, JobError } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { jpegOptions, jpegOptionsFor } from '../workers/image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, jpegOptions, jpegOptionsFor } from '../workers/image/encode.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
-import { ClassQualities, incompressible, oxipngFilters } from '../workers/image/budget.ts';
+import { ClassQualities, FULL_SEARCH, IMAGE_SEARCH, incompressible, oxipngFilters, type SearchBudget } from '../workers/image/budget.ts';
 import { LANE_PIXELS, Lanes } from '../workers/shared/lanes.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
@@ -173,6 +173,28 @@ describe('JPEG chroma', () => {
     assert.equal(jpegOptionsFor(text, { quality: 92, table: 3 }).chromaSubsampling, '4:4:4');
     assert.equal(jpegOptionsFor(photo, { quality: 92, table: 3 }).chromaSubsampling, '4:2:0');
     assert.equal(jpegOptionsFor(text, { quality: 80, table: 3 }).chromaSubsampling, '4:2:0');
+  });
+});
+
+describe('JPEG quality search', () => {
+  // Fresh pixel buffers for every search: probes are memoised per buffer.
+  const photo = async (file: string) => {
+    const { data, info } = await sharp(`${corpus}${file}`).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+    return { data, width: info.width, height: info.height, channels: info.channels };
+  };
+  const unguided: SearchBudget = { ...FULL_SEARCH, probes: 1000 };
+
+  it('a guided search (quarter-size proxy first) answers what the full search alone answers', async () => {
+    for (const file of ['jpg/craft-beer.jpg', 'jpg/jpeg420exif.jpg', 'jpg/phone-IMG_20180725_163423.jpg']) {
+      assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), undefined, 'full', unguided), file);
+    }
+  });
+
+  it('work started ahead of need on a spare core leaves the answer as it is, both tables included', async () => {
+    // denali.webp needs the standard tables' search too (quality ≥ 88).
+    for (const file of ['webp/denali.webp', 'jpg/craft-beer.jpg']) {
+      assert.deepEqual(await chooseJpeg(await photo(file), undefined, 'full', IMAGE_SEARCH), await chooseJpeg(await photo(file), undefined, 'full', FULL_SEARCH), file);
+    }
   });
 });
 

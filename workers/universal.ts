@@ -7,8 +7,8 @@ import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { MAX_PIXELS } from './decoders/limits.ts';
 import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, probesOf, type JpegSetting, type JudgedAt } from './image/encode.ts';
-import { FULL_SEARCH } from './image/budget.ts';
+import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, MIN_QUALITY, probesOf, reaches, type JpegSetting, type JudgedAt } from './image/encode.ts';
+import { IMAGE_SEARCH } from './image/budget.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
@@ -188,7 +188,8 @@ export async function encodeJpegWithin(
   // further measurement is needed before the target's own file is made.
   let ratio = (pixels.width * pixels.height) / (probes.proxy.width * probes.proxy.height);
   if (!small && (await probes.size(at(target))) * ratio > maxBytes * FAR_UNDER) {
-    ratio = ((await plainSize(pixels, at(target))) / (await plainSize(probes.proxy, at(target)))) * ((await encode(probes.proxy, at(target))).length / (await probes.size(at(target))));
+    const [plainFull, plainProxy, proxyFinal] = await Promise.all([plainSize(pixels, at(target)), plainSize(probes.proxy, at(target)), encode(probes.proxy, at(target))]);
+    ratio = (plainFull / plainProxy) * (proxyFinal.length / (await probes.size(at(target))));
   }
   const predicted = async (q: number): Promise<number> => (small ? (await full(q)).length : (await probes.size(at(q))) * ratio);
   const calibrate = async (q: number): Promise<boolean> => {
@@ -198,11 +199,14 @@ export async function encodeJpegWithin(
   };
   // The target's own file is made unless it is predicted clearly over the limit.
   if ((await predicted(target)) <= maxBytes * CLEAR_MISS && (await calibrate(target))) return { data: await full(target), quality: target, table, rule: 'target' };
-  const floor = await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt, FULL_SEARCH, table);
+  // The floor's quality is searched only when the fit comes down to it: until then a quality
+  // whose proxy SSIM reaches the floor's target is above the floor (SSIM rises with quality), which
+  // its probe, usually made by the target's search already, tells.
+  let floor: number | undefined;
+  const floorQuality = async (): Promise<number> => (floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt, IMAGE_SEARCH, table));
   onStep?.(0.6);
-  if (floor >= target) return { data: await full(target), quality: target, table, rule: 'floor' };
   let best: number | null = null;
-  let lo = floor;
+  let lo = MIN_QUALITY;
   let hi = target - 1;
   while (lo <= hi) {
     // The highest quality in [lo, hi] whose predicted size fits (proxy sizes grow with quality).
@@ -212,6 +216,11 @@ export async function encodeJpegWithin(
       const mid = (a + b + 1) >> 1;
       if ((await predicted(mid)) <= maxBytes) a = mid;
       else b = mid - 1;
+    }
+    if (floor === undefined && !(await reaches(pixels, at(a), JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt))) {
+      if ((await floorQuality()) >= target) return { data: await full(target), quality: target, table, rule: 'floor' };
+      lo = Math.max(lo, await floorQuality());
+      if (a < lo) continue;
     }
     if (await calibrate(a)) {
       best = a;
@@ -223,7 +232,10 @@ export async function encodeJpegWithin(
       hi = a - 1;
     }
   }
-  if (best === null) return { data: await full(floor), quality: floor, table, rule: 'floor' };
+  if (best === null) {
+    const lowest = await floorQuality();
+    return { data: await full(lowest), quality: lowest, table, rule: 'floor' };
+  }
   return { data: fulls.get(best)!, quality: best, table, rule: 'fit' };
 }
 

@@ -17,6 +17,8 @@ export class CompressorPool implements Runner {
    * compressions nor takes a slot the scheduler counts as free for jobs.
    */
   private readonly previews: Piscina;
+  /** Jobs running now, in memory the threads share: a compressor starts work ahead of need only while a core is spare (workers/shared/spare-core.ts). */
+  private readonly running = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(readonly slots: number, onThreadError: (err: unknown) => void = () => {}) {
     this.piscina = new Piscina({
@@ -28,6 +30,7 @@ export class CompressorPool implements Runner {
       // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
+      workerData: { runningJobs: this.running.buffer },
     });
     this.previews = new Piscina({
       filename: workerEntry(),
@@ -72,6 +75,7 @@ export class CompressorPool implements Runner {
     const onAbort = () => port1.postMessage('abort');
     signal.addEventListener('abort', onAbort, { once: true });
     const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
+    Atomics.add(this.running, 0, 1);
     try {
       const outcome = (await this.piscina.run(task, { transferList: [port2], signal })) as CompressOutcome;
       return outcome.ok ? { ok: true, output: outcome.result } : { ok: false, failure: { code: outcome.code, detail: outcome.detail } };
@@ -80,6 +84,7 @@ export class CompressorPool implements Runner {
       const message = err instanceof Error ? err.message : String(err);
       return { ok: false, failure: { code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}` } };
     } finally {
+      Atomics.sub(this.running, 0, 1);
       signal.removeEventListener('abort', onAbort);
       port1.close();
     }

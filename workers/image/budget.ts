@@ -77,10 +77,18 @@ export interface SearchBudget {
   proxyTiles: number;
   start?: number;
   fastEncode: boolean;
+  /**
+   * Probes it will probably ask for next may start ahead of need while a core is spare
+   * (spare-core.ts): a single image's search. A document's pictures fill the cores themselves
+   * (lanes.ts).
+   */
+  ahead?: boolean;
 }
 
-/** A search with nothing held back: the image compressors' and every normal document's. */
+/** A search with nothing held back: every normal document picture's. */
 export const FULL_SEARCH: SearchBudget = { probes: Infinity, proxyTiles: PROXY_TILES, fastEncode: false };
+/** A single image's search: nothing held back, and work ahead of need on a spare core. */
+export const IMAGE_SEARCH: SearchBudget = { ...FULL_SEARCH, ahead: true };
 
 /** One picture of a document, as the document budget sees it before decoding anything. */
 export interface DocumentPicture {
