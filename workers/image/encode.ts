@@ -316,7 +316,7 @@ async function searchQuality(
   // its answer, the qualities either side, and the noisy check below it.
   if (guide && search.ahead && spareCore()) for (const q of [first, first - 1, first + 1, first - NOISY_CHECK]) if (q >= MIN_QUALITY && q <= MAX_QUALITY) score(q).catch(() => {});
   await probe(first);
-  if (left > 0) {
+  if (left > 0 && !searchDone(lo, hi, left)) {
     const pass = seen[0].s >= target;
     let second = pass ? first - PROBE_STEP : first + PROBE_STEP;
     if (guide) {
@@ -324,7 +324,7 @@ async function searchQuality(
       let q = first;
       if (pass) while (q - 1 > lo && logLossAt(guide.seen, q - 1) + shift <= goal) q--;
       else while (q + 1 < hi && logLossAt(guide.seen, q) + shift > goal) q++;
-      second = q === first ? first - 1 : q;
+      second = q !== first ? q : pass ? first - 1 : first + 1;
     }
     await probe(Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, second)));
   }
