@@ -411,18 +411,23 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   if (known) return known;
   const proxy = proxyOf(pixels, tiles);
   const raw = { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 };
-  const sizes = new Map<string, number>();
+  const encodes = new Map<string, Promise<Buffer>>();
   const scores = new Map<string, Promise<number>>();
   const references = new Map<JudgedAt, Float32Array>();
   const view = (y: Float32Array, judgedAt: JudgedAt) => (judgedAt === 'sensor' ? bin2x2(y, proxy.width, proxy.height) : y);
-  const encode = async (s: JpegSetting): Promise<Buffer> => {
-    const jpeg = await sharp(proxy.data, { raw }).jpeg(probeOptions(jpegOptionsFor(pixels, s))).toBuffer();
-    sizes.set(`${s.table}:${s.quality}`, jpeg.length);
+  // One encode per setting, shared by its size and its scores.
+  const encode = (s: JpegSetting): Promise<Buffer> => {
+    const key = `${s.table}:${s.quality}`;
+    let jpeg = encodes.get(key);
+    if (!jpeg) {
+      jpeg = sharp(proxy.data, { raw }).jpeg(probeOptions(jpegOptionsFor(pixels, s))).toBuffer();
+      encodes.set(key, jpeg);
+    }
     return jpeg;
   };
   const probes: Probes = {
     proxy,
-    size: async (s) => sizes.get(`${s.table}:${s.quality}`) ?? (await encode(s)).length,
+    size: async (s) => (await encode(s)).length,
     score: (s, judgedAt) => {
       const key = `${judgedAt}:${s.table}:${s.quality}`;
       let hit = scores.get(key);
