@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { copyFile, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { Worker } from 'node:worker_threads';
 import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import { type Compress, JobError } from '../workers/contract.ts';
@@ -187,6 +188,28 @@ describe('JPEG quality search', () => {
   it('a guided search (quarter-size proxy first) answers what the full search alone answers', async () => {
     for (const file of ['jpg/craft-beer.jpg', 'jpg/jpeg420exif.jpg', 'jpg/phone-IMG_20180725_163423.jpg']) {
       assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), undefined, 'full', unguided), file);
+    }
+  });
+
+  it('a pool thread sees a spare core only while fewer jobs run than there are cores (the pool\'s shared count)', async () => {
+    const running = new Int32Array(new SharedArrayBuffer(4));
+    const module = new URL('../workers/shared/spare-core.ts', import.meta.url).href;
+    const code = `const { parentPort } = require('node:worker_threads');
+      import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(module)}); })
+        .then(({ spareCore }) => parentPort.on('message', () => parentPort.postMessage(spareCore())));`;
+    const thread = new Worker(code, { eval: true, workerData: { runningJobs: running.buffer } });
+    const ask = () => new Promise<boolean>((resolve) => {
+      thread.once('message', resolve);
+      thread.postMessage('?');
+    });
+    try {
+      const cores = availableParallelism();
+      Atomics.store(running, 0, cores - 1);
+      assert.equal(await ask(), true);
+      Atomics.store(running, 0, cores);
+      assert.equal(await ask(), false);
+    } finally {
+      await thread.terminate();
     }
   });
 
