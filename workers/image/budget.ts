@@ -201,10 +201,20 @@ export interface Finding {
 export class ClassQualities {
   private readonly settled: Promise<Finding>[];
   private readonly settle: ((f: Finding) => void)[] = [];
+  /** The full searches, in document order: all of them, and by class. */
+  private readonly full: number[] = [];
+  private readonly fullByClass = new Map<string, number[]>();
 
   /** One entry per picture of the plan, in document order. */
   constructor(private readonly pictures: readonly { similar: string; search: SearchBudget }[]) {
     this.settled = pictures.map((_, i) => new Promise<Finding>((resolve) => (this.settle[i] = resolve)));
+    pictures.forEach((p, j) => {
+      if (p.search.probes !== Infinity) return;
+      this.full.push(j);
+      const own = this.fullByClass.get(p.similar) ?? [];
+      own.push(j);
+      this.fullByClass.set(p.similar, own);
+    });
   }
 
   /**
@@ -232,13 +242,14 @@ export class ClassQualities {
   private async knownFor(i: number): Promise<Finding> {
     const own = this.pictures[i];
     if (own.search.probes === Infinity) return {};
-    const earlier = this.pictures.map((p, j) => ({ p, j })).filter(({ p, j }) => j < i && p.search.probes === Infinity);
-    const classFound = await Promise.all(earlier.filter(({ p }) => p.similar === own.similar).map(({ j }) => this.settled[j]));
+    // Index lists, so a document of thousands of pictures does not scan them all for each one.
+    const before = (list: number[]) => Promise.all(list.filter((j) => j < i).map((j) => this.settled[j]));
+    const classFound = await before(this.fullByClass.get(own.similar) ?? []);
     const quality = median(defined(classFound.map((f) => f.quality)));
     const losses = defined(classFound.map((f) => f.loss));
     const loss = losses.length ? Math.max(...losses) : undefined;
     if (quality !== undefined) return { quality, loss };
-    const documentFound = await Promise.all(earlier.map(({ j }) => this.settled[j]));
+    const documentFound = await before(this.full);
     return { quality: median(defined(documentFound.map((f) => f.quality))), loss };
   }
 }

@@ -291,11 +291,13 @@ async function searchQuality(
     const s = await score(quality);
     return { quality, ssim: binned ? 1 - 2 * (1 - s) : s };
   };
-  // Probe two typical qualities, then aim at the target along the secant of log(1 - SSIM),
-  // which is nearly linear in quality: through the bracket [lo fails, hi passes] once both ends
-  // are measured, through the two measurements nearest the target before that. A bracket end
+  // Probe two typical qualities (after a guide: its answer, then where its curve points), then
+  // aim at the target along the secant of log(1 - SSIM), which is nearly linear in quality:
+  // through the bracket [lo fails, hi passes] once both ends are measured, through the two
+  // measurements nearest the target before that. A bracket end
   // that moves twice in a row pulls the next probe halfway to the middle (the Illinois safeguard
-  // against creeping one quality at a time along a curved stretch). 3-5 proxy encodes in practice.
+  // against creeping one quality at a time along a curved stretch). 3-5 proxy encodes in practice,
+  // 2-3 after a guide.
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
   const seen: Scored[] = [];
@@ -371,9 +373,10 @@ function logLossAt(points: Scored[], q: number): number {
   const sorted = [...points].sort((a, b) => a.q - b.q);
   const exact = sorted.find((p) => p.q === q);
   if (exact) return logLoss(exact.s);
-  let i = sorted.findIndex((p) => p.q > q);
-  if (i <= 0) i = i === 0 ? 1 : sorted.length - 1;
   if (sorted.length < 2) return logLoss(sorted[0].s);
+  // The first point above q closes the segment; beyond either end, the end's segment extends.
+  const above = sorted.findIndex((p) => p.q > q);
+  const i = above === -1 ? sorted.length - 1 : Math.max(1, above);
   const [a, b] = [sorted[i - 1], sorted[i]];
   return logLoss(a.s) + ((logLoss(b.s) - logLoss(a.s)) * (q - a.q)) / (b.q - a.q);
 }

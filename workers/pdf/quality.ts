@@ -51,14 +51,15 @@ export async function chooseViewQuality(
   const height = Math.max(8, Math.round(proxy.height * scale));
   const reference = asSeen(proxy, width, height);
   const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
-  const finals = final && proxy === p && p.width * p.height < CALL_COST ? new Map<number, Buffer>() : undefined;
+  const probeWithFinal = proxy === p && p.width * p.height < CALL_COST ? final : undefined;
+  const finals = new Map<number, Buffer>();
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
   let left = search.probes;
   const probe = async (q: number): Promise<void> => {
     left--;
-    const jpeg = finals ? await final!(q) : await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
-    finals?.set(q, jpeg);
+    const jpeg = probeWithFinal ? await probeWithFinal(q) : await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(q))).toBuffer();
+    if (probeWithFinal) finals.set(q, jpeg);
     const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
     const seen = asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height);
     if (ssimOfLuma(reference, seen, width, height) >= target) hi = q;
@@ -70,7 +71,7 @@ export async function chooseViewQuality(
     if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
   }
   while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
-  return { quality: hi, encoded: finals?.get(hi) };
+  return { quality: hi, encoded: finals.get(hi) };
 }
 
 /** First probe of a budgeted search with no quality known for similar pictures. */
