@@ -6,11 +6,12 @@ import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
 import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
-import { migrate, openPool } from './jobs/cluster/database.ts';
+import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
+import { checkDataFormat, DATA_FORMAT } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { startService } from './service.ts';
-import packageJson from '../package.json' with { type: 'json' };
+import { VERSION } from './version.ts';
 
 const USAGE = `compressd — self-hosted file compression service
 
@@ -22,7 +23,7 @@ Usage:
   compressd keys list [--data-dir D | --database-url URL]
   compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
   compressd credits add --account NAME --amount N [--data-dir D | --database-url URL]
-  compressd migrate --database-url URL
+  compressd migrate --database-url URL [--check]
 
   --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts, keys and credits
   live in that PostgreSQL database, shared by every node.
@@ -103,7 +104,9 @@ async function serveCommand(args: string[]): Promise<void> {
 async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: string }, fn: (registry: AccountRegistry | PgAccountRegistry) => Promise<void>): Promise<void> {
   const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
   if (!databaseUrl) {
-    const registry = new AccountRegistry(dataDirOf(values['data-dir']));
+    const dataDir = dataDirOf(values['data-dir']);
+    checkDataFormat(dataDir);
+    const registry = new AccountRegistry(dataDir);
     try {
       return await fn(registry);
     } finally {
@@ -120,11 +123,23 @@ async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: stri
 }
 
 async function migrateCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { 'database-url': { type: 'string' } } });
+  const { values } = parseArgs({ args, options: { 'database-url': { type: 'string' }, check: { type: 'boolean' } } });
   const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
   if (!databaseUrl) fail('migrate needs --database-url URL (or COMPRESSD_DATABASE_URL)');
   const pool = openPool(databaseUrl);
   try {
+    if (values.check) {
+      const { state, steps } = await planMigration(pool);
+      const changes = [...state.bookkeeping.map((st) => `  bookkeeping: ${st}`), ...steps.flatMap((step) => step.statements.map((st) => `  version ${step.version}: ${st}`))];
+      if (changes.length === 0) {
+        console.log(`schema is version ${state.version}: nothing to change`);
+        return;
+      }
+      console.log(`schema is version ${state.version}; migrate would bring it to ${Math.max(state.version, SCHEMA_VERSION)} with:`);
+      for (const line of changes) console.log(line);
+      process.exitCode = 1;
+      return;
+    }
     const { from, to } = await migrate(pool);
     console.log(from === to ? `schema is up to date (version ${to})` : `migrated the schema from version ${from} to ${to}`);
   } finally {
@@ -204,7 +219,9 @@ async function main(argv: string[]): Promise<void> {
     case '-v':
     case 'version':
       // The Node that runs us: inside the single executable, the one it embeds.
-      console.log(`compressd ${packageJson.version} (node ${process.version})`);
+      console.log(`compressd ${VERSION} (node ${process.version})`);
+      console.log(`data directory format ${DATA_FORMAT} (opens formats 1 to ${DATA_FORMAT}, upgrading them to ${DATA_FORMAT})`);
+      console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; runs beside a newer schema still compatible from ${SCHEMA_VERSION} or earlier; writes compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
       return;
     case undefined:
     case 'help':

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { defaultPlan } from './accounts/plan.ts';
 import type { ServeConfig } from './config.ts';
+import { migrateDataDir } from './durable/data-format.ts';
 import { acquireServerLock } from './durable/lock.ts';
 import { FETCH_DEFAULTS, parseDnsOverrides, parseUrlAllow, type FetchConfig } from './fetch/config.ts';
 import { guardedDispatcher } from './fetch/egress.ts';
@@ -38,6 +39,15 @@ export interface RunningService {
 export async function startService(config: ServeConfig, log: Logger, extra: Partial<FetchConfig> = {}): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   const releaseLock = acquireServerLock(join(config.dataDir, 'server.lock'));
+  if (!config.databaseUrl) {
+    try {
+      const format = await migrateDataDir(config.dataDir);
+      if (format.from !== format.to) log.info(format, 'data directory format upgraded');
+    } catch (err) {
+      releaseLock();
+      throw err;
+    }
+  }
 
   const node = await openNodeBackend(config, log);
   const { backend, accounts, spool, tokens, firstKey } = node;
