@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PgAccountRegistry } from './accounts/pg-registry.ts';
@@ -10,6 +11,7 @@ import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERS
 import { checkDataFormat, DATA_FORMAT } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
+import { backup, restore } from './ops/backup.ts';
 import { startService } from './service.ts';
 import { VERSION } from './version.ts';
 
@@ -24,6 +26,8 @@ Usage:
   compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
   compressd credits add --account NAME --amount N [--data-dir D | --database-url URL]
   compressd migrate --database-url URL [--check]
+  compressd backup --data-dir D --out FILE
+  compressd restore FILE --data-dir NEW
 
   --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts, keys and credits
   live in that PostgreSQL database, shared by every node.
@@ -147,6 +151,26 @@ async function migrateCommand(args: string[]): Promise<void> {
   }
 }
 
+async function backupCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { 'data-dir': { type: 'string' }, out: { type: 'string' } } });
+  if (!values.out) fail('backup needs --out FILE');
+  const dataDir = dataDirOf(values['data-dir']);
+  const started = Date.now();
+  const m = await backup(dataDir, resolve(values.out));
+  const bytes = (await stat(resolve(values.out))).size;
+  console.log(`backed up ${dataDir} as of ${m.at}: ${m.jobs} jobs, ${m.blobs} files, ${bytes} bytes in ${Date.now() - started} ms to ${resolve(values.out)}`);
+  if (m.missing.length > 0) console.error(`compressd: ${m.missing.length} files were deleted by retention before they could be kept: ${m.missing.join(', ')}`);
+}
+
+async function restoreCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { 'data-dir': { type: 'string' } }, allowPositionals: true });
+  if (positionals.length !== 1) fail('restore needs the backup FILE');
+  if (!values['data-dir']) fail('restore needs --data-dir NEW (a directory that does not exist yet, or is empty)');
+  const dataDir = resolve(values['data-dir']);
+  const m = await restore(resolve(positionals[0]!), dataDir);
+  console.log(`restored ${dataDir} as of ${m.at} (written by compressd ${m.compressd}): ${m.jobs} jobs, ${m.blobs} files`);
+}
+
 async function keysCommand(args: string[]): Promise<void> {
   const [sub, ...rest] = args;
   const { values, positionals } = parseArgs({
@@ -215,6 +239,10 @@ async function main(argv: string[]): Promise<void> {
       return creditsCommand(args);
     case 'migrate':
       return migrateCommand(args);
+    case 'backup':
+      return backupCommand(args);
+    case 'restore':
+      return restoreCommand(args);
     case '--version':
     case '-v':
     case 'version':
