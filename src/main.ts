@@ -249,7 +249,7 @@ async function main(argv: string[]): Promise<void> {
       // The Node that runs us: inside the single executable, the one it embeds.
       console.log(`compressd ${VERSION} (node ${process.version})`);
       console.log(`data directory format ${DATA_FORMAT} (opens formats 1 to ${DATA_FORMAT}, upgrading them to ${DATA_FORMAT})`);
-      console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; runs beside a newer schema still compatible from ${SCHEMA_VERSION} or earlier; writes compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
+      console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; also runs on a newer schema marked compatible from ${SCHEMA_VERSION} or earlier; marks its own compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
       return;
     case undefined:
     case 'help':
