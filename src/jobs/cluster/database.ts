@@ -153,7 +153,7 @@ const BOOKKEEPING = [
 export interface SchemaState {
   /** Steps applied (0: an empty database). */
   version: number;
-  /** The oldest schema version whose compressd can run on it (rows from 0.1.0 leave it unset: 1). */
+  /** The oldest schema version whose compressd can run on it (a row without it, as 0.1.0 writes, only its own). */
   compatibleFrom: number;
   /** Bookkeeping changes still to make (BOOKKEEPING statements). */
   bookkeeping: string[];
@@ -171,7 +171,7 @@ export async function schemaState(db: Queryable): Promise<SchemaState> {
     `SELECT version, ${has_column ? 'compatible_from' : 'NULL::integer AS compatible_from'} FROM compressd_schema ORDER BY version DESC LIMIT 1`,
   );
   const version = rows[0]?.version ?? 0;
-  return { version, compatibleFrom: rows[0]?.compatible_from ?? Math.min(version, 1), bookkeeping: has_column ? [] : BOOKKEEPING.slice(1) };
+  return { version, compatibleFrom: rows[0]?.compatible_from ?? version, bookkeeping: has_column ? [] : BOOKKEEPING.slice(1) };
 }
 
 /** Throws the one-line refusal when the schema is newer than this compressd and not compatible with it. */
