@@ -73,12 +73,23 @@ describe('backup and restore', () => {
     };
     const load = Promise.all([submitter('alice', 0), submitter('alice', 1), submitter('bob', 2)]);
     const statusOf = async (id: string, account: 'alice' | 'bob', server = s) => json(await server.api(`/compress/job/${id}`, { key: keys[account] }));
+    /** Polls until `probe` returns a value (generous deadline: the machine may be loaded). */
+    const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
+      for (const deadline = Date.now() + 180_000; ; ) {
+        const got = await probe();
+        if (got !== undefined) return got;
+        assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const ended = (j: (typeof submitted)[number], server = s) =>
+      until(`job ${j.id}`, async () => {
+        const st = await statusOf(j.id, j.account, server);
+        return ENDED.includes(st.status) ? st : undefined;
+      });
     // Under way: some jobs have ended, others are queued and running.
-    for (let ended = 0; ended < 3; ) {
-      await new Promise((r) => setTimeout(r, 200));
-      ended = 0;
-      for (const j of submitted.slice(0, 6)) if (ENDED.includes((await statusOf(j.id, j.account)).status)) ended++;
-    }
+    await until('the first jobs to end', async () => (submitted.length >= 3 ? true : undefined));
+    for (const j of submitted.slice(0, 3)) await ended(j);
 
     const file = join(scratch.path, 'snapshot.zip');
     const endedBefore = new Map<string, string>();
@@ -98,14 +109,8 @@ describe('backup and restore', () => {
 
     const outputs = new Map<string, string>();
     for (const j of submitted) {
-      for (;;) {
-        const st = await statusOf(j.id, j.account);
-        if (ENDED.includes(st.status)) {
-          if (st.status === 'Succeeded') outputs.set(j.id, sha256(await (await s.api(`/compress/job/${j.id}/download`, { key: keys[j.account] })).arrayBuffer()));
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      const st = await ended(j);
+      if (st.status === 'Succeeded') outputs.set(j.id, sha256(await (await s.api(`/compress/job/${j.id}/download`, { key: keys[j.account] })).arrayBuffer()));
     }
     registry.close();
     assert.equal((await stat(file)).mode & 0o777, 0o600);
@@ -135,12 +140,7 @@ describe('backup and restore', () => {
       assert.ok(present.some((j) => !endedBefore.has(j.id)), 'jobs were in flight at the snapshot');
       const spent = { alice: 0, bob: 0 };
       for (const j of present) {
-        let st: Record<string, any>;
-        for (;;) {
-          st = await statusOf(j.id, j.account, r);
-          if (ENDED.includes(st.status)) break;
-          await new Promise((res) => setTimeout(res, 50));
-        }
+        const st = await ended(j, r);
         if (endedBefore.has(j.id)) assert.equal(st.status, endedBefore.get(j.id), `status of ${j.id}`);
         else assert.equal(st.status, 'Succeeded', `job ${j.id}, in flight at the snapshot, finishes after the restore`);
         if (st.status === 'Succeeded') {

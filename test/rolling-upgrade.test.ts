@@ -120,7 +120,10 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
     };
     const load = Promise.all([submitter(0), submitter(1)]);
     const waitAccepted = async (n: number) => {
-      while (accepted.length < n) await new Promise((r) => setTimeout(r, 100));
+      for (const deadline = Date.now() + 180_000; accepted.length < n; ) {
+        assert.ok(Date.now() < deadline, `only ${accepted.length} of ${n} submissions accepted`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     };
 
     await waitAccepted(8);
