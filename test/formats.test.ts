@@ -42,7 +42,7 @@ describe('data directory format', () => {
     assert.match(stdout, new RegExp(`^cluster schema version ${SCHEMA_VERSION} `, 'm'));
   });
 
-  for (const command of [['serve', '--port', '0', '--host', '127.0.0.1'], ['keys', 'list']]) {
+  for (const command of [['serve', '--port', '0', '--host', '127.0.0.1'], ['keys', 'list'], ['backup', '--out', '/dev/null']]) {
     it(`compressd ${command[0]} refuses a data dir of a newer format with one line and exit code 2`, async () => {
       const dir = join(scratch.path, `newer-${command[0]}`);
       await mkdir(dir);

@@ -7,7 +7,7 @@ import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { fsyncDir } from '../durable/fsync-dir.ts';
 import { parseFramed } from '../durable/framing.ts';
-import { DATA_FORMAT, DataFormatError, FORMAT_FILE, readDataFormat } from '../durable/data-format.ts';
+import { checkDataFormat, DATA_FORMAT, DataFormatError, FORMAT_FILE, readDataFormat } from '../durable/data-format.ts';
 import { SAFE_ID } from '../jobs/spool.ts';
 import type { Job } from '../jobs/types.ts';
 import { VERSION } from '../version.ts';
@@ -99,6 +99,7 @@ async function readCut(dataDir: string, cut: Cut): Promise<Map<string, Buffer> |
   return journals;
 }
 
+/** What backup reads of jobs.log's records (the job store's journal): which jobs exist, in what state. */
 type JobRecord = { op: 'put'; job: Job } | { op: 'patch'; id: string; patch: Partial<Job> } | { op: 'handed'; id: string } | { op: 'remove'; id: string };
 
 /** The jobs a cut of jobs.log holds, by id. */
@@ -140,8 +141,8 @@ async function blobsOf(dataDir: string, jobs: Map<string, Pick<Job, 'status' | '
  * right after the cut, so retention deleting one while the archive is written does not lose it.
  */
 export async function backup(dataDir: string, out: string): Promise<BackupManifest> {
+  checkDataFormat(dataDir);
   const dataFormat = await readDataFormat(dataDir);
-  if (dataFormat > DATA_FORMAT) throw new DataFormatError(`the data directory ${dataDir} has format version ${dataFormat}, newer than this compressd ${VERSION} reads (1 to ${DATA_FORMAT}): upgrade compressd`);
   if (!(await stat(join(dataDir, 'accounts.log')).catch(() => null))) throw new Error(`${dataDir} is not a compressd data directory (no accounts.log)`);
   const { at, journals } = await cutJournals(dataDir);
   const jobs = jobsAt(journals.get('jobs.log'));
