@@ -5,7 +5,9 @@ import assert from 'node:assert/strict';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
 import sharp from 'sharp';
 import { PgAccountRegistry } from '../src/accounts/pg-registry.ts';
 import { openPool } from '../src/jobs/cluster/database.ts';
@@ -16,6 +18,7 @@ import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
 const PREVIOUS = Object.keys(RELEASES).at(-1)!;
 const ENDED = ['Succeeded', 'Failed', 'Canceled'];
+const run = promisify(execFile);
 const CREDITS = 10_000;
 
 interface Node {
@@ -94,12 +97,28 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
     } finally {
       await pool.end();
     }
+    // Ahead of the rollout, with the old node serving: what the current release would change, and nothing changed.
+    const shape = async () => {
+      const p = openPool(databaseUrl);
+      try {
+        const { rows } = await p.query("SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2");
+        return JSON.stringify(rows);
+      } finally {
+        await p.end();
+      }
+    };
+    const before = await shape();
+    const check = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'migrate', '--check', '--database-url', databaseUrl]).catch((err: { code: number; stdout: string }) => err);
+    assert.match(check.stdout, /^schema is version \d+/);
+    assert.equal(await shape(), before);
     const current = await startNode('current-1', process.cwd());
 
     const raw = Buffer.alloc(64 * 64 * 3).map((_, i) => (i * 5 + ((i * 31) % 23)) & 255);
     const picture = new Blob([await sharp(raw, { raw: { width: 64, height: 64, channels: 3 } }).png().toBuffer()]);
     const accepted: { id: string; node: string }[] = [];
     const targets = new Set<Node>([old, current]);
+    /** Submissions on their way to each node: a node is stopped only once none is. */
+    const sending = new Map<Node, number>();
     let loading = true;
     const submitter = async (n: number) => {
       for (let i = 0; loading; i++) {
@@ -109,8 +128,14 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
         form.set('webhookUrl', hooks.url('hooks.test', '/hook'));
         form.set('webhookSecret', 'whsec_rolling_0123456789');
         form.set('file', picture, `r${n}-${i}.png`);
-        const res = await fetch(`${node.url}/compress`, { method: 'POST', body: form, headers: { 'x-service-api-key': key } });
-        const body = (await res.json()) as { id?: string };
+        sending.set(node, (sending.get(node) ?? 0) + 1);
+        let res: Response, body: { id?: string };
+        try {
+          res = await fetch(`${node.url}/compress`, { method: 'POST', body: form, headers: { 'x-service-api-key': key } });
+          body = (await res.json()) as { id?: string };
+        } finally {
+          sending.set(node, sending.get(node)! - 1);
+        }
         if (res.status === 202) accepted.push({ id: body.id!, node: node.name });
         else {
           assert.equal(res.status, 429, JSON.stringify(body));
@@ -130,6 +155,7 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
     // The old node leaves (its running jobs get its shutdown grace, the rest their leases) while
     // the current node takes submissions; then a second current node replaces it.
     targets.delete(old);
+    while (sending.get(old)) await new Promise((r) => setTimeout(r, 20));
     await old.daemon.stop('SIGTERM', 15_000);
     await waitAccepted(accepted.length + 4);
     targets.add(await startNode('current-2', process.cwd()));
