@@ -10,7 +10,8 @@ import { writeFileAtomic } from './atomic-write.ts';
  *
  * - 1: `accounts.log`, `ledger.log`, `jobs.log`, `webhooks/outbox.jsonl` (JSON-lines journals, see
  *   ./framing.ts), `spool/<job>/{input,output}`, `download-token.key`; modes as the umask left them.
- * - 2: the same files, plus `FORMAT`; every directory 0700 and every file 0600.
+ * - 2: the same files, plus `FORMAT`; every directory 0700 and every file 0600 (of those the service's
+ *   user owns).
  */
 export const DATA_FORMAT = 2;
 export const FORMAT_FILE = 'FORMAT';
@@ -85,9 +86,13 @@ async function privateModes(dir: string): Promise<void> {
   await syncedMode(dir, 0o700);
 }
 
-/** A mode is inode metadata: it is durable once that inode is synced. */
+/**
+ * A mode is inode metadata: it is durable once that inode is synced. An entry owned by another
+ * user (a mount point made by root for the service's user) cannot be changed by us and is left.
+ */
 async function syncedMode(path: string, mode: number): Promise<void> {
-  if (((await lstat(path)).mode & 0o777) === mode) return;
+  const st = await lstat(path);
+  if ((st.mode & 0o777) === mode || (process.getuid && st.uid !== process.getuid())) return;
   const handle = await open(path, 'r');
   try {
     await handle.chmod(mode);
