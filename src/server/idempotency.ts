@@ -22,6 +22,8 @@ interface Ticket {
   key: string;
   route: string;
   fingerprint?: string;
+  /** Frees the key for other requests on this node. */
+  release(): void;
 }
 
 export interface IdempotencyDeps {
@@ -61,8 +63,8 @@ function canonicalUpload(upload: ReceivedUpload): Canonical {
  * same atomic step (`JobStore.admit`): a refused request leaves the key free for a retry.
  */
 export class Idempotency {
-  /** Keys whose first request this node is receiving or admitting. */
-  private readonly inFlight = new Set<string>();
+  /** Keys whose first request this node is receiving or admitting, each with its request's token. */
+  private readonly inFlight = new Map<string, object>();
   private readonly tickets = new WeakMap<Context<AppEnv>, Ticket>();
 
   constructor(private readonly deps: IdempotencyDeps) {}
@@ -86,9 +88,12 @@ export class Idempotency {
       return this.replay(c, remembered);
     }
     if (this.inFlight.has(slot)) throw idempotencyInProgress();
-    this.inFlight.add(slot);
-    c.env.outgoing.once('close', () => this.inFlight.delete(slot));
-    this.tickets.set(c, { key, route });
+    const token = {};
+    this.inFlight.set(slot, token);
+    // 'finish': the answer is handed over before the client can retry; 'close': the client left.
+    const release = () => void (this.inFlight.get(slot) === token && this.inFlight.delete(slot));
+    c.env.outgoing.once('finish', release).once('close', release);
+    this.tickets.set(c, { key, route, release });
     return undefined;
   }
 
@@ -116,6 +121,8 @@ export class Idempotency {
 
   /** The 202 of an admission: the new job, or the job another request with this key admitted first. */
   accepted(c: Context<AppEnv>, admitted: Job | RememberedKey): Response {
+    // The key is bound in the store now: a retry is answered from there.
+    this.tickets.get(c)?.release();
     return 'fingerprint' in admitted ? this.replay(c, admitted) : c.json(acceptedView(admitted), 202);
   }
 
