@@ -158,7 +158,13 @@ export class FilesJobStore implements JobStore {
     const existing = this.jobs.get(job.id);
     if (existing) return { ok: true, job: existing };
     const key = idem && keyOf(job.account, idem.key);
-    const taken = key === undefined ? undefined : this.boundSince(key, Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS);
+    const since = Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS;
+    let taken = key === undefined ? undefined : this.boundSince(key, since);
+    // An admission still writing its record may yet be undone: its outcome decides.
+    while (taken && this.inMove.has(taken.job.id)) {
+      await this.inMove.get(taken.job.id);
+      taken = this.boundSince(key!, since);
+    }
     if (taken) return { ok: false, refusal: 'idempotency.key_taken', remembered: taken };
     const open = (this.queued.get(job.account)?.length ?? 0) + this.runningOf(job.account).length;
     if (open >= limits.maxOpenPerAccount) return { ok: false, refusal: 'queue.limit_exceeded' };
