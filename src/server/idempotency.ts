@@ -90,7 +90,7 @@ export class Idempotency {
     if (this.inFlight.has(slot)) throw idempotencyInProgress();
     const token = {};
     this.inFlight.set(slot, token);
-    // 'finish': the answer is handed over before the client can retry; 'close': the client left.
+    // Freed by the answer being written ('finish') or the client leaving ('close'), or earlier by `accepted`.
     const release = () => void (this.inFlight.get(slot) === token && this.inFlight.delete(slot));
     c.env.outgoing.once('finish', release).once('close', release);
     this.tickets.set(c, { key, route, release });
@@ -100,7 +100,7 @@ export class Idempotency {
   /** `receiveMultipart`, hashing the file when the request has a key. */
   async receiveMultipart(c: Context<AppEnv>, rules: UploadRules): Promise<ReceivedUpload> {
     const ticket = this.tickets.get(c);
-    const upload = await receiveMultipart(c.env.incoming, { ...rules, digest: rules.digest || ticket !== undefined });
+    const upload = await receiveMultipart(c.env.incoming, { ...rules, digest: ticket !== undefined });
     if (ticket) ticket.fingerprint = fingerprintOf(ticket.route, canonicalUpload(upload));
     return upload;
   }
