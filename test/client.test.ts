@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { copyFileSync, createReadStream, mkdirSync, mkdtempSync, openAsBlob, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { copyFileSync, createReadStream, existsSync, mkdirSync, mkdtempSync, openAsBlob, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -34,6 +34,12 @@ after(async () => {
   await s.stop();
   rmSync(work, { recursive: true, force: true });
 });
+
+async function run(command: string, args: string[], cwd: string, env: Record<string, string> = {}): Promise<void> {
+  await promisify(execFile)(command, args, { cwd, env: { ...process.env, ...env } }).catch((err: Error & { stdout?: string; stderr?: string }) => {
+    throw new Error(`${command} ${args.join(' ')}: ${err.message}\n${err.stdout ?? ''}${err.stderr ?? ''}`);
+  });
+}
 
 async function rejection(p: Promise<unknown>): Promise<CompressdError> {
   const err = await p.then(
@@ -242,21 +248,67 @@ describe('verifyWebhook', () => {
   }
 });
 
-describe('README', () => {
-  test('the five-line example runs as written against the built package', async () => {
-    const block = /## TypeScript client[\s\S]*?```js\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1];
-    assert.ok(block, 'README.md has a "TypeScript client" section with a js example');
+describe('the packed package in a strict project', () => {
+  test('npm pack builds the package (prepack); installed into a strict NodeNext project, the README example and a webhook handler compile, and the example runs', async () => {
+    const block = /## TypeScript client[\s\S]*?```ts\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1];
+    assert.ok(block, 'README.md has a "TypeScript client" section with a ts example');
     assert.equal(block.trim().split('\n').length, 5);
     assert.ok(readFileSync(join(CLIENT_DIR, 'README.md'), 'utf8').includes(block), 'the client README shows the same example');
 
-    await promisify(execFile)(join(CLIENT_DIR, 'node_modules/.bin/tsc'), ['-p', CLIENT_DIR]);
-    const app = join(work, 'app');
-    mkdirSync(join(app, 'node_modules'), { recursive: true });
-    symlinkSync(CLIENT_DIR, join(app, 'node_modules/compressd-client'));
+    rmSync(join(CLIENT_DIR, 'dist'), { recursive: true, force: true });
+    const packs = join(work, 'packs');
+    mkdirSync(packs);
+    await run('npm', ['pack', '--pack-destination', packs], CLIENT_DIR);
+    const [tarball] = readdirSync(packs);
+    assert.ok(tarball?.endsWith('.tgz'), 'npm pack made a tarball');
+
+    const app = join(work, 'strict-app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'strict-app', private: true, type: 'module' }));
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', join(packs, tarball)], app);
+    const installed = join(app, 'node_modules/compressd-client');
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'README.md']) assert.ok(existsSync(join(installed, file)), `the package ships ${file}`);
+    mkdirSync(join(app, 'node_modules/@types'));
+    symlinkSync(join(ROOT, 'node_modules/@types/node'), join(app, 'node_modules/@types/node'));
+
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noUncheckedIndexedAccess: true, types: ['node'], outDir: 'out' }, include: ['*.ts'] }));
+    writeFileSync(join(app, 'example.ts'), block);
+    writeFileSync(
+      join(app, 'webhook.ts'),
+      [
+        "import { createServer } from 'node:http';",
+        "import { CompressdError, JobFailedError, verifyWebhook } from 'compressd-client';",
+        'createServer(async (req, res) => {',
+        '  let body = "";',
+        '  for await (const chunk of req) body += chunk;',
+        "  const event = verifyWebhook(body, req.headers['x-service-signature'], 'whsec-0123456789abcdef');",
+        '  res.end(event.eventId);',
+        '});',
+        'export function describe(err: unknown): string {',
+        '  if (err instanceof JobFailedError) return `${err.job.status} ${err.job.id}: ${err.code}`;',
+        '  return err instanceof CompressdError ? `${err.code} (request ${err.requestId ?? "none"})` : String(err);',
+        '}',
+      ].join('\n'),
+    );
+    await run(process.execPath, [join(CLIENT_DIR, 'node_modules/typescript/bin/tsc'), '-p', app], app);
+
     copyFileSync(PHOTO, join(app, 'photo.jpg'));
-    writeFileSync(join(app, 'example.mjs'), block);
-    await promisify(execFile)(process.execPath, ['example.mjs'], { cwd: app, env: { ...process.env, COMPRESSD_URL: s.url, COMPRESSD_API_KEY: s.key } });
+    await run(process.execPath, ['out/example.js'], app, { COMPRESSD_URL: s.url, COMPRESSD_API_KEY: s.key });
     const out = statSync(join(app, 'photo.min.jpg'));
     assert.ok(out.size > 0 && out.size < statSync(join(app, 'photo.jpg')).size);
+  });
+
+  test('the public types hold no private members and no internal functions', () => {
+    const dist = join(CLIENT_DIR, 'dist');
+    rmSync(dist, { recursive: true, force: true });
+    execFileSync(process.execPath, [join(CLIENT_DIR, 'node_modules/typescript/bin/tsc'), '-p', CLIENT_DIR]);
+    const declarations = readdirSync(dist).filter((f) => f.endsWith('.d.ts') && f !== 'openapi.d.ts');
+    assert.ok(declarations.includes('index.d.ts'));
+    for (const file of declarations) {
+      const text = readFileSync(join(dist, file), 'utf8');
+      for (const leak of [/\bprivate \w/, /@internal/, /\b(request|sleep|send|json|submission|transportOf|blobForm|streamForm)\(/, /\bTransport\b/, /DEFAULT_(RETRY|TIMEOUT)/]) {
+        assert.doesNotMatch(text, leak, `${file} exposes ${leak}`);
+      }
+    }
   });
 });
