@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
 import { copyFileSync, createReadStream, existsSync, mkdirSync, mkdtempSync, openAsBlob, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -132,7 +133,8 @@ describe('compress, wait, download', () => {
     const err = await rejection(job.wait());
     assert.ok(err instanceof JobFailedError);
     assert.match(err.code, /^[a-z_]+(\.[a-z_{}]+)+$/);
-    assert.equal((err.job as { status: string }).status, 'Failed');
+    assert.equal(err.job.status, 'Failed');
+    assert.equal(err.job.error?.code, err.code);
   });
 });
 
@@ -161,6 +163,9 @@ describe('errors are values with the spec\'s code', () => {
     ['URL input to a private address (JSON body)', () => client.compress('https://127.0.0.1/photo.jpg', { sourceFormat: 'jpg' }), 'url_fetch.private_ip', 400],
     ['bytes without a file name', () => client.compress(new Uint8Array([1])), 'client.invalid_input', null],
     ['an unreachable server', () => new CompressdClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'k', retry: { retries: 1, baseDelayMs: 10 } }).entitlements(), 'client.network', null],
+    ['a local file that does not exist', () => client.compress(join(work, 'no-such-photo.jpg')), 'client.invalid_input', null],
+    ['a directory given as a file', () => client.compress(work), 'client.invalid_input', null],
+    ['no API key at all', async () => new CompressdClient({ baseUrl: s.url, apiKey: '' }), 'client.invalid_input', null],
   ];
   for (const [name, call, code, status] of cases) {
     test(name, async () => {
@@ -171,7 +176,108 @@ describe('errors are values with the spec\'s code', () => {
   }
 });
 
+describe('what an error tells', () => {
+  test('a missing local file: the error names the path', async () => {
+    const path = join(work, 'no-such-photo.jpg');
+    const err = await rejection(client.compress(path));
+    assert.ok(err.detail?.includes(path), err.message);
+  });
+
+  test('an error answer carries the server\'s X-Request-Id', async () => {
+    const ids: (string | null)[] = [];
+    const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      ids.push(res.headers.get('x-request-id'));
+      return res;
+    } });
+    const err = await rejection(c.job('j_unknown').status());
+    assert.equal(err.code, 'jobs.not_found');
+    assert.ok(err.requestId, 'the error has a request id');
+    assert.deepEqual(ids, [err.requestId]);
+  });
+});
+
+describe('timeouts', () => {
+  test('a server down (a closed loopback port) fails fast: one retry of the refused connection, not the whole back-off', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    let attempts = 0;
+    const c = new CompressdClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'k', fetch: (input, init) => (attempts++, fetch(input, init)) });
+    const started = Date.now();
+    const err = await rejection(c.compress(JPG));
+    assert.equal(err.code, 'client.network');
+    assert.match(err.detail ?? '', /ECONNREFUSED/);
+    assert.equal(attempts, 2);
+    assert.ok(Date.now() - started < 10_000, `failed after ${Date.now() - started} ms, not after the minute of back-off`);
+  });
+
+  test('a server that accepts and never answers: client.timeout after the per-request timeout, not retried', async () => {
+    const sockets: Socket[] = [];
+    let requests = 0;
+    const silent = createServer((socket) => {
+      sockets.push(socket);
+      socket.once('data', (head) => void (/^[A-Z]+ \//.test(head.toString('latin1')) && requests++));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const c = new CompressdClient({ baseUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, apiKey: 'k', timeoutMs: 300 });
+      for (const call of [() => c.entitlements(), () => c.compress(JPG)]) {
+        const before = requests;
+        const err = await rejection(call());
+        assert.equal(err.code, 'client.timeout');
+        assert.match(err.detail ?? '', /no progress for 300 ms/);
+        assert.equal(requests - before, 1, 'a timed-out attempt is not repeated');
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+
+  test('wait() gives up after the client\'s waitTimeoutMs when the call sets none', async () => {
+    const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, waitTimeoutMs: 300 });
+    const busy = await c.compress(PDF);
+    const queued = await c.compress(PDF);
+    try {
+      const err = await rejection(queued.wait({ intervalMs: 100 }));
+      assert.equal(err.code, 'client.timeout');
+      assert.match(err.detail ?? '', /after 300 ms/);
+    } finally {
+      await queued.cancel().catch(() => undefined);
+      await busy.cancel().catch(() => undefined);
+    }
+  });
+});
+
 describe('retries', () => {
+  test('every submission sends an Idempotency-Key: a fresh UUID per compress(), the same on each of its retries', async () => {
+    const full = await startTestServer({ minFreeDiskBytes: String(Number.MAX_SAFE_INTEGER) });
+    try {
+      const keys: (string | null)[] = [];
+      const c = new CompressdClient({ baseUrl: full.url, apiKey: full.key, retry: { retries: 2, baseDelayMs: 50 }, fetch: (input, init) => {
+        keys.push(new Headers(init?.headers).get('idempotency-key'));
+        return fetch(input, init);
+      } });
+      await rejection(c.compress(JPG));
+      await rejection(c.compress('https://example.com/a.jpg', { sourceFormat: 'jpg' }));
+      await rejection(c.compress(JPG, { idempotencyKey: 'order-42-photo-1' }));
+      assert.equal(keys.length, 9);
+      const [first, second, own] = [keys.slice(0, 3), keys.slice(3, 6), keys.slice(6)];
+      for (const attempts of [first, second]) {
+        assert.match(attempts[0] ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        assert.deepEqual(attempts, [attempts[0], attempts[0], attempts[0]]);
+      }
+      assert.notEqual(first[0], second[0]);
+      assert.deepEqual(own, ['order-42-photo-1', 'order-42-photo-1', 'order-42-photo-1']);
+    } finally {
+      await full.stop();
+    }
+  });
+
   test('5xx: backs off 1, 2 … s per the spec, then gives up with the server\'s code', async () => {
     const full = await startTestServer({ minFreeDiskBytes: String(Number.MAX_SAFE_INTEGER) });
     try {
@@ -236,6 +342,8 @@ describe('verifyWebhook', () => {
     ['an old timestamp', () => verifyWebhook(body, sign(secret, body, Math.floor(Date.now() / 1000) - 600), secret, 300), 'webhook.timestamp_out_of_tolerance'],
     ['no header', () => verifyWebhook(body, undefined, secret), 'webhook.invalid_signature'],
     ['a malformed header', () => verifyWebhook(body, 't=abc,v1=zz', secret), 'webhook.invalid_signature'],
+    ['the header as Node gives a repeated one (an array)', () => verifyWebhook(body, [sign(secret, body), sign(secret, body)], secret), null],
+    ['an array whose copies disagree on t', () => verifyWebhook(body, [sign(secret, body), sign(secret, body, Math.floor(Date.now() / 1000) - 5)], secret), 'webhook.invalid_signature'],
   ];
   for (const [name, call, code] of cases) {
     test(name, () => {
