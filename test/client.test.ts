@@ -278,6 +278,24 @@ describe('retries', () => {
     }
   });
 
+  test('a lost 202: the retry with the same Idempotency-Key gets the first job back, charged once', async () => {
+    const before = await client.entitlements();
+    const lost: string[] = [];
+    const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, retry: { baseDelayMs: 100 }, fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      if (init?.method === 'POST' && lost.length === 0) {
+        lost.push(((await res.json()) as { id: string }).id);
+        throw new TypeError('fetch failed', { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+      }
+      return res;
+    } });
+    const job = await c.compress(JPG);
+    assert.equal(lost.length, 1, 'the first answer was lost');
+    assert.equal(job.id, lost[0], 'the retry answered with the first job');
+    const done = await job.wait();
+    assert.equal((await client.entitlements()).balance, before.balance - done.metrics.creditCost, 'one charge');
+  });
+
   test('5xx: backs off 1, 2 … s per the spec, then gives up with the server\'s code', async () => {
     const full = await startTestServer({ minFreeDiskBytes: String(Number.MAX_SAFE_INTEGER) });
     try {
