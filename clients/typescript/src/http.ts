@@ -120,7 +120,7 @@ const REFUSED = new Set(['ECONNREFUSED', 'ENOTFOUND']);
 
 /** @internal
  * One API call with the spec's retries: 5xx and network errors back off 1, 2, 4, 8 … 30 s (a
- * refused connection once), 429 waits what Retry-After says. A body that cannot be sent again (a
+ * refused connection once, a fetch failure with no system error code never), 429 waits what Retry-After says. A body that cannot be sent again (a
  * stream) gets no retry, and neither does an attempt that timed out. Any other non-2xx becomes a
  * CompressdError. `read: 'json'` resolves with the parsed body, `'stream'` with the Response,
  * whose body stays under the watchdog.
@@ -156,7 +156,8 @@ export async function request(fetchFn: typeof fetch, call: Call, policy: RetryPo
       const known = failed(err);
       if (known) throw known;
       const code = networkCode(err);
-      if (code && REFUSED.has(code) && attempt >= 1) last = true;
+      // No system code: the request itself is at fault (a blocked port, a bad URL), not the network.
+      if (code === undefined || (REFUSED.has(code) && attempt >= 1)) last = true;
       const cause = err instanceof Error && err.cause instanceof Error ? err.cause.message || code : (err as Error).message;
       if (last) throw new CompressdError('client.network', null, `${what}: ${cause}`, { cause: err });
       await sleep(backoff, call.signal);
