@@ -1,7 +1,7 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
 
-/** Every setting of `compressd serve`: a flag `--kebab-name` and its `COMPRESSD_SNAKE_NAME` twin; flags win. */
+/** Every setting of `compressd serve`: a flag `--kebab-name` and its environment twin (`COMPRESSD_` and the name in upper snake case); flags win. */
 export interface ServeConfig {
   port: number;
   host: string;
@@ -135,13 +135,65 @@ export function resolveConfig(
   return config;
 }
 
+/**
+ * Variables read outside the settings table, with no flag: by the single executable's launcher
+ * before anything else runs, by the logger, by the S3 client (the AWS SDK's own) and by Node.
+ * `serve --help` lists them; a test checks that every variable the source reads is listed here or in SETTINGS.
+ */
+export const ENVIRONMENT_ONLY: { names: string[]; help: string }[] = [
+  { names: ['COMPRESSD_LOG_LEVEL'], help: 'log level: trace, debug, info, warn, error, fatal or silent (default: info)' },
+  { names: ['COMPRESSD_CACHE_DIR'], help: 'where the single executable unpacks its runtime; must allow exec (default: $XDG_CACHE_HOME/compressd, else ~/.cache/compressd)' },
+  { names: ['NODE_EXTRA_CA_CERTS'], help: 'PEM file of extra certificate authorities trusted for URL input, webhooks and S3 (standard Node)' },
+  { names: ['COMPRESSD_S3_FORCE_PATH_STYLE'], help: 'cluster mode: true for path-style S3 addressing, for servers without virtual-host buckets (default: false)' },
+  { names: ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION', 'AWS_ENDPOINT_URL_S3'], help: "cluster mode: S3 credentials, region and endpoint (the AWS SDK's standard variables)" },
+];
+
+/** What a flag's value looks like in the help, where its kind alone says too little. */
+const ARGUMENT: Partial<Record<keyof ServeConfig, string>> = {
+  host: 'ADDRESS',
+  dataDir: 'DIR',
+  publicUrl: 'URL',
+  urlAllow: 'HOST|CIDR,…',
+  dnsOverrides: 'HOST=IP,…',
+  webhookRetryDelays: 'SECONDS,…',
+  trustProxy: 'HOPS|CIDR,…',
+  maxFileSizeBytes: 'BYTES',
+  minFreeDiskBytes: 'BYTES',
+  site: 'NAME',
+  metricsToken: 'TOKEN',
+  databaseUrl: 'URL',
+  storage: 'URL',
+  nodeId: 'NAME',
+};
+const ARGUMENT_OF_KIND: Record<Kind, string> = { int: 'N', number: 'SECONDS', string: 'VALUE', bool: '', numbers: 'LIST' };
+
+const HELP_WIDTH = 80;
+const HELP_INDENT = '        ';
+
+/** Words in lines under the help's indent, shorter than 80 columns. */
+function helpText(text: string): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && HELP_INDENT.length + line.length + 1 + word.length >= HELP_WIDTH) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return [...lines, line].map((l) => HELP_INDENT + l).join('\n');
+}
+
+/** Every setting as `--flag ARG  ENV_TWIN` over its description and default, then the variables with no flag. */
 export function settingsHelp(): string {
   const defaults: Partial<ServeConfig> = {};
-  const lines = SETTINGS.map((s) => {
+  const entries = SETTINGS.map((s) => {
     const d = s.default(defaults);
     (defaults as Record<string, unknown>)[s.key] = d;
     const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : Array.isArray(d) ? d.join(',') : String(d);
-    return `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help} (default: ${shown || 'empty'})`;
+    const flag = `--${s.flag} ${ARGUMENT[s.key] ?? ARGUMENT_OF_KIND[s.kind]}`.trimEnd();
+    return `  ${flag.padEnd(32)} ${s.env}\n${helpText(`${s.help} (default: ${shown || 'empty'})`)}`;
   });
-  return [...lines, `  --${'config'.padEnd(22)} ${''.padEnd(34)} JSON file with any of these settings (camelCase keys); flags and environment win`].join('\n');
+  entries.push(`  --config FILE\n${helpText('JSON file with any of these settings (camelCase keys); flags and environment win')}`);
+  const environment = ENVIRONMENT_ONLY.map((v) => `${v.names.map((n) => `  ${n}`).join('\n')}\n${helpText(v.help)}`);
+  return `${entries.join('\n')}\n\nEnvironment only (no flag):\n${environment.join('\n')}`;
 }

@@ -12,20 +12,23 @@ import { fatalErrorHandler } from './ops/fatal.ts';
 import { startService } from './service.ts';
 import packageJson from '../package.json' with { type: 'json' };
 
+/** The whole help; every line under 80 columns (test/cli-help.test.ts holds it to that). */
 const USAGE = `compressd — self-hosted file compression service
 
 Usage:
   compressd serve [flags]
   compressd --version
   ${COMPRESS_USAGE}
-  compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D | --database-url URL]
+  compressd keys create --account NAME [--credits N] [--allow-ip LIST]
+      [--guest] [--data-dir D | --database-url URL]
   compressd keys list [--data-dir D | --database-url URL]
   compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
-  compressd credits add --account NAME --amount N [--data-dir D | --database-url URL]
+  compressd credits add --account NAME --amount N
+      [--data-dir D | --database-url URL]
   compressd migrate --database-url URL
 
-  --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts, keys and credits
-  live in that PostgreSQL database, shared by every node.
+  --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts,
+  keys and credits live in that PostgreSQL database, shared by every node.
 
 Flags of serve (each has an environment twin; flags win):
 ${settingsHelp()}
