@@ -39,6 +39,16 @@ function anchorRefs(node: unknown): unknown {
   return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' && v.startsWith('#/') ? `doc${v}` : anchorRefs(v)]));
 }
 
+/** The path the router sees: the request target after the origin, as the adapter builds its URL (`//x` stays a path). */
+function pathOf(target: string): string | null {
+  if (!target.startsWith('/')) return null;
+  try {
+    return pathWithoutVersion(new URL(`http://host${target}`).pathname);
+  } catch {
+    return null;
+  }
+}
+
 interface Operation {
   key: string;
   responses: Json;
@@ -89,8 +99,8 @@ export class ContractChecker {
 
   check(x: Exchange): Verdict {
     const method = x.method === 'HEAD' ? 'GET' : x.method;
-    const path = pathWithoutVersion(new URL(x.url, 'http://host').pathname);
-    const entry = this.paths.find((p) => p.pattern.test(path));
+    const path = pathOf(x.url);
+    const entry = path === null ? undefined : this.paths.find((p) => p.pattern.test(path));
     const op = entry?.operations.get(method);
     if (!entry || !op) return { operation: null, problems: this.checkUnrouted(x, entry) };
     const problems: string[] = [];
