@@ -154,7 +154,7 @@ for (const c of COMPRESSORS) {
   const name = c.path.split('/').pop()!;
   ROUTE_DOCS[`POST ${c.path}`] = {
     id: `submit${name[0]!.toUpperCase()}${name.slice(1)}Job`,
-    summary: `Submit a ${c.jobType} job (only its formats)`,
+    summary: `Submit a job to ${c.jobType} (only its formats)`,
     ok: [202, 'Job accepted', json(ref('JobAccepted'))],
     errors: SUBMIT_ERRORS,
     submit: { entry: c },

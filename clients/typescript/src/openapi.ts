@@ -164,7 +164,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.gif-compress job (only its formats) */
+        /** Submit a job to image.gif-compress (only its formats) */
         post: operations["submitGifJob"];
         delete?: never;
         options?: never;
@@ -181,7 +181,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.universal-compress job (only its formats) */
+        /** Submit a job to image.universal-compress (only its formats) */
         post: operations["submitImageJob"];
         delete?: never;
         options?: never;
@@ -267,7 +267,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.jpg-compress job (only its formats) */
+        /** Submit a job to image.jpg-compress (only its formats) */
         post: operations["submitJpgJob"];
         delete?: never;
         options?: never;
@@ -284,7 +284,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a document.office-compress job (only its formats) */
+        /** Submit a job to document.office-compress (only its formats) */
         post: operations["submitOfficeJob"];
         delete?: never;
         options?: never;
@@ -301,7 +301,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a document.pdf-compress job (only its formats) */
+        /** Submit a job to document.pdf-compress (only its formats) */
         post: operations["submitPdfJob"];
         delete?: never;
         options?: never;
@@ -318,7 +318,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.png-compress job (only its formats) */
+        /** Submit a job to image.png-compress (only its formats) */
         post: operations["submitPngJob"];
         delete?: never;
         options?: never;
