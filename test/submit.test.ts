@@ -236,3 +236,33 @@ describe('accepted submission', () => {
     assert.deepEqual(await readdir(join(s.dataDir, 'spool', body.id)).then((f) => f.includes('input')), true);
   });
 });
+
+describe('UTF-8 file names', () => {
+  /** A multipart body written by hand, so the Content-Disposition parameter is exactly `disposition`. */
+  const rawForm = async (disposition: string) => {
+    const boundary = 'utf8names';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; ${disposition}\r\nContent-Type: image/jpeg\r\n\r\n`, 'utf8'),
+      await readFile(JPG),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    return { method: 'POST', headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, body };
+  };
+  const cases: [string, () => Promise<RequestInit>][] = [
+    ['raw UTF-8 filename (what browsers and fetch send)', async () => ({ method: 'POST', body: await fileForm(JPG, {}, 'ünï café.jpg') })],
+    ['RFC 5987 filename*', () => rawForm(`filename*=UTF-8''%C3%BCn%C3%AF%20caf%C3%A9.jpg`)],
+  ];
+  for (const [name, build] of cases) {
+    it(`keeps ${name} in the job and the download's Content-Disposition`, async () => {
+      const res = await s.api('/compress', await build());
+      assert.equal(res.status, 202);
+      const accepted = await json(res);
+      assert.equal(accepted.fileName, 'ünï café');
+      assert.equal((await waitForJob(s, accepted.id)).status, 'Succeeded');
+      const download = await s.api(`/compress/job/${accepted.id}/download`);
+      await download.arrayBuffer();
+      const disposition = download.headers.get('content-disposition') ?? '';
+      assert.match(disposition, /filename\*=UTF-8''%C3%BCn%C3%AF%20caf%C3%A9\.jpg/, disposition);
+    });
+  }
+});
