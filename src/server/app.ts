@@ -10,6 +10,7 @@ import type { Spool } from '../jobs/spool.ts';
 import type { DiskGuard } from '../ops/disk.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
 import type { DownloadTokens } from '../webhooks/download-token.ts';
+import { allowedMethods } from './allowed-methods.ts';
 import type { AppEnv } from './env.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { clientIp } from './middleware/client-ip.ts';
@@ -70,7 +71,13 @@ export function createApp(s: AppServices): Hono<AppEnv> {
     (c.get('log') ?? s.log).error({ err, path: c.req.path }, 'unexpected error');
     return c.json({ error: 'server.internal_error', detail: 'An unexpected error occurred.' }, 500);
   });
-  app.notFound((c) => c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404));
+  const allowed = allowedMethods(() => app.routes);
+  app.notFound((c) => {
+    const methods = allowed(c.req.path);
+    if (methods.length === 0) return c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404);
+    c.header('Allow', methods.join(', '));
+    return c.json({ error: 'route.method_not_allowed', detail: `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(', ')}.` }, 405);
+  });
 
   app.use('*', clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute), versioning);
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
