@@ -1,5 +1,6 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { describeProxyTrust, NO_PROXY, parseProxyTrust, type ProxyTrust } from './server/proxy-trust.ts';
 
 /** Every setting of `compressd serve`: a flag `--kebab-name` and its `COMPRESSD_SNAKE_NAME` twin; flags win. */
 export interface ServeConfig {
@@ -15,7 +16,7 @@ export interface ServeConfig {
   dnsOverrides: string;
   webhookRetryDelays: number[];
   rateLimitPerMinute: number;
-  trustProxy: boolean;
+  trustProxy: ProxyTrust;
   maxFileSizeBytes: number;
   site: string;
   minFreeDiskBytes: number;
@@ -26,7 +27,7 @@ export interface ServeConfig {
   leaseSeconds: number;
 }
 
-type Kind = 'int' | 'number' | 'string' | 'bool' | 'numbers';
+type Kind = 'int' | 'number' | 'string' | 'bool' | 'numbers' | 'proxies';
 
 interface Setting {
   key: keyof ServeConfig;
@@ -59,7 +60,7 @@ export const SETTINGS: Setting[] = [
   setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),
   setting('webhookRetryDelays', 'numbers', 'seconds before webhook attempts 1-5', () => [0, 1, 5, 30, 120]),
   setting('rateLimitPerMinute', 'int', 'requests per minute per client IP (0 = off)', () => 3000),
-  setting('trustProxy', 'bool', 'take the client IP from X-Forwarded-For', () => false),
+  setting('trustProxy', 'proxies', 'proxies believed about X-Forwarded-For: a hop count or proxy IPs/CIDRs; alone = 1 hop', () => NO_PROXY),
   setting('maxFileSizeBytes', 'int', 'largest accepted input, upload or URL', () => 1024 * 1024 * 1024),
   setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
   setting('minFreeDiskBytes', 'int', 'refuse new jobs (503) when the data volume has less free space', () => 256 * 1024 * 1024),
@@ -89,6 +90,12 @@ function parseValue(s: Setting, raw: string, source: string): unknown {
       if (/^(1|true|yes|on)$/i.test(raw)) return true;
       if (/^(0|false|no|off|)$/i.test(raw)) return false;
       throw fail('expected true or false');
+    case 'proxies':
+      try {
+        return parseProxyTrust(raw);
+      } catch {
+        throw fail('expected a hop count, proxy IPs/CIDRs separated by commas, or true/false');
+      }
     case 'numbers': {
       const list = raw.split(',').map((x) => Number(x.trim()));
       if (list.length === 0 || list.some((n) => !Number.isFinite(n) || n < 0)) throw fail('expected comma-separated seconds');
@@ -140,7 +147,7 @@ export function settingsHelp(): string {
   const lines = SETTINGS.map((s) => {
     const d = s.default(defaults);
     (defaults as Record<string, unknown>)[s.key] = d;
-    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : Array.isArray(d) ? d.join(',') : String(d);
+    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : s.key === 'trustProxy' ? describeProxyTrust(d as ProxyTrust) : Array.isArray(d) ? d.join(',') : String(d);
     return `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help} (default: ${shown || 'empty'})`;
   });
   return [...lines, `  --${'config'.padEnd(22)} ${''.padEnd(34)} JSON file with any of these settings (camelCase keys); flags and environment win`].join('\n');

@@ -59,7 +59,9 @@ async function serveCommand(args: string[]): Promise<void> {
   const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.kind === 'bool' ? ('boolean' as const) : ('string' as const) }]));
   let parsed;
   try {
-    parsed = parseArgs({ args, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
+    // `--trust-proxy` without a value, its spelling when it was a switch, still means one hop.
+    const argv = args.map((a, i) => (a === '--trust-proxy' && !/^[^-]/.test(args[i + 1] ?? '') ? '--trust-proxy=1' : a));
+    parsed = parseArgs({ args: argv, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }

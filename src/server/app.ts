@@ -17,6 +17,7 @@ import { clientIp } from './middleware/client-ip.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
 import { requestLog } from './middleware/request-log.ts';
 import { pathWithoutVersion, versioning } from './middleware/versioning.ts';
+import type { ProxyTrust } from './proxy-trust.ts';
 import { compareRoutes } from './routes/compare.ts';
 import { discoveryRoutes, schemaRoutes } from './routes/discovery.ts';
 import { entitlementRoutes } from './routes/entitlements.ts';
@@ -37,7 +38,7 @@ export interface AppServices {
   tokens: DownloadTokens;
   planOf(account: string): Plan;
   rateLimitPerMinute: number;
-  trustProxy: boolean;
+  trustProxy: ProxyTrust;
   log: Logger;
   dataDir: string;
   disk: DiskGuard;
