@@ -40,7 +40,7 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
   const releaseLock = acquireServerLock(join(config.dataDir, 'server.lock'));
 
   const node = await openNodeBackend(config, log);
-  const { backend, accounts, spool, tokens, firstKey } = node;
+  const { backend, accounts, spool, tokens } = node;
 
   const plan = defaultPlan(config.maxFileSizeBytes);
   const planOf = () => plan;
@@ -133,6 +133,8 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
   });
+  // Only now, with the port bound, can nothing stop the start any more: the first key is made and shown.
+  const firstKey = await node.firstStart();
   // Large uploads may take long: a stalled one is ended by the body idle watch instead.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();

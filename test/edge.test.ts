@@ -1,8 +1,12 @@
 // The edge as outside tools see it (issue 29): the client address behind proxies, and what the first start leaves behind.
 import assert from 'node:assert/strict';
+import { readdir, readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError, resolveConfig } from '../src/config.ts';
 import { clientAddress, parseProxyTrust, type ProxyTrust } from '../src/server/proxy-trust.ts';
+import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
 
 describe('client address behind proxies', () => {
@@ -74,5 +78,45 @@ describe('client address behind proxies', () => {
       const real = await s.api('/compress/entitlements/me', { key, headers: { 'X-Forwarded-For': '203.0.113.7, 10.9.9.9' } });
       assert.equal(real.status, 200);
     });
+  });
+});
+
+describe('the first start', () => {
+  const serve = (dataDir: string, port: number) =>
+    new Daemon('serve', process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', '1'], {
+      env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn' },
+    });
+  const accountsWritten = async (dataDir: string) => {
+    const files = await readdir(dataDir);
+    return files.includes('accounts.log') ? (await readFile(join(dataDir, 'accounts.log'), 'utf8')).trim() !== '' : false;
+  };
+
+  it('writes no account when the port is busy, so the next start makes the key and prints it', { timeout: 120_000 }, async () => {
+    const dir = await scratchDir('compressd-first-');
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const failed = serve(dir.path, (busy.address() as { port: number }).port);
+      assert.equal(await failed.exited, 2, failed.log());
+      assert.match(failed.log(), /EADDRINUSE/);
+      assert.equal(await accountsWritten(dir.path), false, 'a start that failed wrote an account whose key nobody saw');
+
+      const port = await freePort();
+      const started = serve(dir.path, port);
+      let out = '';
+      started.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      try {
+        await started.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
+        const key = /API key: (\S+)/.exec(out)?.[1];
+        assert.ok(key, started.log());
+        const me = await fetch(`http://127.0.0.1:${port}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
+        assert.equal((await json(me)).account, 'default');
+      } finally {
+        await started.stop();
+      }
+    } finally {
+      busy.close();
+      await dir.remove();
+    }
   });
 });
