@@ -72,6 +72,8 @@ async function serveCommand(args: string[]): Promise<void> {
   }
   const config = resolveConfig(values as Record<string, string | boolean | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
   const log = createLogger();
+  // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
+  process.umask(0o077);
   const service = await startService(config, log);
   if (service.firstKey) {
     console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);

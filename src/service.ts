@@ -1,5 +1,5 @@
 import type { ServerType } from '@hono/node-server';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { defaultPlan } from './accounts/plan.ts';
@@ -37,6 +37,8 @@ export interface RunningService {
  */
 export async function startService(config: ServeConfig, log: Logger, extra: Partial<FetchConfig> = {}): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // Users' files live below it: private even when the directory existed before (a volume made 0755).
+  chmodSync(config.dataDir, 0o700);
   const releaseLock = acquireServerLock(join(config.dataDir, 'server.lock'));
 
   const node = await openNodeBackend(config, log);

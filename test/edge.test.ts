@@ -1,13 +1,13 @@
 // The edge as outside tools see it (issue 29): the client address behind proxies, and what the first start leaves behind.
 import assert from 'node:assert/strict';
-import { readdir, readFile } from 'node:fs/promises';
+import { chmod, readdir, readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ConfigError, resolveConfig } from '../src/config.ts';
 import { clientAddress, parseProxyTrust, type ProxyTrust } from '../src/server/proxy-trust.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
-import { json, startTestServer, type TestServer } from './helpers/server.ts';
+import { CORPUS, fileForm, json, startTestServer, type TestServer } from './helpers/server.ts';
 
 describe('client address behind proxies', () => {
   const off: ProxyTrust = { hops: 0 };
@@ -116,6 +116,46 @@ describe('the first start', () => {
       }
     } finally {
       busy.close();
+      await dir.remove();
+    }
+  });
+});
+
+describe('private files', () => {
+  /** Every directory and file under `root`, with its permission bits. */
+  const modes = async (root: string) => {
+    const entries = await readdir(root, { recursive: true, withFileTypes: true });
+    const all = [{ path: root, dir: true }, ...entries.map((e) => ({ path: join(e.parentPath, e.name), dir: e.isDirectory() }))];
+    return Promise.all(all.map(async (e) => ({ ...e, mode: (await stat(e.path)).mode & 0o777 })));
+  };
+
+  it('keeps a data dir that existed with 0755, and everything the server writes in it, to its own user', { timeout: 120_000 }, async () => {
+    const dir = await scratchDir('compressd-private-');
+    await chmod(dir.path, 0o755);
+    const port = await freePort();
+    const server = new Daemon('serve', process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dir.path, '--workers', '1'], {
+      env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn' },
+    });
+    let out = '';
+    server.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await server.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
+      const key = /API key: (\S+)/.exec(out)![1]!;
+      const headers = { 'x-service-api-key': key };
+      const accepted = await json(await fetch(`${url}/compress`, { method: 'POST', headers, body: await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg')) }));
+      let job: Record<string, unknown> = {};
+      for (let i = 0; i < 600 && job.status !== 'Succeeded' && job.status !== 'Failed'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        job = await json(await fetch(`${url}/compress/job/${accepted.id}`, { headers }));
+      }
+      assert.equal(job.status, 'Succeeded');
+      const found = await modes(dir.path);
+      assert.ok(found.some((e) => e.path.endsWith('/output')), 'the job left its output in the data dir');
+      const open = found.filter((e) => e.mode !== (e.dir ? 0o700 : 0o600)).map((e) => `${e.path} ${e.mode.toString(8)}`);
+      assert.deepEqual(open, []);
+    } finally {
+      await server.stop();
       await dir.remove();
     }
   });

@@ -181,7 +181,7 @@ export class JobEngine {
     const outDir = this.spool.outputDir(job.id);
     try {
       await rm(outDir, { recursive: true, force: true });
-      await mkdir(outDir, { recursive: true });
+      await mkdir(outDir, { recursive: true, mode: 0o700 });
       const inputPath = await this.backend.blobs.localFile(job.id, 'input', this.spool.dir(job.id));
       const outcome = inputPath
         ? await this.runner.run(

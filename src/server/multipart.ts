@@ -105,7 +105,7 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
         .then(async (path) => {
           if (stream.destroyed) throw failure ?? aborted();
           received.path = path;
-          await pipeline(stream, createWriteStream(path));
+          await pipeline(stream, createWriteStream(path, { mode: 0o600 }));
           received.bytes = (await stat(path)).size;
         })
         .catch((err) => {
