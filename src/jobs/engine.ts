@@ -80,9 +80,9 @@ export class JobEngine {
     return this.backend.jobs.get(id);
   }
 
-  /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full. */
-  assertQueueRoom(account: string): Promise<void> {
-    return this.lifecycle.assertRoom(account);
+  /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full (`alsoOpen`: uploads in progress). */
+  assertQueueRoom(account: string, alsoOpen = 0): Promise<void> {
+    return this.lifecycle.assertRoom(account, alsoOpen);
   }
 
   /** Admits a job whose input is stored; it starts on a later turn, so the answer shows it Queued. */
