@@ -18,12 +18,6 @@ export class DiskGuard {
     return this.cached.free;
   }
 
-  /** Throws 503 `server.insufficient_storage` when free space is below the threshold. */
-  async assertRoom(): Promise<void> {
-    const free = await this.freeBytes();
-    if (free < this.minFreeBytes) throw insufficientStorage(`Only ${Math.floor(free / 1048576)} MB free on the data volume; new jobs are refused until space is freed.`);
-  }
-
   /**
    * Holds `bytes` of free space for a write about to start, so concurrent uploads cannot together
    * promise more than the volume has. Throws 503 `server.insufficient_storage` when free space,
