@@ -74,11 +74,10 @@ async function serveCommand(args: string[]): Promise<void> {
   const log = createLogger();
   // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
   process.umask(0o077);
-  const service = await startService(config, log);
-  if (service.firstKey) {
+  const service = await startService(config, log, {}, (key) => {
     console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
-    console.log(`API key: ${service.firstKey}`);
-  }
+    console.log(`API key: ${key}`);
+  });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
   const shutdown = (signal: string) => {
