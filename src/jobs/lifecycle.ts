@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { ApiError, truncateDetail } from '../errors.ts';
-import type { AdmissionLimits, Backend, ClaimLimits, Ending, Notifier, RunOutcome } from './backend.ts';
+import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
+import { idempotencyMismatch } from './idempotency.ts';
 import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
 
 export interface LifecycleSettings {
@@ -50,11 +51,21 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
     if (queued + running + alsoOpen >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
   }
 
-  /** admit (the input blob is stored): Queued with its credits held, or 429 `queue.limit_exceeded` / 402 `entitlements.insufficient_credits`. */
-  async admit(s: Submission): Promise<Job> {
+  /**
+   * admit (the input blob is stored): Queued with its credits held, or 429 `queue.limit_exceeded` /
+   * 402 `entitlements.insufficient_credits`. With an idempotency key that another admission bound
+   * meanwhile (another node, same key): this input is deleted and the result is that admission's
+   * key when the requests match, else 422 `request.idempotency_mismatch`.
+   */
+  async admit(s: Submission, idempotency?: IdempotencyClaim): Promise<Job | RememberedKey> {
     const job = queuedJob(s, new Date());
-    const admitted = await this.backend.jobs.admit(job, this.settings.admission);
+    const admitted = await this.backend.jobs.admit(job, this.settings.admission, idempotency);
     if (admitted.ok) return admitted.job;
+    if (admitted.refusal === 'idempotency.key_taken') {
+      await this.backend.blobs.delete(s.id);
+      if (admitted.remembered.fingerprint !== idempotency!.fingerprint) throw idempotencyMismatch();
+      return admitted.remembered;
+    }
     if (admitted.refusal === 'queue.limit_exceeded') throw queueFull(this.settings.admission.maxOpenPerAccount);
     throw insufficientCredits(admitted.required, admitted.available);
   }

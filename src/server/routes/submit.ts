@@ -13,8 +13,8 @@ import type { Spool } from '../../jobs/spool.ts';
 import { validateOptions } from '../../options.ts';
 import { validateWebhook } from '../../webhooks/validate.ts';
 import type { AppEnv } from '../env.ts';
-import { receiveJson, receiveMultipart, tooLarge } from '../multipart.ts';
-import { acceptedView } from '../views.ts';
+import { Idempotency } from '../idempotency.ts';
+import { tooLarge } from '../multipart.ts';
 
 export interface InputFetcher {
   fetchToFile(url: string, opts: FetchToFileOptions): Promise<FetchedInput>;
@@ -74,6 +74,10 @@ const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 export function submitRoutes(deps: SubmitDeps) {
   const app = new Hono<AppEnv>();
+  const idempotency = new Idempotency({
+    rememberedKey: (account, key, at) => deps.engine.rememberedKey(account, key, at),
+    maxFileSizeBytes: (account) => deps.planOf(account).maxFileSizeBytes,
+  });
 
   async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined) {
     const principal = c.get('principal');
@@ -99,7 +103,7 @@ export function submitRoutes(deps: SubmitDeps) {
     a: { id: string; entry: CompressorEntry; format: string; fileName: string; path: string; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
   ) {
     const bytes = await deps.blobs.putFile(a.id, 'input', a.path);
-    const job = await deps.engine.submit({
+    const admitted = await deps.engine.submit({
       id: a.id,
       account: c.get('principal').account,
       jobType: a.entry.jobType,
@@ -109,8 +113,8 @@ export function submitRoutes(deps: SubmitDeps) {
       inputBytes: bytes,
       creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
-    });
-    return c.json(acceptedView(job), 202);
+    }, idempotency.claim(c));
+    return idempotency.accepted(c, admitted);
   }
 
   /** Submissions of each account whose body is still arriving: open jobs until admitted or abandoned. */
@@ -159,6 +163,8 @@ export function submitRoutes(deps: SubmitDeps) {
   }
 
   async function submit(c: Context<AppEnv>, dedicated?: CompressorEntry) {
+    const replayed = await idempotency.begin(c, dedicated?.path ?? '/compress');
+    if (replayed) return replayed;
     const contentType = (c.req.header('content-type') ?? '').toLowerCase();
     const id = randomUUID();
     const isJson = contentType.startsWith('application/json');
@@ -167,11 +173,11 @@ export function submitRoutes(deps: SubmitDeps) {
     }
     const release = await checkBeforeBody(c, dedicated);
     try {
-      if (isJson) return await submitUrl(c, id, await receiveJson(c.env.incoming), dedicated);
+      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated);
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
-      const upload = await receiveMultipart(c.env.incoming, {
+      const upload = await idempotency.receiveMultipart(c, {
         maxBytes: plan.maxFileSizeBytes,
         accept: (name) => {
           format = formatOfFileName(name);
