@@ -59,10 +59,12 @@ function readConfigFile(path: string | undefined): Record<string, unknown> {
 }
 
 async function serveCommand(args: string[]): Promise<void> {
-  const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.kind === 'bool' ? ('boolean' as const) : ('string' as const) }]));
+  const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: 'string' as const }]));
   let parsed;
   try {
-    parsed = parseArgs({ args, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
+    // `--trust-proxy` without a value, its spelling when it was a switch, still means one hop.
+    const argv = args.map((a, i) => (a === '--trust-proxy' && !/^[^-]/.test(args[i + 1] ?? '') ? '--trust-proxy=1' : a));
+    parsed = parseArgs({ args: argv, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }
@@ -71,13 +73,14 @@ async function serveCommand(args: string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const config = resolveConfig(values as Record<string, string | boolean | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
+  const config = resolveConfig(values as Record<string, string | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
   const log = createLogger();
-  const service = await startService(config, log);
-  if (service.firstKey) {
+  // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
+  process.umask(0o077);
+  const service = await startService(config, log, {}, (key) => {
     console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
-    console.log(`API key: ${service.firstKey}`);
-  }
+    console.log(`API key: ${key}`);
+  });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -108,6 +108,8 @@ describe('configuration', () => {
     [['--port', 'abc'], {}, /--port: expected a whole number/],
     [[], { COMPRESSD_WEBHOOK_RETRY_DELAYS: '1,x' }, /COMPRESSD_WEBHOOK_RETRY_DELAYS: expected comma-separated seconds/],
     [['--no-such-flag'], {}, /Unknown option '--no-such-flag'/],
+    [['--trust-proxy', 'maybe'], {}, /--trust-proxy: expected a hop count, proxy IPs\/CIDRs separated by commas, or true\/false, got "maybe"/],
+    [[], { COMPRESSD_TRUST_PROXY: '10.0.0.0/99' }, /COMPRESSD_TRUST_PROXY: expected a hop count/],
   ];
   for (const [args, env, message] of invalid) {
     it(`stops start-up with one clear line for ${[...args, ...Object.keys(env)].join(' ')}`, async () => {

@@ -80,9 +80,9 @@ export class JobEngine {
     return this.backend.jobs.get(id);
   }
 
-  /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full. */
-  assertQueueRoom(account: string): Promise<void> {
-    return this.lifecycle.assertRoom(account);
+  /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full (`alsoOpen`: uploads in progress). */
+  assertQueueRoom(account: string, alsoOpen = 0): Promise<void> {
+    return this.lifecycle.assertRoom(account, alsoOpen);
   }
 
   /**
@@ -191,7 +191,7 @@ export class JobEngine {
     const outDir = this.spool.outputDir(job.id);
     try {
       await rm(outDir, { recursive: true, force: true });
-      await mkdir(outDir, { recursive: true });
+      await mkdir(outDir, { recursive: true, mode: 0o700 });
       const inputPath = await this.backend.blobs.localFile(job.id, 'input', this.spool.dir(job.id));
       const outcome = inputPath
         ? await this.runner.run(

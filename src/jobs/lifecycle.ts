@@ -21,6 +21,10 @@ export interface LifecycleEvents {
   ended: [Job];
 }
 
+/** 402: the account's available credits are below what the job needs. */
+export const insufficientCredits = (required: number, available: number) =>
+  new ApiError('entitlements.insufficient_credits', 402, `This job needs ${required} credits; ${available} available.`, { required, available });
+
 const queueFull = (max: number) =>
   new ApiError('queue.limit_exceeded', 429, `At most ${max} jobs may be queued or running per account; wait for some to finish.`, {}, { 'Retry-After': '5' });
 
@@ -38,10 +42,13 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
     super();
   }
 
-  /** Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides). */
-  async assertRoom(account: string): Promise<void> {
+  /**
+   * Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides),
+   * counting `alsoOpen` submissions not yet admitted as open jobs.
+   */
+  async assertRoom(account: string, alsoOpen = 0): Promise<void> {
     const { queued, running } = await this.backend.jobs.counts(account);
-    if (queued + running >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
+    if (queued + running + alsoOpen >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
   }
 
   /**
@@ -60,8 +67,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
       return admitted.remembered;
     }
     if (admitted.refusal === 'queue.limit_exceeded') throw queueFull(this.settings.admission.maxOpenPerAccount);
-    const { required, available } = admitted;
-    throw new ApiError('entitlements.insufficient_credits', 402, `This job needs ${required} credits; ${available} available.`, { required, available });
+    throw insufficientCredits(admitted.required, admitted.available);
   }
 
   /** start: the next job, fairly across accounts, Running under this node's lease; null when none may start. */

@@ -55,7 +55,8 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
     }
     let bb: busboy.Busboy;
     try {
-      bb = busboy({ headers: req.headers, limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
+      // Browsers and HTTP clients send file names as raw UTF-8 (the WHATWG form encoding), not latin1.
+      bb = busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
     } catch (err) {
       reject(malformed((err as Error).message));
       return;
@@ -120,7 +121,7 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
                 yield chunk;
               }
             },
-            path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : createWriteStream(path),
+            path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : createWriteStream(path, { mode: 0o600 }),
           );
           if (hash) received.sha256 = hash.digest('hex');
         })
