@@ -29,7 +29,7 @@ export interface Comparison {
 const OFFICE = new Set(['docx', 'pptx']);
 
 /**
- * Before/after previews of one job (see README: Compare previews). Images: the decoded input and
+ * Before/after previews of one job (see docs/api.md: Compare previews). Images: the decoded input and
  * the output. PDF: page 1 of each, rendered by PDFium. DOCX/PPTX: the largest embedded picture of
  * the input and the same part of the output. Fails with `compare.unavailable` when there is
  * nothing to show.

@@ -8,6 +8,7 @@ import type { CompressorPool } from '../../jobs/pool.ts';
 import type { Spool } from '../../jobs/spool.ts';
 import type { Job } from '../../jobs/types.ts';
 import type { AppEnv } from '../env.ts';
+import { PreviewLimiter, previewLimits } from '../preview-limit.ts';
 import { ownedJob } from './jobs.ts';
 
 export interface CompareSettings {
@@ -90,8 +91,9 @@ export function compareView(job: Job, c: Comparison): Record<string, unknown> {
 const expired = () => new ApiError('compare.expired', 410, 'The files were deleted after their retention period.');
 
 /** `GET /compress/job/{id}/compare`: before/after previews of a Succeeded job. */
-export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool, pool: Pick<CompressorPool, 'preview'>, settings: CompareSettings = COMPARE_DEFAULTS) {
+export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool, pool: Pick<CompressorPool, 'preview' | 'previewThreads'>, settings: CompareSettings = COMPARE_DEFAULTS) {
   const comparer = new Comparer(pool, settings);
+  const limiter = new PreviewLimiter(previewLimits(pool.previewThreads));
   const app = new Hono<AppEnv>();
   app.get('/compress/job/:id/compare', async (c) => {
     const job = await ownedJob(engine, c);
@@ -103,6 +105,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
     // are deleted after use, since any node may be asked and none runs the job any more.
     const scratch = spool.dir(job.id);
     let comparison: Comparison;
+    const release = limiter.enter(c.get('principal').account);
     try {
       const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', scratch), blobs.localFile(job.id, 'output', scratch)]);
       if (!inputPath || !outputPath) throw expired();
@@ -114,6 +117,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
       if ((await engine.isExpired(job)) || (await blobs.size(job.id, 'input')) === null || (await blobs.size(job.id, 'output')) === null) throw expired();
       throw err;
     } finally {
+      release();
       await spool.discardCopies(job.id);
     }
     c.header('cache-control', 'private, no-store');
