@@ -345,8 +345,9 @@ export function openApiDocument(routes: RouteInfo[]) {
       errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
     }
     for (const [status, codes] of Object.entries(errors)) {
-      responses[status] = errorResponse(codes, status === '429' || (status === '503' && doc.submit) ? retryAfter : undefined);
+      responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : undefined);
     }
+    if (doc.submit) responses[okStatus] = { ...(responses[okStatus] as object), headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } };
     responses[405] = { $ref: '#/components/responses/MethodNotAllowed' };
     (paths[path] ??= {})[method.toLowerCase()] = {
       operationId: doc.id,
@@ -395,6 +396,7 @@ export function openApiDocument(routes: RouteInfo[]) {
       },
       headers: {
         RetryAfter: { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 0 } },
+        IdempotentReplayed: { description: '"true" when the answer is the first job of this Idempotency-Key, replayed', schema: { type: 'string', enum: ['true'] } },
       },
       responses: {
         MethodNotAllowed: {

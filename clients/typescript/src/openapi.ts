@@ -868,6 +868,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description "true" when the answer is the first job of this Idempotency-Key, replayed */
+        IdempotentReplayed: "true";
         /** @description Seconds to wait before retrying */
         RetryAfter: number;
     };
@@ -1159,6 +1161,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1205,6 +1208,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1739,6 +1743,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1785,6 +1790,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1907,6 +1913,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1953,6 +1960,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2529,6 +2537,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2575,6 +2584,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2697,6 +2707,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2743,6 +2754,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2865,6 +2877,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2911,6 +2924,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3033,6 +3047,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3079,6 +3094,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
