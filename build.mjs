@@ -366,12 +366,12 @@ for (const root of closure) {
 }
 for (const name of new Set(swaps.values())) {
   const dest = join(TREE, 'node_modules', name);
-  const tarball = locked(() => unpackLocked(ROOT, name, dest));
+  locked(() => unpackLocked(ROOT, name, dest));
   walk(dest, (file) => {
     if (SKIPPED_FILE.test(file)) rmSync(file);
     else if (BINARY_FILE.test(file) && !file.endsWith('.wasm') && elfArch(file) !== ARCH) fail(`${relative(dest, file)} of ${name} is not a linux-${ARCH} ELF file`);
   });
-  record(name, readPackage(dest).version, 'carried', relative(ROOT, tarball));
+  record(name, readPackage(dest).version, 'carried', relative(ROOT, dest));
 }
 for (const result of [mainResult, workerResult]) {
   for (const input of Object.keys(result.metafile.inputs)) {
@@ -412,11 +412,11 @@ let targetBinary = node.binary;
 let targetCheck = nodeCheck;
 if (ARCH !== 'x64') {
   const dir = join(WORK, TARGET_NODE_PACKAGE);
-  const tarball = locked(() => unpackLocked(ROOT, TARGET_NODE_PACKAGE, dir, ['bin/node', 'LICENSE']));
+  locked(() => unpackLocked(ROOT, TARGET_NODE_PACKAGE, dir, ['bin/node', 'LICENSE', 'package.json']));
   targetBinary = join(dir, 'bin', 'node');
   if (elfArch(targetBinary) !== ARCH) fail(`bin/node of ${TARGET_NODE_PACKAGE} is not a linux-${ARCH} ELF executable`);
   targetCheck = `${TARGET_NODE_PACKAGE} tarball equals package-lock.json's integrity`;
-  record(TARGET_NODE_PACKAGE, node.version.slice(1), 'node', relative(ROOT, tarball));
+  record(TARGET_NODE_PACKAGE, node.version.slice(1), 'node', relative(ROOT, dir));
 } else {
   record(EMBEDDED_NODE_PACKAGE, node.version.slice(1), 'node', `node_modules/${EMBEDDED_NODE_PACKAGE}`);
 }
