@@ -1,5 +1,6 @@
-# compressd as one self-contained executable on a slim glibc base. test/docker.test.ts builds and
-# runs this file on a real Docker engine in `npm test`.
+# compressd as one self-contained executable on a slim glibc base. `npm run release` builds this file
+# with its x64 executable (EXECUTABLE=prebuilt) and saves the image; test/docker.test.ts loads and runs
+# that image on a real Docker engine in `npm test`.
 #
 #   docker build -t compressd .
 #   docker run -p 8080:8080 -v compressd-data:/data compressd

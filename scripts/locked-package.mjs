@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSy
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
-const CACHE = process.env.COMPRESSD_BUILD_CACHE || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'compressd-build');
+const cacheDir = () => process.env.COMPRESSD_BUILD_CACHE || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'compressd-build');
 
 export class LockError extends Error {}
 
@@ -36,10 +36,11 @@ const sri = (file) => `sha512-${createHash('sha512').update(readFileSync(file)).
  */
 export function lockedTarball(root, name) {
   const { version, integrity } = lockedEntry(root, name);
-  const file = join(CACHE, `${name.replace('/', '+')}-${version}.tgz`);
+  const cache = cacheDir();
+  const file = join(cache, `${name.replace('/', '+')}-${version}.tgz`);
   if (existsSync(file) && sri(file) === integrity) return file;
-  mkdirSync(CACHE, { recursive: true });
-  const tmp = mkdtempSync(join(CACHE, '.fetch-'));
+  mkdirSync(cache, { recursive: true });
+  const tmp = mkdtempSync(join(cache, '.fetch-'));
   try {
     const packed = spawnSync('npm', ['pack', `${name}@${version}`, '--pack-destination', tmp, '--silent'], { encoding: 'utf8' });
     if (packed.status !== 0) throw new LockError(`npm pack ${name}@${version} failed: ${(packed.stderr || packed.stdout).trim()}`);

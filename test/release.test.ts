@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, extname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -382,5 +383,48 @@ console.log(JSON.stringify(done));
     await exited;
     assert.equal(child.exitCode, 0);
     assert.deepEqual([...mapped], [join(own, soname)]);
+  });
+});
+
+describe('platform packages for another CPU', () => {
+  // A small arm64 package the lock records; each case gets its own lock file and cache.
+  const NAME = '@napi-rs/nice-linux-arm64-gnu';
+  const locked = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages[`node_modules/${NAME}`] as { version: string; integrity: string };
+
+  function fetchLocked(integrity: string, cache: string, network = true): Ran {
+    const root = mkdtempSync(join(work, 'lock-'));
+    writeFileSync(join(root, 'package-lock.json'), JSON.stringify({ packages: { [`node_modules/${NAME}`]: { ...locked, integrity } } }));
+    const script = `import(${JSON.stringify(join(ROOT, 'scripts/locked-package.mjs'))}).then((m) => console.log(m.lockedTarball(${JSON.stringify(root)}, ${JSON.stringify(NAME)})))`;
+    const command = [process.execPath, '--input-type=module', '-e', script];
+    const r = spawnSync(network || !canUnshare ? command[0] : '/usr/bin/unshare', network || !canUnshare ? command.slice(1) : ['-rn', ...command], {
+      encoding: 'utf8',
+      env: { ...process.env, COMPRESSD_BUILD_CACHE: cache },
+    });
+    return { code: r.status, stdout: r.stdout.trim(), stderr: r.stderr };
+  }
+
+  const sri = (file: string) => `sha512-${createHash('sha512').update(readFileSync(file)).digest('base64')}`;
+
+  test("are fetched at the lock's integrity and cached: the next build needs no network; a damaged cached copy is fetched again", () => {
+    const cache = mkdtempSync(join(work, 'build-cache-'));
+    const first = fetchLocked(locked.integrity, cache);
+    assert.equal(first.code, 0, first.stderr);
+    assert.equal(sri(first.stdout), locked.integrity);
+    const offlineRun = fetchLocked(locked.integrity, cache, false);
+    assert.equal(offlineRun.code, 0, offlineRun.stderr);
+    assert.equal(offlineRun.stdout, first.stdout);
+    truncateSync(first.stdout, 100);
+    const repaired = fetchLocked(locked.integrity, cache);
+    assert.equal(repaired.code, 0, repaired.stderr);
+    assert.equal(sri(repaired.stdout), locked.integrity);
+  });
+
+  test('a registry tarball that differs from the integrity package-lock.json records fails the build', () => {
+    const digest = Buffer.from(locked.integrity.slice('sha512-'.length), 'base64');
+    digest[0] ^= 0xff;
+    const wrong = `sha512-${digest.toString('base64')}`;
+    const r = fetchLocked(wrong, mkdtempSync(join(work, 'build-cache-')));
+    assert.notEqual(r.code, 0);
+    assert.ok(r.stderr.includes(`${NAME}@${locked.version} from the registry has integrity ${locked.integrity}, package-lock.json records ${wrong}`), r.stderr);
   });
 });
