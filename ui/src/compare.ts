@@ -102,7 +102,9 @@ export class CompareDialog {
     if (request !== this.request) return false;
     await this.showImages(view);
     if (request !== this.request) return false;
-    this.shown = { jobId, page, size: 'fit', view };
+    // A picture no larger than the quick preview is already shown at its own pixels.
+    const complete = !view.page && view.previewWidth === view.inputWidth && view.afterPreviewWidth === view.outputWidth;
+    this.shown = { jobId, page, size: complete ? 'full' : 'fit', view };
     this.setStatus('');
     this.figure.hidden = false;
     this.describe(view);
