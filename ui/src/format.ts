@@ -46,17 +46,3 @@ export function fileNameFromDisposition(header: string | null): string | null {
   const plain = /filename\s*=\s*"([^"]*)"|filename\s*=\s*([^;]+)/i.exec(header);
   return plain ? (plain[1] ?? plain[2]).trim() : null;
 }
-
-/** Starts a browser download of a Blob under `name`. */
-export function saveBlob(blob: Blob, name: string): void {
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = name;
-  a.rel = 'noopener';
-  document.body.append(a);
-  a.click();
-  a.remove();
-  // Chromium reads the blob asynchronously after click(); revoking at once can cancel the download.
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
-}

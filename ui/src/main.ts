@@ -1,9 +1,9 @@
 import { Api, ApiProblem, type Entitlements, type Listing } from './api.ts';
 import { Batch, TERMINAL, type Item, type SavedJob } from './batch.ts';
 import { CompareDialog } from './compare.ts';
-import { byId, h } from './dom.ts';
+import { byId, h, saveBlob } from './dom.ts';
 import { jpegHasLocation } from './exif.ts';
-import { extensionOf, fileNameFromDisposition, formatBytes, percentSaved, saveBlob, savingsText } from './format.ts';
+import { extensionOf, fileNameFromDisposition, formatBytes, percentSaved, savingsText } from './format.ts';
 import { JobRow, type RowAction } from './job-row.ts';
 import { messageFor } from './messages.ts';
 import { OptionsForm } from './options-form.ts';

@@ -1,4 +1,4 @@
-import type { ApiProblem } from './api.ts';
+import type { ApiProblem } from './problem.ts';
 import { formatBytes } from './format.ts';
 
 interface Message {
