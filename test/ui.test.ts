@@ -288,6 +288,10 @@ describe('the page as a person uses it', { skip: missing }, () => {
     await assertInView('#summary', 'the newest message (the total)');
     await shot('03-done-desktop', true);
     await axe('batch done at desktop width');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('03-done-desktop-dark');
+    await axe('batch done, dark mode');
+    await page.emulateMedia({ colorScheme: 'light' });
   });
 
   it('a JPG that keeps GPS location says so; one without location does not', async () => {
@@ -347,6 +351,9 @@ describe('the page as a person uses it', { skip: missing }, () => {
     assert.ok(Number(await page.locator('#compare-split').inputValue()) < 35);
 
     await assertInView('#compare-download', 'the download button in the dialog');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await axe('compare, dark mode');
+    await page.emulateMedia({ colorScheme: 'light' });
     const [download] = await Promise.all([page.waitForEvent('download'), page.click('#compare-download')]);
     assert.deepEqual(await downloadedBytes(download), await apiBytes(jobIds.get('jpeg420exif.jpg')!));
     await shot('04-compare-desktop', true);
@@ -453,6 +460,8 @@ describe('the page as a person uses it', { skip: missing }, () => {
     assert.match(await row('truncated.jpg').locator('.message:not(.location)').innerText(), /cut short|damaged/);
     assert.match(await row('actually-pdf.jpg').locator('.message:not(.location)').innerText(), /does not match its name|not a valid JPG|could not be read/);
     await assertInView('#start', 'the Compress button');
+    assert.equal(await page.locator('#summary').innerText(), '4 not compressed (see below)');
+    await assertInView('#summary', 'the newest message');
     await shot('07-errors-desktop');
     await axe('errors');
     assert.deepEqual(pageErrors, []);

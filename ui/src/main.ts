@@ -96,6 +96,8 @@ function refreshSummary(): void {
     parts.push(`Done: ${files(done.length)}, ${formatBytes(before)} → ${formatBytes(after)} · `, h('span', { class: 'savings', text: percentSaved(before, after) }));
   }
   if (working) parts.push(`${parts.length ? ' · ' : ''}${working} in progress`);
+  const failed = items.filter((i) => i.stage === 'Failed' || i.stage === 'rejected' || i.stage === 'error').length;
+  if (failed) parts.push(`${parts.length ? ' · ' : ''}${failed} not compressed (see below)`);
   if (ready.length) {
     const bytes = ready.reduce((n, i) => n + i.size, 0);
     const cost = h('span', { id: 'estimate' });
