@@ -1,7 +1,8 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { describeProxyTrust, NO_PROXY, parseProxyTrust, type ProxyTrust } from './server/proxy-trust.ts';
 
-/** Every setting of `compressd serve`: a flag `--kebab-name` and its `COMPRESSD_SNAKE_NAME` twin; flags win. */
+/** Every setting of `compressd serve`: a flag `--kebab-name` and its environment twin (`COMPRESSD_` and the name in upper snake case); flags win. */
 export interface ServeConfig {
   port: number;
   host: string;
@@ -15,7 +16,7 @@ export interface ServeConfig {
   dnsOverrides: string;
   webhookRetryDelays: number[];
   rateLimitPerMinute: number;
-  trustProxy: boolean;
+  trustProxy: ProxyTrust;
   maxFileSizeBytes: number;
   site: string;
   minFreeDiskBytes: number;
@@ -26,7 +27,7 @@ export interface ServeConfig {
   leaseSeconds: number;
 }
 
-type Kind = 'int' | 'number' | 'string' | 'bool' | 'numbers';
+type Kind = 'int' | 'number' | 'string' | 'numbers' | 'proxies';
 
 interface Setting {
   key: keyof ServeConfig;
@@ -59,7 +60,7 @@ export const SETTINGS: Setting[] = [
   setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),
   setting('webhookRetryDelays', 'numbers', 'seconds before webhook attempts 1-5', () => [0, 1, 5, 30, 120]),
   setting('rateLimitPerMinute', 'int', 'requests per minute per client IP (0 = off)', () => 3000),
-  setting('trustProxy', 'bool', 'take the client IP from X-Forwarded-For', () => false),
+  setting('trustProxy', 'proxies', 'proxies believed about X-Forwarded-For: a hop count or proxy IPs/CIDRs; alone = 1 hop', () => NO_PROXY),
   setting('maxFileSizeBytes', 'int', 'largest accepted input, upload or URL', () => 1024 * 1024 * 1024),
   setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
   setting('minFreeDiskBytes', 'int', 'refuse new jobs (503) when the data volume has less free space', () => 256 * 1024 * 1024),
@@ -85,10 +86,12 @@ function parseValue(s: Setting, raw: string, source: string): unknown {
       if (!Number.isFinite(n) || n <= 0) throw fail('expected a number > 0');
       return n;
     }
-    case 'bool':
-      if (/^(1|true|yes|on)$/i.test(raw)) return true;
-      if (/^(0|false|no|off|)$/i.test(raw)) return false;
-      throw fail('expected true or false');
+    case 'proxies':
+      try {
+        return parseProxyTrust(raw);
+      } catch {
+        throw fail('expected a hop count, proxy IPs/CIDRs separated by commas, or true/false');
+      }
     case 'numbers': {
       const list = raw.split(',').map((x) => Number(x.trim()));
       if (list.length === 0 || list.some((n) => !Number.isFinite(n) || n < 0)) throw fail('expected comma-separated seconds');
@@ -100,13 +103,13 @@ function parseValue(s: Setting, raw: string, source: string): unknown {
 }
 
 /**
- * Resolves the configuration from flags (already parsed, as strings or booleans), then
+ * Resolves the configuration from flags (already parsed, as strings), then
  * the environment, then a config file's settings (keys as in ServeConfig, e.g.
  * `{"port": 9000, "retentionSeconds": 600}`), then the defaults. Throws ConfigError
  * with one clear line.
  */
 export function resolveConfig(
-  flags: Record<string, string | boolean | undefined>,
+  flags: Record<string, string | undefined>,
   env: NodeJS.ProcessEnv = process.env,
   file: Record<string, unknown> = {},
   fileName = 'config file',
@@ -119,7 +122,7 @@ export function resolveConfig(
     const envValue = env[s.env];
     const fromFile = file[s.key];
     let value: unknown;
-    if (flag !== undefined) value = typeof flag === 'boolean' ? flag : parseValue(s, flag, `--${s.flag}`);
+    if (flag !== undefined) value = parseValue(s, flag, `--${s.flag}`);
     else if (envValue !== undefined && envValue !== '') value = parseValue(s, envValue, s.env);
     else if (fromFile !== undefined && fromFile !== null) value = parseValue(s, Array.isArray(fromFile) ? fromFile.join(',') : String(fromFile), `${fileName}: ${s.key}`);
     else value = s.default(out);
@@ -135,13 +138,65 @@ export function resolveConfig(
   return config;
 }
 
+/**
+ * Variables read outside the settings table, with no flag: by the single executable's launcher
+ * before anything else runs, by the logger, by the S3 client (the AWS SDK's own) and by Node.
+ * `serve --help` lists them; a test checks that every variable the source reads is listed here or in SETTINGS.
+ */
+export const ENVIRONMENT_ONLY: { names: string[]; help: string }[] = [
+  { names: ['COMPRESSD_LOG_LEVEL'], help: 'log level: trace, debug, info, warn, error, fatal or silent (default: info)' },
+  { names: ['COMPRESSD_CACHE_DIR'], help: 'where the single executable unpacks its runtime; must allow exec (default: $XDG_CACHE_HOME/compressd, else ~/.cache/compressd)' },
+  { names: ['NODE_EXTRA_CA_CERTS'], help: 'PEM file of extra certificate authorities trusted for URL input, webhooks and S3 (standard Node)' },
+  { names: ['COMPRESSD_S3_FORCE_PATH_STYLE'], help: 'cluster mode: true for path-style S3 addressing, for servers without virtual-host buckets (default: false)' },
+  { names: ['AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'AWS_REGION', 'AWS_ENDPOINT_URL_S3'], help: "cluster mode: S3 credentials, region and endpoint (the AWS SDK's standard variables)" },
+];
+
+/** What a flag's value looks like in the help, where its kind alone says too little. */
+const ARGUMENT: Partial<Record<keyof ServeConfig, string>> = {
+  host: 'ADDRESS',
+  dataDir: 'DIR',
+  publicUrl: 'URL',
+  urlAllow: 'HOST|CIDR,…',
+  dnsOverrides: 'HOST=IP,…',
+  webhookRetryDelays: 'SECONDS,…',
+  trustProxy: 'HOPS|CIDR,…',
+  maxFileSizeBytes: 'BYTES',
+  minFreeDiskBytes: 'BYTES',
+  site: 'NAME',
+  metricsToken: 'TOKEN',
+  databaseUrl: 'URL',
+  storage: 'URL',
+  nodeId: 'NAME',
+};
+const ARGUMENT_OF_KIND: Record<Kind, string> = { int: 'N', number: 'SECONDS', string: 'VALUE', numbers: 'LIST', proxies: 'HOPS|CIDR,…' };
+
+const HELP_WIDTH = 80;
+const HELP_INDENT = '        ';
+
+/** Words in lines under the help's indent, shorter than 80 columns. */
+function helpText(text: string): string {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && HELP_INDENT.length + line.length + 1 + word.length >= HELP_WIDTH) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return [...lines, line].map((l) => HELP_INDENT + l).join('\n');
+}
+
+/** Every setting as `--flag ARG  ENV_TWIN` over its description and default, then the variables with no flag. */
 export function settingsHelp(): string {
   const defaults: Partial<ServeConfig> = {};
-  const lines = SETTINGS.map((s) => {
+  const entries = SETTINGS.map((s) => {
     const d = s.default(defaults);
     (defaults as Record<string, unknown>)[s.key] = d;
-    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : Array.isArray(d) ? d.join(',') : String(d);
-    return `  --${s.flag.padEnd(22)} ${s.env.padEnd(34)} ${s.help} (default: ${shown || 'empty'})`;
+    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : s.key === 'trustProxy' ? describeProxyTrust(d as ProxyTrust) : Array.isArray(d) ? d.join(',') : String(d);
+    const flag = `--${s.flag} ${ARGUMENT[s.key] ?? ARGUMENT_OF_KIND[s.kind]}`.trimEnd();
+    return `  ${flag.padEnd(32)} ${s.env}\n${helpText(`${s.help} (default: ${shown || 'empty'})`)}`;
   });
-  return [...lines, `  --${'config'.padEnd(22)} ${''.padEnd(34)} JSON file with any of these settings (camelCase keys); flags and environment win`].join('\n');
+  entries.push(`  --config FILE\n${helpText('JSON file with any of these settings (camelCase keys); flags and environment win')}`);
+  const environment = ENVIRONMENT_ONLY.map((v) => `${v.names.map((n) => `  ${n}`).join('\n')}\n${helpText(v.help)}`);
+  return `${entries.join('\n')}\n\nEnvironment only (no flag):\n${environment.join('\n')}`;
 }

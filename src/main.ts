@@ -12,20 +12,23 @@ import { fatalErrorHandler } from './ops/fatal.ts';
 import { startService } from './service.ts';
 import packageJson from '../package.json' with { type: 'json' };
 
+/** The whole help; every line under 80 columns (test/cli-help.test.ts holds it to that). */
 const USAGE = `compressd — self-hosted file compression service
 
 Usage:
   compressd serve [flags]
   compressd --version
   ${COMPRESS_USAGE}
-  compressd keys create --account NAME [--credits N] [--allow-ip LIST] [--guest] [--data-dir D | --database-url URL]
+  compressd keys create --account NAME [--credits N] [--allow-ip LIST]
+      [--guest] [--data-dir D | --database-url URL]
   compressd keys list [--data-dir D | --database-url URL]
   compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
-  compressd credits add --account NAME --amount N [--data-dir D | --database-url URL]
+  compressd credits add --account NAME --amount N
+      [--data-dir D | --database-url URL]
   compressd migrate --database-url URL
 
-  --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts, keys and credits
-  live in that PostgreSQL database, shared by every node.
+  --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts,
+  keys and credits live in that PostgreSQL database, shared by every node.
 
 Flags of serve (each has an environment twin; flags win):
 ${settingsHelp()}
@@ -56,10 +59,12 @@ function readConfigFile(path: string | undefined): Record<string, unknown> {
 }
 
 async function serveCommand(args: string[]): Promise<void> {
-  const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: s.kind === 'bool' ? ('boolean' as const) : ('string' as const) }]));
+  const options = Object.fromEntries(SETTINGS.map((s) => [s.flag, { type: 'string' as const }]));
   let parsed;
   try {
-    parsed = parseArgs({ args, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
+    // `--trust-proxy` without a value, its spelling when it was a switch, still means one hop.
+    const argv = args.map((a, i) => (a === '--trust-proxy' && !/^[^-]/.test(args[i + 1] ?? '') ? '--trust-proxy=1' : a));
+    parsed = parseArgs({ args: argv, options: { ...options, config: { type: 'string' }, help: { type: 'boolean', short: 'h' } }, strict: true });
   } catch (err) {
     throw new ConfigError((err as Error).message);
   }
@@ -68,13 +73,14 @@ async function serveCommand(args: string[]): Promise<void> {
     console.log(USAGE);
     return;
   }
-  const config = resolveConfig(values as Record<string, string | boolean | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
+  const config = resolveConfig(values as Record<string, string | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
   const log = createLogger();
-  const service = await startService(config, log);
-  if (service.firstKey) {
+  // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
+  process.umask(0o077);
+  const service = await startService(config, log, {}, (key) => {
     console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
-    console.log(`API key: ${service.firstKey}`);
-  }
+    console.log(`API key: ${key}`);
+  });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -17,8 +17,11 @@ export interface NodeBackend {
   accounts: Authenticator;
   spool: Spool;
   tokens: DownloadTokens;
-  /** The API key of the `default` account when this start created it (first start). */
-  firstKey: string | null;
+  /**
+   * On the first start (no accounts at all) creates the `default` account and returns its key;
+   * else null. Called once the port is bound, so a start that fails writes no key nobody saw.
+   */
+  firstStart(): Promise<string | null>;
   nodeId: string;
   leaseMs: number;
   /** How often the node looks for work queued by other nodes and for leases of dead ones; absent: one node. */
@@ -37,7 +40,6 @@ async function firstStart(accounts: AccountRegistry | PgAccountRegistry): Promis
 /** One node on its data dir (the default): journals and the spool, nothing shared. */
 async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBackend> {
   const accounts = new AccountRegistry(config.dataDir);
-  const firstKey = await firstStart(accounts);
   accounts.watch();
   const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend') });
   return {
@@ -45,7 +47,7 @@ async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBack
     accounts,
     spool: new LocalSpool(backend.blobs.root),
     tokens: await DownloadTokens.open(config.dataDir),
-    firstKey,
+    firstStart: () => firstStart(accounts),
     // The files backend's leases only matter across this node's own restarts.
     nodeId: 'local',
     leaseMs: 30_000,
@@ -67,7 +69,7 @@ async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
     accounts,
     spool: new ScratchSpool(join(config.dataDir, 'spool')),
     tokens: await DownloadTokens.shared((fresh) => sharedSecret(backend.pool, 'download-token', fresh)),
-    firstKey: await firstStart(accounts),
+    firstStart: () => firstStart(accounts),
     nodeId: config.nodeId,
     leaseMs,
     // Often enough that a job queued on another node starts within half a second, and a dead node's

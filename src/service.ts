@@ -1,5 +1,5 @@
 import type { ServerType } from '@hono/node-server';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { defaultPlan } from './accounts/plan.ts';
@@ -35,12 +35,20 @@ export interface RunningService {
  * The composition root: builds every component from its part of the configuration,
  * recovers the data dir's state, and starts listening.
  */
-export async function startService(config: ServeConfig, log: Logger, extra: Partial<FetchConfig> = {}): Promise<RunningService> {
+export async function startService(
+  config: ServeConfig,
+  log: Logger,
+  extra: Partial<FetchConfig> = {},
+  /** Shows the first start's key; called before any request is answered. */
+  announceFirstKey: (key: string) => void = () => {},
+): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  // Users' files live below it: private even when the directory existed before (a volume made 0755).
+  chmodSync(config.dataDir, 0o700);
   const releaseLock = acquireServerLock(join(config.dataDir, 'server.lock'));
 
   const node = await openNodeBackend(config, log);
-  const { backend, accounts, spool, tokens, firstKey } = node;
+  const { backend, accounts, spool, tokens } = node;
 
   const plan = defaultPlan(config.maxFileSizeBytes);
   const planOf = () => plan;
@@ -128,11 +136,24 @@ export async function startService(config: ServeConfig, log: Logger, extra: Part
     metricsToken: config.metricsToken,
     poolReady: () => !closed,
   });
-  const server = createHttpServer(app.fetch, { bodyIdleMs: config.bodyIdleSeconds * 1000 });
+  // Requests wait for the end of start-up, so whoever sees the server answer can already read the first key.
+  let open = () => {};
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  const server = createHttpServer(
+    async (...args: Parameters<typeof app.fetch>) => {
+      await opened;
+      return app.fetch(...args);
+    },
+    { bodyIdleMs: config.bodyIdleSeconds * 1000 },
+  );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
   });
+  // Only now, with the port bound, can nothing stop the start any more: the first key is made and shown.
+  const firstKey = await node.firstStart();
+  if (firstKey) announceFirstKey(firstKey);
+  open();
   // Large uploads may take long: a stalled one is ended by the body idle watch instead.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();

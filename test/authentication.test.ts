@@ -1,6 +1,7 @@
 // Spec: "Authentication", "Versioning", "Errors" (envelope, unknown routes, rate limit), and the CLI's key management.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
@@ -111,6 +112,43 @@ describe('error envelope', () => {
     const body = await json(res);
     assert.equal(body.error, 'route.not_found');
     assert.equal(typeof body.detail, 'string');
+  });
+
+  /** Any method, TRACE included (fetch refuses to send it). */
+  const send = (method: string, path: string) =>
+    new Promise<{ status: number; allow: string | undefined; body: Record<string, unknown> }>((resolve, reject) => {
+      const req = request(s.url + path, { method, headers: { 'x-service-api-key': s.key } }, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode!, allow: res.headers.allow, body: text ? JSON.parse(text) : {} }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  const wrongMethods: [method: string, path: string, allow: string][] = [
+    ['TRACE', '/compress/compressors', 'GET, HEAD'],
+    ['PUT', '/compress', 'GET, HEAD, POST'],
+    ['DELETE', '/compress/schema', 'GET, HEAD'],
+    ['PATCH', '/compress/job/1b4e28ba-2fa1-11d2-883f-0016d3cca427', 'DELETE, GET, HEAD'],
+    ['GET', '/compress/jpg', 'POST'],
+    ['OPTIONS', '/compress/job/x/cancel', 'POST'],
+    ['POST', '/compress/compressors/v1', 'GET, HEAD'],
+    ['DELETE', '/healthz', 'GET, HEAD'],
+  ];
+  for (const [method, path, allow] of wrongMethods) {
+    it(`answers ${method} ${path} with 405 route.method_not_allowed and Allow: ${allow}`, async () => {
+      const res = await send(method, path);
+      assert.equal(res.status, 405);
+      assert.equal(res.allow, allow);
+      assert.equal(res.body.error, 'route.method_not_allowed');
+      assert.equal(typeof res.body.detail, 'string');
+    });
+  }
+  it('keeps 404 route.not_found for a path no method has', async () => {
+    const res = await send('PUT', '/compress/nothing/here/at/all');
+    assert.equal(res.status, 404);
+    assert.equal(res.allow, undefined);
+    assert.equal(res.body.error, 'route.not_found');
   });
 
   it('refuses cross-origin browser calls', async () => {

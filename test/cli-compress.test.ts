@@ -29,8 +29,8 @@ interface Result {
   stderr: string;
 }
 
-async function cli(args: string[], cwd: string, tty = false): Promise<Result> {
-  const stdout = new Capture();
+async function cli(args: string[], cwd: string, tty = false, columns = 100): Promise<Result> {
+  const stdout = new Capture(false, columns);
   const stderr = new Capture(tty);
   const code = await compressCommand(args.includes('--jobs') ? args : [...args, '--jobs', '2'], { stdout, stderr, cwd });
   return { code, stdout: stdout.text, stderr: stderr.text };
@@ -49,7 +49,7 @@ function fixture(files: Record<string, string>): string {
 const snapshot = (dir: string, names: string[]) => Object.fromEntries(names.map((n) => [n, readFileSync(join(dir, n)).toString('base64')]));
 
 describe('compressd compress', () => {
-  test('a directory keeps its layout under --out; a summary table; inputs untouched', async () => {
+  test('a directory keeps its layout under --out; one line per file, a skipped one with its reason, a total; inputs untouched', async () => {
     const dir = fixture({ 'photos/a.jpg': 'jpg/baiona_cmyk.jpg', 'photos/art/b.png': 'png/density_plot.png', 'photos/notes.txt': 'MANIFEST.tsv' });
     const before = snapshot(dir, ['photos/a.jpg', 'photos/art/b.png']);
     const r = await cli(['photos', '--out', 'small'], dir);
@@ -59,9 +59,10 @@ describe('compressd compress', () => {
       assert.ok(readFileSync(join(dir, output)).length < readFileSync(join(dir, input)).length, output);
     }
     assert.ok(!existsSync(join(dir, 'small/notes.txt')), 'a directory walk keeps supported formats only');
-    assert.match(r.stdout, /^ok {3}photos\/a\.jpg → small\/a\.jpg/m);
-    assert.match(r.stdout, /^File +In +Out +Saved +Result$/m);
-    assert.match(r.stdout, /^Total: 2 compressed, 0 failed .* ok$/m);
+    assert.match(r.stdout, /^ok {4}photos\/a\.jpg +\d[\d.]* KiB → +\d[\d.]* KiB +\d[\d.]*%$/m);
+    assert.match(r.stdout, /^skip {2}photos\/notes\.txt: no compressor takes \.txt files$/m);
+    assert.match(r.stdout, /^total 2 compressed, 0 failed, 1 skipped; .* \(saved [\d.]+%\); outputs in small$/m);
+    for (const name of ['a.jpg', 'b.png', 'notes.txt']) assert.equal(r.stdout.split('\n').filter((l) => l.includes(name)).length, 1, `${name} is reported once`);
     assert.deepEqual(readdirSync(join(dir, 'small')).filter((n) => n.startsWith('.')), [], 'no work directory left behind');
   });
 
@@ -70,7 +71,7 @@ describe('compressd compress', () => {
     const before = snapshot(dir, ['a.png', 'b.gif']);
     const r = await cli(['a.png', 'b.gif', '--out', '.'], dir);
     assert.equal(r.code, 1);
-    assert.match(r.stdout, /^FAIL a\.png: cli\.would_overwrite: a\.png is an input; use --in-place/m);
+    assert.match(r.stdout, /^FAIL {2}a\.png: cli\.would_overwrite: a\.png is an input; use --in-place/m);
     assert.deepEqual(snapshot(dir, ['a.png', 'b.gif']), before);
     const ok = await cli(['*.png'], dir);
     assert.equal(ok.code, 0, ok.stdout);
@@ -95,12 +96,12 @@ describe('compressd compress', () => {
     const dir = fixture({ 'good.gif': 'gif/file-type-fixture.gif', 'empty.jpg': 'bad/empty.jpg', 'pdf-in-disguise.jpg': 'bad/actually-pdf.jpg', 'notes.txt': 'MANIFEST.tsv' });
     const r = await cli(['good.gif', 'empty.jpg', 'pdf-in-disguise.jpg', 'notes.txt', 'missing.png'], dir);
     assert.equal(r.code, 1);
-    assert.match(r.stdout, /^ok {3}good\.gif → compressed\/good\.gif/m);
-    assert.match(r.stdout, /^FAIL empty\.jpg: /m);
-    assert.match(r.stdout, /^FAIL pdf-in-disguise\.jpg: /m);
-    assert.match(r.stdout, /^FAIL notes\.txt: compress\.unsupported_format: /m);
-    assert.match(r.stdout, /^FAIL missing\.png: cli\.no_input: /m);
-    assert.match(r.stdout, /^Total: 1 compressed, 4 failed .* FAILED$/m);
+    assert.match(r.stdout, /^ok {4}good\.gif /m);
+    assert.match(r.stdout, /^FAIL {2}empty\.jpg: /m);
+    assert.match(r.stdout, /^FAIL {2}pdf-in-disguise\.jpg: /m);
+    assert.match(r.stdout, /^FAIL {2}notes\.txt: compress\.unsupported_format: /m);
+    assert.match(r.stdout, /^FAIL {2}missing\.png: cli\.no_input: /m);
+    assert.match(r.stdout, /^total 1 compressed, 4 failed, 0 skipped; /m);
   });
 
   test('--options: validated against the catalog, applied to the compressors that have them', async () => {
@@ -123,7 +124,28 @@ describe('compressd compress', () => {
     assert.equal(r.code, 0);
     assert.match(r.stderr, /a\.jpg +\[[█░]{20}\] +\d+% \w+/);
     assert.match(r.stderr, /\x1b\[\d+F\x1b\[J/);
-    assert.match(r.stdout, /^ok {3}a\.jpg/m);
+    assert.match(r.stdout, /^ok {4}a\.jpg/m);
+  });
+
+  test('lines fit the terminal (80 columns by default, or stdout\'s columns): long names are cut in the middle, reasons wrap between words', async () => {
+    const deep = 'a folder with a rather long name/and another one inside it, also long';
+    const dir = fixture({ [`${deep}/the photograph of the harbour at dusk.jpg`]: 'jpg/baiona_cmyk.jpg', [`${deep}/an empty file that fails.jpg`]: 'bad/empty.jpg', [`${deep}/README of the folder.md`]: 'MANIFEST.tsv' });
+    for (const columns of [80, 50]) {
+      const r = await cli([deep.split('/')[0]!, '--out', `out-${columns}`], dir, false, columns);
+      assert.equal(r.code, 1);
+      const lines = r.stdout.trimEnd().split('\n');
+      for (const line of lines) assert.ok([...line].length < columns, `${[...line].length} columns at ${columns}: ${line}`);
+      assert.match(r.stdout, columns === 80 ? /^ok {4}a folder.*….*harbour at dusk\.jpg +\d/m : /^ok {4}a .*….*\.jpg +\d/m, 'the name keeps its start and its end');
+      // An entry is its first line and the indented lines under it, read back as one line.
+      const entry = (status: string) => {
+        const from = lines.findIndex((l) => l.startsWith(status));
+        const rest = lines.slice(from + 1);
+        const end = rest.findIndex((l) => !l.startsWith(' '));
+        return [lines[from], ...rest.slice(0, end < 0 ? rest.length : end)].map((l) => l?.trim()).join(' ');
+      };
+      assert.match(entry('skip'), /^skip .*….*\.md: no compressor takes \.md files$/);
+      assert.match(entry('FAIL'), /^FAIL .*….*fails\.jpg: image\.empty: The file is empty\.$/, 'the reason, unwrapped, reads whole');
+    }
   });
 
   test('usage errors exit 2', async () => {

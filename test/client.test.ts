@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { copyFileSync, createReadStream, mkdirSync, mkdtempSync, openAsBlob, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { copyFileSync, createReadStream, existsSync, mkdirSync, mkdtempSync, openAsBlob, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -34,6 +35,12 @@ after(async () => {
   await s.stop();
   rmSync(work, { recursive: true, force: true });
 });
+
+async function run(command: string, args: string[], cwd: string, env: Record<string, string> = {}): Promise<void> {
+  await promisify(execFile)(command, args, { cwd, env: { ...process.env, ...env } }).catch((err: Error & { stdout?: string; stderr?: string }) => {
+    throw new Error(`${command} ${args.join(' ')}: ${err.message}\n${err.stdout ?? ''}${err.stderr ?? ''}`);
+  });
+}
 
 async function rejection(p: Promise<unknown>): Promise<CompressdError> {
   const err = await p.then(
@@ -126,7 +133,8 @@ describe('compress, wait, download', () => {
     const err = await rejection(job.wait());
     assert.ok(err instanceof JobFailedError);
     assert.match(err.code, /^[a-z_]+(\.[a-z_{}]+)+$/);
-    assert.equal((err.job as { status: string }).status, 'Failed');
+    assert.equal(err.job.status, 'Failed');
+    assert.equal(err.job.error?.code, err.code);
   });
 });
 
@@ -155,6 +163,9 @@ describe('errors are values with the spec\'s code', () => {
     ['URL input to a private address (JSON body)', () => client.compress('https://127.0.0.1/photo.jpg', { sourceFormat: 'jpg' }), 'url_fetch.private_ip', 400],
     ['bytes without a file name', () => client.compress(new Uint8Array([1])), 'client.invalid_input', null],
     ['an unreachable server', () => new CompressdClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'k', retry: { retries: 1, baseDelayMs: 10 } }).entitlements(), 'client.network', null],
+    ['a local file that does not exist', () => client.compress(join(work, 'no-such-photo.jpg')), 'client.invalid_input', null],
+    ['a directory given as a file', () => client.compress(work), 'client.invalid_input', null],
+    ['no API key at all', async () => new CompressdClient({ baseUrl: s.url, apiKey: '' }), 'client.invalid_input', null],
   ];
   for (const [name, call, code, status] of cases) {
     test(name, async () => {
@@ -165,7 +176,126 @@ describe('errors are values with the spec\'s code', () => {
   }
 });
 
+describe('what an error tells', () => {
+  test('a missing local file: the error names the path', async () => {
+    const path = join(work, 'no-such-photo.jpg');
+    const err = await rejection(client.compress(path));
+    assert.ok(err.detail?.includes(path), err.message);
+  });
+
+  test('an error answer carries the server\'s X-Request-Id', async () => {
+    const ids: (string | null)[] = [];
+    const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      ids.push(res.headers.get('x-request-id'));
+      return res;
+    } });
+    const err = await rejection(c.job('j_unknown').status());
+    assert.equal(err.code, 'jobs.not_found');
+    assert.ok(err.requestId, 'the error has a request id');
+    assert.deepEqual(ids, [err.requestId]);
+  });
+});
+
+describe('timeouts', () => {
+  test('a server down (a closed loopback port) fails fast: one retry of the refused connection, not the whole back-off', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port } = probe.address() as AddressInfo;
+        probe.close(() => resolve(port));
+      });
+    });
+    let attempts = 0;
+    const c = new CompressdClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: 'k', fetch: (input, init) => (attempts++, fetch(input, init)) });
+    const started = Date.now();
+    const err = await rejection(c.compress(JPG));
+    assert.equal(err.code, 'client.network');
+    assert.match(err.detail ?? '', /ECONNREFUSED/);
+    assert.equal(attempts, 2);
+    assert.ok(Date.now() - started < 10_000, `failed after ${Date.now() - started} ms, not after the minute of back-off`);
+  });
+
+  test('a server that accepts and never answers: client.timeout after the per-request timeout, not retried', async () => {
+    const sockets: Socket[] = [];
+    let requests = 0;
+    const silent = createServer((socket) => {
+      sockets.push(socket);
+      socket.once('data', (head) => void (/^[A-Z]+ \//.test(head.toString('latin1')) && requests++));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const c = new CompressdClient({ baseUrl: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, apiKey: 'k', timeoutMs: 300 });
+      for (const call of [() => c.entitlements(), () => c.compress(JPG)]) {
+        const before = requests;
+        const err = await rejection(call());
+        assert.equal(err.code, 'client.timeout');
+        assert.match(err.detail ?? '', /no progress for 300 ms/);
+        assert.equal(requests - before, 1, 'a timed-out attempt is not repeated');
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+
+  test('wait() gives up after the client\'s waitTimeoutMs when the call sets none', async () => {
+    const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, waitTimeoutMs: 300 });
+    const busy = await c.compress(PDF);
+    const queued = await c.compress(PDF);
+    try {
+      const err = await rejection(queued.wait({ intervalMs: 100 }));
+      assert.equal(err.code, 'client.timeout');
+      assert.match(err.detail ?? '', /after 300 ms/);
+    } finally {
+      await queued.cancel().catch(() => undefined);
+      await busy.cancel().catch(() => undefined);
+    }
+  });
+});
+
 describe('retries', () => {
+  test('every submission sends an Idempotency-Key: a fresh UUID per compress(), the same on each of its retries', async () => {
+    const full = await startTestServer({ minFreeDiskBytes: String(Number.MAX_SAFE_INTEGER) });
+    try {
+      const keys: (string | null)[] = [];
+      const c = new CompressdClient({ baseUrl: full.url, apiKey: full.key, retry: { retries: 2, baseDelayMs: 50 }, fetch: (input, init) => {
+        keys.push(new Headers(init?.headers).get('idempotency-key'));
+        return fetch(input, init);
+      } });
+      await rejection(c.compress(JPG));
+      await rejection(c.compress('https://example.com/a.jpg', { sourceFormat: 'jpg' }));
+      await rejection(c.compress(JPG, { idempotencyKey: 'order-42-photo-1' }));
+      assert.equal(keys.length, 9);
+      const [first, second, own] = [keys.slice(0, 3), keys.slice(3, 6), keys.slice(6)];
+      for (const attempts of [first, second]) {
+        assert.match(attempts[0] ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+        assert.deepEqual(attempts, [attempts[0], attempts[0], attempts[0]]);
+      }
+      assert.notEqual(first[0], second[0]);
+      assert.deepEqual(own, ['order-42-photo-1', 'order-42-photo-1', 'order-42-photo-1']);
+    } finally {
+      await full.stop();
+    }
+  });
+
+  test('a lost 202: the retry with the same Idempotency-Key gets the first job back, charged once', async () => {
+    const before = await client.entitlements();
+    const lost: string[] = [];
+    const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, retry: { baseDelayMs: 100 }, fetch: async (input, init) => {
+      const res = await fetch(input, init);
+      if (init?.method === 'POST' && lost.length === 0) {
+        lost.push(((await res.json()) as { id: string }).id);
+        throw new TypeError('fetch failed', { cause: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+      }
+      return res;
+    } });
+    const job = await c.compress(JPG);
+    assert.equal(lost.length, 1, 'the first answer was lost');
+    assert.equal(job.id, lost[0], 'the retry answered with the first job');
+    const done = await job.wait();
+    assert.equal((await client.entitlements()).balance, before.balance - done.metrics.creditCost, 'one charge');
+  });
+
   test('5xx: backs off 1, 2 … s per the spec, then gives up with the server\'s code', async () => {
     const full = await startTestServer({ minFreeDiskBytes: String(Number.MAX_SAFE_INTEGER) });
     try {
@@ -230,6 +360,8 @@ describe('verifyWebhook', () => {
     ['an old timestamp', () => verifyWebhook(body, sign(secret, body, Math.floor(Date.now() / 1000) - 600), secret, 300), 'webhook.timestamp_out_of_tolerance'],
     ['no header', () => verifyWebhook(body, undefined, secret), 'webhook.invalid_signature'],
     ['a malformed header', () => verifyWebhook(body, 't=abc,v1=zz', secret), 'webhook.invalid_signature'],
+    ['the header as Node gives a repeated one (an array)', () => verifyWebhook(body, [sign(secret, body), sign(secret, body)], secret), null],
+    ['an array whose copies disagree on t', () => verifyWebhook(body, [sign(secret, body), sign(secret, body, Math.floor(Date.now() / 1000) - 5)], secret), 'webhook.invalid_signature'],
   ];
   for (const [name, call, code] of cases) {
     test(name, () => {
@@ -242,21 +374,67 @@ describe('verifyWebhook', () => {
   }
 });
 
-describe('README', () => {
-  test('the five-line example runs as written against the built package', async () => {
-    const block = /## TypeScript client[\s\S]*?```js\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1];
-    assert.ok(block, 'README.md has a "TypeScript client" section with a js example');
+describe('the packed package in a strict project', () => {
+  test('npm pack builds the package (prepack); installed into a strict NodeNext project, the README example and a webhook handler compile, and the example runs', async () => {
+    const block = /## TypeScript client[\s\S]*?```ts\n([\s\S]*?)```/.exec(readFileSync(join(ROOT, 'README.md'), 'utf8'))?.[1];
+    assert.ok(block, 'README.md has a "TypeScript client" section with a ts example');
     assert.equal(block.trim().split('\n').length, 5);
     assert.ok(readFileSync(join(CLIENT_DIR, 'README.md'), 'utf8').includes(block), 'the client README shows the same example');
 
-    await promisify(execFile)(join(CLIENT_DIR, 'node_modules/.bin/tsc'), ['-p', CLIENT_DIR]);
-    const app = join(work, 'app');
-    mkdirSync(join(app, 'node_modules'), { recursive: true });
-    symlinkSync(CLIENT_DIR, join(app, 'node_modules/compressd-client'));
+    rmSync(join(CLIENT_DIR, 'dist'), { recursive: true, force: true });
+    const packs = join(work, 'packs');
+    mkdirSync(packs);
+    await run('npm', ['pack', '--pack-destination', packs], CLIENT_DIR);
+    const [tarball] = readdirSync(packs);
+    assert.ok(tarball?.endsWith('.tgz'), 'npm pack made a tarball');
+
+    const app = join(work, 'strict-app');
+    mkdirSync(app);
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'strict-app', private: true, type: 'module' }));
+    await run('npm', ['install', '--offline', '--no-audit', '--no-fund', join(packs, tarball)], app);
+    const installed = join(app, 'node_modules/compressd-client');
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'README.md']) assert.ok(existsSync(join(installed, file)), `the package ships ${file}`);
+    mkdirSync(join(app, 'node_modules/@types'));
+    symlinkSync(join(ROOT, 'node_modules/@types/node'), join(app, 'node_modules/@types/node'));
+
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noUncheckedIndexedAccess: true, types: ['node'], outDir: 'out' }, include: ['*.ts'] }));
+    writeFileSync(join(app, 'example.ts'), block);
+    writeFileSync(
+      join(app, 'webhook.ts'),
+      [
+        "import { createServer } from 'node:http';",
+        "import { CompressdError, JobFailedError, verifyWebhook } from 'compressd-client';",
+        'createServer(async (req, res) => {',
+        '  let body = "";',
+        '  for await (const chunk of req) body += chunk;',
+        "  const event = verifyWebhook(body, req.headers['x-service-signature'], 'whsec-0123456789abcdef');",
+        '  res.end(event.eventId);',
+        '});',
+        'export function describe(err: unknown): string {',
+        '  if (err instanceof JobFailedError) return `${err.job.status} ${err.job.id}: ${err.code}`;',
+        '  return err instanceof CompressdError ? `${err.code} (request ${err.requestId ?? "none"})` : String(err);',
+        '}',
+      ].join('\n'),
+    );
+    await run(process.execPath, [join(CLIENT_DIR, 'node_modules/typescript/bin/tsc'), '-p', app], app);
+
     copyFileSync(PHOTO, join(app, 'photo.jpg'));
-    writeFileSync(join(app, 'example.mjs'), block);
-    await promisify(execFile)(process.execPath, ['example.mjs'], { cwd: app, env: { ...process.env, COMPRESSD_URL: s.url, COMPRESSD_API_KEY: s.key } });
+    await run(process.execPath, ['out/example.js'], app, { COMPRESSD_URL: s.url, COMPRESSD_API_KEY: s.key });
     const out = statSync(join(app, 'photo.min.jpg'));
     assert.ok(out.size > 0 && out.size < statSync(join(app, 'photo.jpg')).size);
+  });
+
+  test('the public types hold no private members and no internal functions', () => {
+    const dist = join(CLIENT_DIR, 'dist');
+    rmSync(dist, { recursive: true, force: true });
+    execFileSync(process.execPath, [join(CLIENT_DIR, 'node_modules/typescript/bin/tsc'), '-p', CLIENT_DIR]);
+    const declarations = readdirSync(dist).filter((f) => f.endsWith('.d.ts') && f !== 'openapi.d.ts');
+    assert.ok(declarations.includes('index.d.ts'));
+    for (const file of declarations) {
+      const text = readFileSync(join(dist, file), 'utf8');
+      for (const leak of [/\bprivate \w/, /@internal/, /\b(request|sleep|send|json|submission|transportOf|blobForm|streamForm)\(/, /\bTransport\b/, /DEFAULT_(RETRY|TIMEOUT)/]) {
+        assert.doesNotMatch(text, leak, `${file} exposes ${leak}`);
+      }
+    }
   });
 });

@@ -11,9 +11,11 @@ import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { PgAccountRegistry } from '../src/accounts/pg-registry.ts';
+import { ApiError } from '../src/errors.ts';
 import type { ClaimLimits, Ending, OwedWebhook } from '../src/jobs/backend.ts';
 import { migrate, openPool, SCHEMA_VERSION } from '../src/jobs/cluster/database.ts';
 import { openClusterBackend, type ClusterBackend } from '../src/jobs/cluster/index.ts';
+import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import { queuedJob, type Job } from '../src/jobs/types.ts';
 import { s3ClientFromEnv, S3BlobStore } from '../src/storage/s3.ts';
 import { backendConformance } from './conformance/backend.ts';
@@ -338,6 +340,32 @@ describe('cluster backend on PostgreSQL', () => {
       await onA;
       await b.exclusive!('retention', async () => void ran.push('B again'));
       assert.deepEqual(ran, ['A', 'B again']);
+    } finally {
+      await close();
+    }
+  });
+
+  test('two nodes racing with one idempotency key: one job, one hold; the losers’ inputs are deleted; another request with the key gets 422', async () => {
+    const { a, b, accounts, close } = await twoNodes();
+    try {
+      await accounts.ensureAccount('retry', 5);
+      const settings = { retentionSeconds: 3600, admission: OPEN, claim: LIMITS, leaseMs: 60_000 };
+      const nodes = [new Lifecycle(a, () => null, { ...settings, nodeId: 'a' }), new Lifecycle(b, () => null, { ...settings, nodeId: 'b' })];
+      const submission = (id: string) => ({ id, account: 'retry', jobType: 'image.jpg-compress', format: 'jpg', fileName: 'photo', options: {}, inputBytes: 3, creditCost: 5, webhook: null });
+      const ids = Array.from({ length: 6 }, () => randomUUID());
+      for (const id of ids) await a.blobs.put(id, 'input', Readable.from([Buffer.from('abc')]));
+      const results = await Promise.all(ids.map((id, i) => nodes[i % 2]!.admit(submission(id), { key: 'retry-1', fingerprint: 'same' })));
+      const winner = results.find((r) => 'status' in r) as Job;
+      assert.ok(winner, 'one admission stored its job');
+      assert.ok(results.every((r) => ('status' in r ? r.id : r.job.id) === winner.id), 'every racer answers with the winner');
+      assert.deepEqual(await a.ledger.summary('retry'), { granted: 5, spent: 0, reserved: 5, available: 0 });
+      assert.deepEqual(await b.jobs.counts('retry'), { queued: 1, running: 0 });
+      assert.deepEqual((await a.blobs.ids()).sort(), [winner.id], 'the losers’ uploads are gone');
+
+      const other = randomUUID();
+      await b.blobs.put(other, 'input', Readable.from([Buffer.from('xyz')]));
+      await assert.rejects(nodes[1]!.admit(submission(other), { key: 'retry-1', fingerprint: 'different' }), (e: unknown) => e instanceof ApiError && e.code === 'request.idempotency_mismatch' && e.status === 422);
+      assert.equal(await b.blobs.size(other, 'input'), null);
     } finally {
       await close();
     }

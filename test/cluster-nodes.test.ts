@@ -107,11 +107,11 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
 
   const api = (node: Node, key: string, path: string, init: RequestInit = {}) =>
     fetch(node.url + path, { ...init, headers: { ...(init.headers as Record<string, string>), 'x-service-api-key': key } });
-  async function submit(node: Node, key: string, file: string, fields: Record<string, string> = {}): Promise<Response> {
+  async function submit(node: Node, key: string, file: string, fields: Record<string, string> = {}, headers: Record<string, string> = {}): Promise<Response> {
     const form = new FormData();
     for (const [k, v] of Object.entries(fields)) form.set(k, v);
     form.set('file', await openAsBlob(file), 'photo.jpg');
-    return api(node, key, '/compress', { method: 'POST', body: form });
+    return api(node, key, '/compress', { method: 'POST', body: form, headers });
   }
   const status = async (node: Node, key: string, id: string) => (await (await api(node, key, `/compress/job/${id}`)).json()) as Record<string, any>;
   async function waitFor(node: Node, key: string, id: string, until: string[], timeoutMs = 120_000): Promise<Record<string, any>> {
@@ -156,6 +156,29 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     const codes = answers.map((r) => r.status).sort();
     assert.deepEqual(codes, [...Array(5).fill(202), ...Array(7).fill(402)]);
     for (const r of answers) await r.body?.cancel();
+  });
+
+  test('one Idempotency-Key sent to both nodes at once: one job, one charge; either node replays it; another request with it gets 422', async () => {
+    const [a, b] = nodes as [Node, Node];
+    const key = await newKey('retrying', 1);
+    const withKey = (node: Node, file = SMALL) => submit(node, key, file, {}, { 'idempotency-key': 'order-17' });
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => withKey(i % 2 ? a : b)));
+    assert.ok(answers.every((r) => r.status === 202 || r.status === 409), answers.map((r) => r.status).join());
+    const ids = new Set(await Promise.all(answers.filter((r) => r.status === 202).map(async (r) => ((await r.json()) as { id: string }).id)));
+    for (const r of answers) if (r.status !== 202) await r.body?.cancel();
+    assert.equal(ids.size, 1, 'every 202 names one job');
+    const [id] = [...ids];
+    for (const node of [a, b]) {
+      const replay = await withKey(node);
+      assert.equal(replay.status, 202);
+      assert.equal(((await replay.json()) as { id: string }).id, id);
+    }
+    const other = await withKey(b, join(CORPUS, 'png/baiona_alpha.png'));
+    assert.equal(other.status, 422);
+    assert.equal(((await other.json()) as { error: string }).error, 'request.idempotency_mismatch');
+    await waitFor(a, key, id!, ENDED);
+    const me = (await (await api(b, key, '/compress/entitlements/me')).json()) as { credits: Record<string, number> };
+    assert.deepEqual(me.credits, { granted: 1, spent: 1, reserved: 0, available: 0 });
   });
 
   test('a node SIGKILLed mid-job: another takes the job over after its lease, charges once, sends one webhook', async () => {

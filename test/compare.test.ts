@@ -7,6 +7,7 @@ import yauzl from 'yauzl';
 import { CompressorPool } from '../src/jobs/pool.ts';
 import { ApiError } from '../src/errors.ts';
 import { Comparer } from '../src/server/routes/compare.ts';
+import { PreviewLimiter } from '../src/server/preview-limit.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 
 const PREVIEW_EDGE = 1200;
@@ -271,5 +272,55 @@ describe('compare errors', () => {
     } finally {
       await pool.close();
     }
+  });
+});
+
+describe('compare under load', () => {
+  it('gives each account two places and all accounts a bounded number, past which the answer is 429 compare.busy', () => {
+    const limiter = new PreviewLimiter({ perAccount: 2, total: 3 });
+    const busy = (account: string, why: RegExp) =>
+      assert.throws(() => limiter.enter(account), (err) => err instanceof ApiError && err.code === 'compare.busy' && err.status === 429 && err.headers['Retry-After'] === '5' && why.test(err.detail ?? ''));
+    const a1 = limiter.enter('a');
+    limiter.enter('a');
+    busy('a', /This account already has 2/);
+    const b1 = limiter.enter('b');
+    busy('c', /as many comparisons as it can/);
+    b1();
+    b1();
+    const c1 = limiter.enter('c');
+    busy('b', /as many comparisons as it can/);
+    a1();
+    c1();
+    limiter.enter('a');
+    limiter.enter('b');
+  });
+
+  it('answers one account\'s flood of comparisons with 429 compare.busy, and another account\'s with its previews', { timeout: 180_000 }, async () => {
+    const big = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
+    const neighbourKey = s.newKey('compare-neighbour');
+    const [mine, theirs] = await Promise.all([
+      finishedJob(s, 'jpg/phone-IMG_20180725_163423.jpg'),
+      (async () => {
+        const accepted = await json(await s.api('/compress', { method: 'POST', body: await fileForm(big), key: neighbourKey }));
+        return waitForJob(s, accepted.id, undefined, 60_000, neighbourKey);
+      })(),
+    ]);
+    assert.equal(mine.status, 'Succeeded');
+    assert.equal(theirs.status, 'Succeeded');
+    const flood = Array.from({ length: 6 }, () => s.api(`/compress/job/${mine.id}/compare`));
+    const neighbour = await s.api(`/compress/job/${theirs.id}/compare`, { key: neighbourKey });
+    const answers = await Promise.all(flood);
+    const statuses = answers.map((r) => r.status);
+    assert.ok(statuses.every((st) => st === 200 || st === 429), String(statuses));
+    assert.ok(statuses.includes(200) && statuses.includes(429), String(statuses));
+    for (const res of answers) {
+      const body = await json(res);
+      if (res.status === 429) {
+        assert.equal(body.error, 'compare.busy');
+        assert.equal(res.headers.get('retry-after'), '5');
+      }
+    }
+    assert.equal(neighbour.status, 200);
+    await neighbour.arrayBuffer();
   });
 });

@@ -1,4 +1,4 @@
-// README "Crash safety": an error that escapes every handler is logged with its request id and
+// docs/operating.md "Crash safety": an error that escapes every handler is logged with its request id and
 // stack; the server stops accepting, drains within the grace period and exits 1 for its
 // supervisor; the job journal's recovery finishes the work on the next start.
 import assert from 'node:assert/strict';

@@ -93,7 +93,7 @@ describe('OpenAPI', () => {
 describe('configuration', () => {
   it('lists every setting with its environment twin and default in serve --help', async () => {
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--help']);
-    for (const setting of SETTINGS) assert.match(stdout, new RegExp(`--${setting.flag}\\s+${setting.env}\\s+.*\\(default: `));
+    for (const setting of SETTINGS) assert.match(stdout, new RegExp(`--${setting.flag}(?: \\S+)? +${setting.env}\\n(?: {8}.*\\n)*? {8}.*\\(default:`));
   });
 
   it('takes a config file below flags and environment', async () => {
@@ -108,6 +108,8 @@ describe('configuration', () => {
     [['--port', 'abc'], {}, /--port: expected a whole number/],
     [[], { COMPRESSD_WEBHOOK_RETRY_DELAYS: '1,x' }, /COMPRESSD_WEBHOOK_RETRY_DELAYS: expected comma-separated seconds/],
     [['--no-such-flag'], {}, /Unknown option '--no-such-flag'/],
+    [['--trust-proxy', 'maybe'], {}, /--trust-proxy: expected a hop count, proxy IPs\/CIDRs separated by commas, or true\/false, got "maybe"/],
+    [[], { COMPRESSD_TRUST_PROXY: '10.0.0.0/99' }, /COMPRESSD_TRUST_PROXY: expected a hop count/],
   ];
   for (const [args, env, message] of invalid) {
     it(`stops start-up with one clear line for ${[...args, ...Object.keys(env)].join(' ')}`, async () => {

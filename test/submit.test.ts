@@ -1,6 +1,6 @@
 // Spec: "Submit a job" — every error of a submission, credits, and that refused uploads leave nothing behind.
 import assert from 'node:assert/strict';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, statfs, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -234,5 +234,143 @@ describe('accepted submission', () => {
     const body = await json(res);
     assert.equal(body.fileName, 'evil');
     assert.deepEqual(await readdir(join(s.dataDir, 'spool', body.id)).then((f) => f.includes('input')), true);
+  });
+});
+
+describe('UTF-8 file names', () => {
+  /** A multipart body written by hand, so the Content-Disposition parameter is exactly `disposition`. */
+  const rawForm = async (disposition: string) => {
+    const boundary = 'utf8names';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; ${disposition}\r\nContent-Type: image/jpeg\r\n\r\n`, 'utf8'),
+      await readFile(JPG),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    return { method: 'POST', headers: { 'content-type': `multipart/form-data; boundary=${boundary}` }, body };
+  };
+  const cases: [string, () => Promise<RequestInit>][] = [
+    ['raw UTF-8 filename (what browsers and fetch send)', async () => ({ method: 'POST', body: await fileForm(JPG, {}, 'ünï café.jpg') })],
+    ['RFC 5987 filename*', () => rawForm(`filename*=UTF-8''%C3%BCn%C3%AF%20caf%C3%A9.jpg`)],
+  ];
+  for (const [name, build] of cases) {
+    it(`keeps ${name} in the job and the download's Content-Disposition`, async () => {
+      const res = await s.api('/compress', await build());
+      assert.equal(res.status, 202);
+      const accepted = await json(res);
+      assert.equal(accepted.fileName, 'ünï café');
+      assert.equal((await waitForJob(s, accepted.id)).status, 'Succeeded');
+      const download = await s.api(`/compress/job/${accepted.id}/download`);
+      await download.arrayBuffer();
+      const disposition = download.headers.get('content-disposition') ?? '';
+      assert.match(disposition, /filename\*=UTF-8''%C3%BCn%C3%AF%20caf%C3%A9\.jpg/, disposition);
+    });
+  }
+});
+
+describe('before the body', () => {
+  /**
+   * Opens an upload declaring `length` bytes and sends its headers and, with `start`, the file part's
+   * head and a first kilobyte; the body is never finished.
+   */
+  const openUpload = (server: TestServer, key: string, length: number, start = false) => {
+    const boundary = 'early';
+    const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+    socket.on('error', () => {});
+    let raw = '';
+    socket.on('data', (d) => (raw += d));
+    /** The whole answer, once it has arrived. */
+    const reply = async () => {
+      for (let i = 0; i < 200; i++) {
+        const end = raw.indexOf('\r\n\r\n');
+        if (end >= 0) {
+          const headers = raw.slice(0, end);
+          const bodyLength = Number(/content-length: (\d+)/i.exec(headers)?.[1] ?? 0);
+          if (raw.length - end - 4 >= bodyLength) return { status: Number(headers.split(' ')[1]), headers, body: JSON.parse(raw.slice(end + 4, end + 4 + bodyLength)) as Record<string, unknown> };
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error('no answer within 20 s: the server waits for the body');
+    };
+    socket.write(`POST /compress HTTP/1.1\r\nHost: x\r\nX-Service-Api-Key: ${key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${length}\r\n\r\n`);
+    if (start) socket.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n${'x'.repeat(1024)}`);
+    return { reply, close: () => socket.destroy() };
+  };
+  const spooled = async (server: TestServer) => (await readdir(join(server.dataDir, 'spool')).catch(() => [])).length;
+  const until = async (what: string, probe: () => Promise<boolean>) => {
+    for (let i = 0; i < 600; i++) {
+      if (await probe()) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`${what}: not within 60 s`);
+  };
+
+  it('answers 402 to an account that cannot pay before a byte of the body is sent', async () => {
+    const key = s.newKey('penniless', { credits: 0 });
+    const before = await spooled(s);
+    const upload = openUpload(s, key, 30 * 1024 * 1024);
+    try {
+      const { status, body } = await upload.reply();
+      assert.equal(status, 402);
+      assert.equal(body.error, 'entitlements.insufficient_credits');
+      assert.deepEqual([body.required, body.available], [1, 0]);
+      assert.equal(await spooled(s), before);
+    } finally {
+      upload.close();
+    }
+  });
+
+  it('counts uploads in progress as open jobs: the 19th is refused with 429 before its body, and places come back when they are abandoned', { timeout: 120_000 }, async () => {
+    const busy = await startTestServer({ workers: '1' });
+    const uploads: ReturnType<typeof openUpload>[] = [];
+    try {
+      const key = busy.newKey('eager', { credits: 100 });
+      for (let i = 0; i < 18; i++) uploads.push(openUpload(busy, key, 10 * 1024 * 1024, true));
+      await until('18 uploads streaming to the spool', async () => (await spooled(busy)) === 18);
+      const extra = openUpload(busy, key, 10 * 1024 * 1024);
+      const { status, headers, body } = await extra.reply();
+      extra.close();
+      assert.equal(status, 429);
+      assert.equal(body.error, 'queue.limit_exceeded');
+      assert.match(headers, /retry-after: \d+/i);
+      assert.equal(await spooled(busy), 18);
+      assert.equal((await busy.api('/compress', { method: 'POST', body: await fileForm(JPG) })).status, 202, 'another account is not held up');
+
+      for (const upload of uploads) upload.close();
+      await until('abandoned uploads cleaned up', async () => (await spooled(busy)) === 1);
+      assert.equal((await busy.api('/compress', { method: 'POST', body: await fileForm(JPG), key })).status, 202);
+    } finally {
+      for (const upload of uploads) upload.close();
+      await busy.stop();
+    }
+  });
+
+  it('reserves the declared length against free space less what uploads in progress hold (503), and gives it back', { timeout: 120_000 }, async () => {
+    const GiB = 1024 ** 3;
+    const { bavail, bsize } = await statfs(tmpdir());
+    // Room for 4 GiB of uploads above the threshold, on whatever volume the data dir is.
+    const tight = await startTestServer({ minFreeDiskBytes: String(bavail * bsize - 4 * GiB), maxFileSizeBytes: String(8 * GiB) });
+    const uploads: ReturnType<typeof openUpload>[] = [];
+    try {
+      const first = openUpload(tight, tight.key, 3 * GiB, true);
+      uploads.push(first);
+      await until('the first upload streaming', async () => (await spooled(tight)) === 1);
+      const second = openUpload(tight, tight.key, 3 * GiB);
+      uploads.push(second);
+      const { status, headers, body } = await second.reply();
+      assert.equal(status, 503);
+      assert.equal(body.error, 'server.insufficient_storage');
+      assert.match(headers, /retry-after: \d+/i);
+      assert.equal(await spooled(tight), 1);
+      assert.equal((await tight.api('/compress', { method: 'POST', body: await fileForm(JPG) })).status, 202, 'a small upload still fits');
+
+      first.close();
+      await until('the abandoned upload cleaned up', async () => (await spooled(tight)) === 1);
+      const third = openUpload(tight, tight.key, 3 * GiB, true);
+      uploads.push(third);
+      await until('the third upload streaming once the first let go of its space', async () => (await spooled(tight)) === 2);
+    } finally {
+      for (const upload of uploads) upload.close();
+      await tight.stop();
+    }
   });
 });

@@ -10,7 +10,7 @@ export interface CompressJob {
 
 export interface CompressContext {
   signal: AbortSignal;
-  /** Report progress: percent 0-100 and a phase name (see README: Progress phases). */
+  /** Report progress: percent 0-100 and a phase name (see docs/api.md: Progress phases). */
   progress(percent: number, phase: string): void;
 }
 

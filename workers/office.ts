@@ -13,7 +13,7 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  * `document.office-compress`: DOCX and PPTX with their pictures recompressed (and right-sized to
  * the size they are shown at), their XML re-deflated, and everything else carried over byte for
  * byte. Failures: office.not_ooxml, office.encrypted, office.zip_bomb, office.unsafe_entry_name,
- * office.damaged (see README: Office compressor).
+ * office.damaged (see docs/compressors.md: Office compressor).
  */
 export const compress: Compress = async (job, out, ctx) => {
   const format = normaliseFormat(job.format);

@@ -37,7 +37,7 @@ export interface Comparison {
 const OFFICE = new Set(['docx', 'pptx']);
 
 /**
- * Before/after previews of one job (see README: Compare previews). Images: the decoded input and
+ * Before/after previews of one job (see docs/api.md: Compare previews). Images: the decoded input and
  * the output. PDF: the asked page of each, rendered by PDFium. DOCX/PPTX: the largest embedded
  * picture of the input and the same part of the output. Fails with `compare.unavailable` when
  * there is nothing to show, `compare.invalid_query` for a page the PDF does not have.

@@ -5,7 +5,7 @@
 // luma SSIM at full resolution (workers/image/ssim.ts) against a reference decode of the input.
 // Inputs: the shared corpus plus files made with the properties of issue 19 (test/helpers/made-files.ts).
 // Universal inputs are scored against one reference decode, which every peer also encodes from.
-// Writes bench/results/quality*.png; a run of every kind also rewrites README's "How well it
+// Writes bench/results/quality*.png; a run of every kind also rewrites docs/benchmarks.md's "How well it
 // compresses" table and its charts in docs/bench/.
 import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
@@ -319,8 +319,8 @@ function strongest(m: Measured): Ratio | undefined {
 }
 
 /**
- * BENCH_QUALITY_KINDS=jpg,office runs some kinds (README is then left alone); BENCH_QUALITY_FILES=regex
- * runs only matching inputs; BENCH_QUALITY_JSON=a.json[,b.json] renders the report and README from
+ * BENCH_QUALITY_KINDS=jpg,office runs some kinds (docs/benchmarks.md is then left alone); BENCH_QUALITY_FILES=regex
+ * runs only matching inputs; BENCH_QUALITY_JSON=a.json[,b.json] renders the report and docs/benchmarks.md from
  * saved measurements (a later file's rows replace an earlier one's for the same kind and file).
  */
 export default async function quality(ctx: BenchContext): Promise<string> {
@@ -413,7 +413,7 @@ async function measureImage(kind: string, k: Kind, input: string, dir: string, o
 const pct = (v: number) => `${v.toFixed(1)} %`;
 const fmtRatio = (r: Ratio | undefined) => (r ? `${r.ratio.toFixed(3)}${r.bound === 'beyond' ? ' ≥' : r.bound === 'below' ? ' ≤' : ''}` : '—');
 
-/** The per-kind table README shows. */
+/** The per-kind table docs/benchmarks.md shows. */
 function summaryTable(all: Measured[]): string {
   const rows = [...new Set(all.map((m) => m.kind))].map((kind) => {
     const mine = all.filter((m) => m.kind === kind);
@@ -499,28 +499,28 @@ async function report(all: Measured[], ctx: BenchContext, load: number, skipped:
   ].join('\n');
 }
 
-/** README's "How well it compresses" table and charts (docs/bench/), between its markers. */
+/** docs/benchmarks.md's "How well it compresses" table and charts (docs/bench/), between its markers. */
 async function publish(all: Measured[], ctx: BenchContext, skipped: string[], load: number): Promise<void> {
   const root = new URL('../../', import.meta.url).pathname;
   const docs = join(root, 'docs', 'bench');
   await mkdir(docs, { recursive: true });
   const images = await charts(all, docs, '');
-  const readmePath = join(root, 'README.md');
-  const readme = await readFile(readmePath, 'utf8');
+  const pagePath = join(root, 'docs', 'benchmarks.md');
+  const page = await readFile(pagePath, 'utf8');
   const start = '<!-- bench:quality -->';
   const end = '<!-- /bench:quality -->';
-  const from = readme.indexOf(start);
-  const to = readme.indexOf(end);
+  const from = page.indexOf(start);
+  const to = page.indexOf(end);
   if (from < 0 || to < from) return;
   const body = [
     start,
-    `Measured by \`npm run bench quality\` on ${new Date().toISOString().slice(0, 10)} (${all.length} files: the shared corpus and files made with the properties of issue 19; ${ctx.runs} run(s), load average ${load.toFixed(1)} on ${availableParallelism()} cores at the start; sizes and SSIM do not depend on it, times do).`,
+    `Measured by \`npm run bench quality\` on ${new Date().toISOString().slice(0, 10)} (${all.length} files: the shared corpus and made files; ${ctx.runs} run(s), load average ${load.toFixed(1)} on ${availableParallelism()} cores at the start; sizes and SSIM do not depend on it, times do).`,
     '',
     summaryTable(all),
     '',
     ...(skipped.length ? [skippedNote(skipped), ''] : []),
-    ...images.map((f) => `![${f}](docs/bench/${f})`),
+    ...images.map((f) => `![${f}](bench/${f})`),
     end,
   ].join('\n');
-  await writeFile(readmePath, readme.slice(0, from) + body + readme.slice(to + end.length));
+  await writeFile(pagePath, page.slice(0, from) + body + page.slice(to + end.length));
 }

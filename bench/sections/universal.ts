@@ -145,7 +145,7 @@ export default async function universal(ctx: BenchContext): Promise<string> {
   return [
     '## Universal image compressor (image.universal-compress)',
     '',
-    `Median of ${ctx.runs} runs for ours (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores); SSIM = mean luma SSIM at full resolution against the reference decode (dcraw -w for RAW, heif-convert for HEIC, avifdec for SDR AVIF, ImageMagick for the rest; CMYK converted through its ICC profile). Size rule: a JPG made from another format is kept within the input's bytes down to SSIM 0.95 (see README); rows where ours is larger than the input are at that floor.`,
+    `Median of ${ctx.runs} runs for ours (load average at the start: ${load.toFixed(2)} on ${availableParallelism()} cores); SSIM = mean luma SSIM at full resolution against the reference decode (dcraw -w for RAW, heif-convert for HEIC, avifdec for SDR AVIF, ImageMagick for the rest; CMYK converted through its ICC profile). Size rule: a JPG made from another format is kept within the input's bytes down to SSIM 0.95 (see docs/compressors.md); rows where ours is larger than the input are at that floor.`,
     '',
     markdownTable(['file', 'bytes in', 'ours time', 'ours bytes', 'ours fmt', 'ours SSIM', 'IM q80 bytes', 'IM SSIM', 'vips q80 bytes', 'vips SSIM'], rows),
     '',

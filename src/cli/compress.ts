@@ -8,27 +8,35 @@ import { CompressorPool } from '../jobs/pool.ts';
 import { optionsFor, outputFileName, sameFormat, validateAnyOptions } from '../options.ts';
 import { displayPath, expandInputs, type InputFile } from './inputs.ts';
 import { PlainReporter, type Reporter, TtyReporter } from './progress.ts';
-import { type FileOutcome, outcomeLine, summaryTable } from './summary.ts';
+import { columnsOf, type FileOutcome, outcomeLine, skippedLine, totalLine } from './summary.ts';
 
-export const COMPRESS_USAGE = 'compressd compress FILE|DIR|GLOB… [--out DIR] [--options JSON] [--jobs N] [--in-place]';
+export const COMPRESS_USAGE = 'compressd compress FILE|DIR|GLOB… [--out DIR] [--options JSON]\n      [--jobs N] [--in-place]';
 
 const HELP = `Usage: ${COMPRESS_USAGE}
 
-Compresses files offline with the service's compressors: no server, no account, no credits.
-Directories are walked and globs expanded, keeping the formats some compressor accepts.
+Compresses files offline with the service's compressors: no server, no account,
+no credits. Directories are walked and globs expanded; files of a format no
+compressor takes are listed as skipped (hidden files and folders are ignored).
 
-  --out DIR        where outputs go (default ./compressed); a directory argument's layout is kept
-  --options JSON   compression options, as the API takes them (GET /compress/schema); an option
-                   applies to the files whose compressor has it, e.g. {"resize":{"enabled":true,"preset":"1080p"}}
-  --jobs N         files compressed at once (default: the number of CPUs)
-  --in-place       replace each input by its output; an output of another format (HEIC → JPG)
-                   is written beside its input, which is kept
-An input is never overwritten without --in-place. Exit status: 0 when every file was
-compressed, 1 when any failed, 2 for a usage error.
+  --out DIR       where outputs go (default ./compressed); a directory
+                  argument's layout is kept
+  --options JSON  compression options, as the API takes them
+                  (GET /compress/schema); an option applies to the files whose
+                  compressor has it, e.g.
+                  {"resize":{"enabled":true,"preset":"1080p"}}
+  --jobs N        files compressed at once (default: the number of CPUs)
+  --in-place      replace each input by its output; an output of another
+                  format (HEIC → JPG) is written beside its input, which is
+                  kept
+
+Each file gets one line as it finishes (ok, FAIL with the reason, or skip),
+then a total. An input is never overwritten without --in-place. Exit status:
+0 when every file was compressed, 1 when any failed, 2 for a usage error.
 `;
 
 export interface CompressIo {
-  stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  /** Lines are laid out for its `columns` (80 when it has none: a pipe, a file). */
+  stdout: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
   stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
   cwd: string;
 }
@@ -50,24 +58,30 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
     ({ settings, positionals } = parseCommand(args, io.cwd));
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    io.stderr.write(err.message ? `compressd compress: ${err.message}\n\n${HELP}` : HELP);
-    return err.message ? 2 : 0;
+    if (!err.message) {
+      io.stdout.write(HELP);
+      return 0;
+    }
+    io.stderr.write(`compressd compress: ${err.message}\n\n${HELP}`);
+    return 2;
   }
 
-  const { files, missing } = await expandInputs(positionals, io.cwd);
+  const { files, missing, skipped } = await expandInputs(positionals, io.cwd);
+  const width = columnsOf(io.stdout);
   const outcomes: FileOutcome[] = missing.map((arg) => ({
     label: arg,
     inputBytes: 0,
-    error: { code: 'cli.no_input', detail: 'no such file or directory, or no supported file matches' },
+    error: { code: 'cli.no_input', detail: 'no such file or directory, or no file matches' },
   }));
-  if (!files.length && !missing.length) {
-    io.stderr.write('compressd compress: no file of a supported format found\n');
+  if (!files.length && !missing.length && !skipped.length) {
+    io.stderr.write('compressd compress: no file found\n');
     return 1;
   }
 
   const reporter: Reporter = io.stderr.isTTY ? new TtyReporter(io.stderr, io.stdout) : new PlainReporter(io.stdout);
-  for (const o of outcomes) reporter.finish(-1, outcomeLine(o));
-  const run = new OfflineRun(settings, files, reporter, io.cwd);
+  for (const s of skipped) reporter.finish(-1, skippedLine({ label: displayPath(s.path, io.cwd), reason: s.reason }, width));
+  for (const o of outcomes) reporter.finish(-1, outcomeLine(o, width));
+  const run = new OfflineRun(settings, files, reporter, io.cwd, width);
   const stop = () => run.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
@@ -78,7 +92,7 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
     process.off('SIGTERM', stop);
     reporter.close();
   }
-  io.stdout.write(`\n${summaryTable(outcomes)}\n`);
+  io.stdout.write(`${totalLine(outcomes, skipped.length, settings.outDir && displayPath(settings.outDir, io.cwd), width)}\n`);
   return outcomes.some((o) => o.error) ? 1 : 0;
 }
 
@@ -133,7 +147,7 @@ class OfflineRun {
   private readonly claimed = new Set<string>();
   private next = 0;
 
-  constructor(private readonly settings: RunSettings, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly cwd: string) {
+  constructor(private readonly settings: RunSettings, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly cwd: string, private readonly width: number) {
     this.pool = new CompressorPool(Math.min(settings.jobs, Math.max(1, files.length)));
     this.inputs = new Set(files.map((f) => realpathSync(f.path)));
   }
@@ -148,7 +162,7 @@ class OfflineRun {
       while (this.next < this.files.length) {
         const i = this.next++;
         outcomes[i] = await this.one(i, this.files[i]);
-        this.reporter.finish(i, outcomeLine(outcomes[i]));
+        this.reporter.finish(i, outcomeLine(outcomes[i], this.width));
       }
     };
     try {

@@ -1,3 +1,5 @@
+import { basename } from 'node:path';
+
 /** The outcome of one file of an offline run. */
 export interface FileOutcome {
   label: string;
@@ -7,6 +9,12 @@ export interface FileOutcome {
   output?: string;
   /** Set when it failed: a code and a detail, as the API reports failed jobs. */
   error?: { code: string; detail: string };
+}
+
+/** An input a directory walk or a glob found and left alone, with the reason. */
+export interface Skipped {
+  label: string;
+  reason: string;
 }
 
 export function formatBytes(n: number): string {
@@ -22,32 +30,69 @@ export function savedPercent(input: number, output: number): string {
   return input > 0 ? `${(((input - output) / input) * 100).toFixed(1)}%` : '0.0%';
 }
 
-/** The line a finished file leaves behind (progress line or plain output). */
-export function outcomeLine(o: FileOutcome): string {
-  if (o.error) return `FAIL ${o.label}: ${o.error.code}: ${o.error.detail}`;
-  return `ok   ${o.label} → ${o.output}  ${formatBytes(o.inputBytes)} → ${formatBytes(o.outputBytes!)} (saved ${savedPercent(o.inputBytes, o.outputBytes!)})`;
+/** The terminal width lines are laid out for: the stream's columns, else 80 (a pipe, a file). */
+export function columnsOf(stream: { columns?: number }): number {
+  return Math.max(40, stream.columns || 80);
 }
 
-/** The closing table: one row per file (in, out, saved), then the totals of the compressed ones. */
-export function summaryTable(outcomes: FileOutcome[]): string {
-  const rows: string[][] = [['File', 'In', 'Out', 'Saved', 'Result']];
-  let totalIn = 0;
-  let totalOut = 0;
-  for (const o of outcomes) {
-    if (o.error) {
-      rows.push([o.label, formatBytes(o.inputBytes), '-', '-', `failed: ${o.error.code}`]);
-      continue;
-    }
-    totalIn += o.inputBytes;
-    totalOut += o.outputBytes!;
-    rows.push([o.label, formatBytes(o.inputBytes), formatBytes(o.outputBytes!), savedPercent(o.inputBytes, o.outputBytes!), 'ok']);
+/** `text` in at most `width` columns, cut in the middle: a path keeps its start and its file name. */
+export function fit(text: string, width: number): string {
+  if (text.length <= width) return text;
+  const keep = width - 1;
+  const head = Math.floor(keep / 3);
+  return `${text.slice(0, head)}…${text.slice(text.length - (keep - head))}`;
+}
+
+/** Words in lines of at most `room` columns; a word longer than a line is cut in the middle, never broken. */
+function words(text: string, room: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    const piece = fit(word, room);
+    if (line && line.length + 1 + piece.length > room) {
+      lines.push(line);
+      line = piece;
+    } else line = line ? `${line} ${piece}` : piece;
   }
-  const ok = outcomes.filter((o) => !o.error).length;
-  const failed = outcomes.length - ok;
-  rows.push([`Total: ${ok} compressed, ${failed} failed`, formatBytes(totalIn), formatBytes(totalOut), savedPercent(totalIn, totalOut), failed ? 'FAILED' : 'ok']);
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  const right = new Set([1, 2, 3]);
-  const render = (r: string[]) => r.map((cell, c) => (right.has(c) ? cell.padStart(widths[c]) : cell.padEnd(widths[c]))).join('  ').trimEnd();
-  const rule = widths.map((w) => '-'.repeat(w)).join('  ');
-  return [render(rows[0]), rule, ...rows.slice(1, -1).map(render), rule, render(rows[rows.length - 1])].join('\n');
+  return line ? [...lines, line] : lines;
+}
+
+const STATUS = 6;
+const SIZES = 9;
+
+/** `status` in its column, then `text` wrapped between words under it, every line short of `width`. */
+function hang(status: string, text: string, width: number): string {
+  return words(text, width - 1 - STATUS)
+    .map((line, i) => (i ? ' '.repeat(STATUS) : status.padEnd(STATUS)) + line)
+    .join('\n');
+}
+
+/**
+ * The one line a finished file leaves: status, input (and the output's name when it differs),
+ * sizes and saving in fixed columns, the name cut to fit the width. A failure's reason wraps
+ * between words under an indent.
+ */
+export function outcomeLine(o: FileOutcome, width = 80): string {
+  if (o.error) return hang('FAIL', `${fit(o.label, width - STATUS - 2)}: ${o.error.code}: ${o.error.detail}`, width);
+  const outName = o.output === undefined ? undefined : basename(o.output);
+  const name = outName && outName !== basename(o.label) ? `${o.label} → ${outName}` : o.label;
+  const sizes = `${formatBytes(o.inputBytes).padStart(SIZES)} → ${formatBytes(o.outputBytes ?? 0).padStart(SIZES)}  ${savedPercent(o.inputBytes, o.outputBytes ?? 0).padStart(6)}`;
+  const room = width - 1 - STATUS - sizes.length - 2;
+  return `${'ok'.padEnd(STATUS)}${fit(name, room).padEnd(room)}  ${sizes}`;
+}
+
+export function skippedLine(s: Skipped, width = 80): string {
+  return hang('skip', `${fit(s.label, width - STATUS - 2)}: ${s.reason}`, width);
+}
+
+/** The closing line: counts, the bytes of the compressed files, where the outputs went. */
+export function totalLine(outcomes: FileOutcome[], skipped: number, outDir: string | null, width = 80): string {
+  const done = outcomes.filter((o) => !o.error);
+  const failed = outcomes.length - done.length;
+  const totalIn = done.reduce((n, o) => n + o.inputBytes, 0);
+  const totalOut = done.reduce((n, o) => n + (o.outputBytes ?? 0), 0);
+  let text = `${done.length} compressed, ${failed} failed, ${skipped} skipped`;
+  if (done.length) text += `; ${formatBytes(totalIn)} → ${formatBytes(totalOut)} (saved ${savedPercent(totalIn, totalOut)})`;
+  if (done.length && outDir !== null) text += `; outputs in ${outDir}`;
+  return hang('total', text, width);
 }

@@ -240,7 +240,7 @@ async function streamToFile(body: Readable, path: string, maxBytes: number): Pro
       else done(null, chunk);
     },
   });
-  await pipeline(body, cap, createWriteStream(path));
+  await pipeline(body, cap, createWriteStream(path, { mode: 0o600 }));
   return bytes;
 }
 

@@ -29,6 +29,11 @@ export interface AdmissionLimits {
 
 export type AdmitResult =
   | { ok: true; job: Job }
+  /**
+   * The account's idempotency key is bound to another job (within `IDEMPOTENCY_TTL_MS` before
+   * `job.createdAt`): checked before the limits and credits. Nothing was written.
+   */
+  | { ok: false; refusal: 'idempotency.key_taken'; remembered: RememberedKey }
   /** The account already has `maxOpenPerAccount` open jobs. Nothing was written. */
   | { ok: false; refusal: 'queue.limit_exceeded' }
   /** The account's available credits (granted − spent − held) are below `job.creditCost`. Nothing was written. */
@@ -99,8 +104,22 @@ export interface JobStore {
    * `job.creditCost` credits in the backend's `Ledger` (the hold is keyed by `job.id`), and stores
    * `job` (which must be Queued, attempts 0, lease null). Replay: admitting an id that exists
    * returns `{ ok: true, job }` with the stored job and writes nothing.
+   *
+   * With `idempotency`, the same atomic step binds (`job.account`, key) to the job, so no crash
+   * leaves a job without its key or a key without its job, and of two admissions racing with one
+   * key (on any nodes) exactly one is stored; the other gets `idempotency.key_taken` with the
+   * winner. A key bound more than `IDEMPOTENCY_TTL_MS` before `job.createdAt` is bound anew.
    */
-  admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult>;
+  admit(job: Job, limits: AdmissionLimits, idempotency?: IdempotencyClaim): Promise<AdmitResult>;
+
+  /**
+   * The account's key as bound by an admission at most `IDEMPOTENCY_TTL_MS` before `at`, or
+   * undefined. Keys outlive their jobs: `forget` leaves them.
+   */
+  rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined>;
+
+  /** Deletes keys bound before `before` (the retention sweep); resolves how many. */
+  forgetKeys(before: Date): Promise<number>;
 
   get(id: string): Promise<Job | undefined>;
 
@@ -176,6 +195,26 @@ export interface JobStore {
    * NOTIFY or polling, within about a second). Returns the unsubscribe function.
    */
   onCancel(listener: (jobId: string) => void): () => void;
+}
+
+// ─── Idempotency keys ──────────────────────────────────────────────────────────────────────────
+
+/** How long an account's `Idempotency-Key` stays bound to the job it admitted (Stripe's 24 h). */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+
+/** A client's key and the fingerprint (sha256 of the canonical request) of the request carrying it. */
+export interface IdempotencyClaim {
+  key: string;
+  fingerprint: string;
+}
+
+/** The 202 a submission answered: its job as admitted (status Queued). */
+export type AcceptedJob = Pick<Job, 'id' | 'fileName' | 'format' | 'jobType' | 'createdAt'>;
+
+/** A key bound to the job its first request admitted, since `job.createdAt`. */
+export interface RememberedKey extends IdempotencyClaim {
+  account: string;
+  job: AcceptedJob;
 }
 
 // ─── Credits ───────────────────────────────────────────────────────────────────────────────────

@@ -1,6 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { ApiError } from '../errors.ts';
-import type { Backend, Runner } from './backend.ts';
+import { IDEMPOTENCY_TTL_MS, type Backend, type IdempotencyClaim, type RememberedKey, type Runner } from './backend.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import type { Spool } from './spool.ts';
 import type { AbortReason, FailureCode, Job, Submission } from './types.ts';
@@ -80,17 +80,27 @@ export class JobEngine {
     return this.backend.jobs.get(id);
   }
 
-  /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full. */
-  assertQueueRoom(account: string): Promise<void> {
-    return this.lifecycle.assertRoom(account);
+  /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full (`alsoOpen`: uploads in progress). */
+  assertQueueRoom(account: string, alsoOpen = 0): Promise<void> {
+    return this.lifecycle.assertRoom(account, alsoOpen);
   }
 
-  /** Admits a job whose input is stored; it starts on a later turn, so the answer shows it Queued. */
-  async submit(s: Submission): Promise<Job> {
+  /**
+   * Admits a job whose input is stored; it starts on a later turn, so the answer shows it Queued.
+   * With an idempotency key another admission bound meanwhile: that admission's key (see `Lifecycle.admit`).
+   */
+  submit(s: Submission): Promise<Job>;
+  submit(s: Submission, idempotency: IdempotencyClaim | undefined): Promise<Job | RememberedKey>;
+  async submit(s: Submission, idempotency?: IdempotencyClaim): Promise<Job | RememberedKey> {
     if (this.stopping) throw new ApiError('server.shutting_down', 503, 'The service is shutting down; try again shortly.', {}, { 'Retry-After': '5' });
-    const job = await this.lifecycle.admit(s);
+    const admitted = await this.lifecycle.admit(s, idempotency);
     setImmediate(() => this.pump());
-    return job;
+    return admitted;
+  }
+
+  /** The account's idempotency key if bound within the last 24 h before `at`. */
+  rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined> {
+    return this.backend.jobs.rememberedKey(account, key, at);
   }
 
   /** Cancels a Queued or Running job; undefined when it had already ended. */
@@ -181,7 +191,7 @@ export class JobEngine {
     const outDir = this.spool.outputDir(job.id);
     try {
       await rm(outDir, { recursive: true, force: true });
-      await mkdir(outDir, { recursive: true });
+      await mkdir(outDir, { recursive: true, mode: 0o700 });
       const inputPath = await this.backend.blobs.localFile(job.id, 'input', this.spool.dir(job.id));
       const outcome = inputPath
         ? await this.runner.run(
@@ -229,6 +239,7 @@ export class JobEngine {
     for (const job of await this.backend.jobs.ended({ completedBefore: forgetBefore, limit: SWEEP_BATCH })) await this.lifecycle.forget(job.id);
     const expireBefore = new Date(now - this.settings.retentionSeconds * 1000);
     for (const job of await this.backend.jobs.ended({ completedBefore: expireBefore, unexpired: true, limit: SWEEP_BATCH })) await this.lifecycle.expire(job.id);
+    await this.backend.jobs.forgetKeys(new Date(now - IDEMPOTENCY_TTL_MS));
   }
 
   /**

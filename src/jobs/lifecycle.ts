@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { ApiError, truncateDetail } from '../errors.ts';
-import type { AdmissionLimits, Backend, ClaimLimits, Ending, Notifier, RunOutcome } from './backend.ts';
+import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
+import { idempotencyMismatch } from './idempotency.ts';
 import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
 
 export interface LifecycleSettings {
@@ -20,6 +21,10 @@ export interface LifecycleEvents {
   ended: [Job];
 }
 
+/** 402: the account's available credits are below what the job needs. */
+export const insufficientCredits = (required: number, available: number) =>
+  new ApiError('entitlements.insufficient_credits', 402, `This job needs ${required} credits; ${available} available.`, { required, available });
+
 const queueFull = (max: number) =>
   new ApiError('queue.limit_exceeded', 429, `At most ${max} jobs may be queued or running per account; wait for some to finish.`, {}, { 'Retry-After': '5' });
 
@@ -37,20 +42,32 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
     super();
   }
 
-  /** Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides). */
-  async assertRoom(account: string): Promise<void> {
+  /**
+   * Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides),
+   * counting `alsoOpen` submissions not yet admitted as open jobs.
+   */
+  async assertRoom(account: string, alsoOpen = 0): Promise<void> {
     const { queued, running } = await this.backend.jobs.counts(account);
-    if (queued + running >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
+    if (queued + running + alsoOpen >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
   }
 
-  /** admit (the input blob is stored): Queued with its credits held, or 429 `queue.limit_exceeded` / 402 `entitlements.insufficient_credits`. */
-  async admit(s: Submission): Promise<Job> {
+  /**
+   * admit (the input blob is stored): Queued with its credits held, or 429 `queue.limit_exceeded` /
+   * 402 `entitlements.insufficient_credits`. With an idempotency key that another admission bound
+   * meanwhile (another node, same key): this input is deleted and the result is that admission's
+   * key when the requests match, else 422 `request.idempotency_mismatch`.
+   */
+  async admit(s: Submission, idempotency?: IdempotencyClaim): Promise<Job | RememberedKey> {
     const job = queuedJob(s, new Date());
-    const admitted = await this.backend.jobs.admit(job, this.settings.admission);
+    const admitted = await this.backend.jobs.admit(job, this.settings.admission, idempotency);
     if (admitted.ok) return admitted.job;
+    if (admitted.refusal === 'idempotency.key_taken') {
+      await this.backend.blobs.delete(s.id);
+      if (admitted.remembered.fingerprint !== idempotency!.fingerprint) throw idempotencyMismatch();
+      return admitted.remembered;
+    }
     if (admitted.refusal === 'queue.limit_exceeded') throw queueFull(this.settings.admission.maxOpenPerAccount);
-    const { required, available } = admitted;
-    throw new ApiError('entitlements.insufficient_credits', 402, `This job needs ${required} credits; ${available} available.`, { required, available });
+    throw insufficientCredits(admitted.required, admitted.available);
   }
 
   /** start: the next job, fairly across accounts, Running under this node's lease; null when none may start. */

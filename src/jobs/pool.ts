@@ -17,6 +17,7 @@ export class CompressorPool implements Runner {
    * compressions nor takes a slot the scheduler counts as free for jobs.
    */
   private readonly previews: Piscina;
+  readonly previewThreads: number;
   /** Jobs running now, in memory the threads share: a compressor starts work ahead of need only while a core is spare (workers/shared/spare-core.ts). */
   private readonly running = new Int32Array(new SharedArrayBuffer(4));
 
@@ -32,10 +33,11 @@ export class CompressorPool implements Runner {
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
       workerData: { runningJobs: this.running.buffer },
     });
+    this.previewThreads = Math.max(1, Math.floor(slots / 2));
     this.previews = new Piscina({
       filename: workerEntry(),
       minThreads: 0,
-      maxThreads: Math.max(1, Math.floor(slots / 2)),
+      maxThreads: this.previewThreads,
       idleTimeout: 60_000,
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 2048 },

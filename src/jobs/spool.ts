@@ -34,7 +34,7 @@ export class LocalSpool implements Spool {
   constructor(readonly root: string) {}
 
   async prepare(id: string): Promise<string> {
-    await mkdir(this.dir(id), { recursive: true });
+    await mkdir(this.dir(id), { recursive: true, mode: 0o700 });
     return join(this.dir(id), 'input');
   }
 

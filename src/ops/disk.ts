@@ -4,6 +4,8 @@ import { ApiError } from '../errors.ts';
 /** Free space under the data dir, cached briefly so a burst of requests costs one statfs. */
 export class DiskGuard {
   private cached: { at: number; free: number } | null = null;
+  /** Bytes promised to uploads in progress in this process, not yet on disk. */
+  private reserved = 0;
 
   constructor(private readonly dir: string, readonly minFreeBytes: number) {}
 
@@ -16,10 +18,32 @@ export class DiskGuard {
     return this.cached.free;
   }
 
-  /** Throws 503 `server.insufficient_storage` when free space is below the threshold. */
-  async assertRoom(): Promise<void> {
-    const free = await this.freeBytes();
-    if (free < this.minFreeBytes) throw insufficientStorage(`Only ${Math.floor(free / 1048576)} MB free on the data volume; new jobs are refused until space is freed.`);
+  /**
+   * Holds `bytes` of free space for a write about to start, so concurrent uploads cannot together
+   * promise more than the volume has. Throws 503 `server.insufficient_storage` when free space,
+   * less what earlier reservations hold, would fall below the threshold. Returns the release
+   * (safe to call more than once).
+   */
+  async reserve(bytes: number): Promise<() => void> {
+    // Taken before the await, so that of two uploads racing in, the later one sees the earlier.
+    const ahead = this.reserved;
+    this.reserved += bytes;
+    let held = true;
+    const release = () => {
+      if (held) this.reserved -= bytes;
+      held = false;
+    };
+    try {
+      const room = (await this.freeBytes()) - ahead - this.minFreeBytes;
+      if (bytes > room) {
+        const mb = (n: number) => Math.max(0, Math.floor(n / 1048576));
+        throw insufficientStorage(`The upload needs ${mb(bytes)} MB; ${mb(room)} MB of the data volume are free beyond its reserve and the uploads in progress.`);
+      }
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return release;
   }
 }
 

@@ -14,8 +14,9 @@ fetch('/openapi.json').then(r=>r.json()).then(doc=>{
   const esc=s=>String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]));
   const out=[];
   for(const [path,ops] of Object.entries(doc.paths)) for(const [m,op] of Object.entries(ops)){
-    const rs=Object.entries(op.responses).map(([s,r])=>'<li><code>'+s+'</code> '+esc(r.description)+'</li>').join('');
-    out.push('<section class="op"><div><span class="m '+m+'">'+m+'</span><code>'+esc(path)+'</code>'+(op.security&&!op.security.length?' <span class="muted">(no key)</span>':'')+'</div><p>'+esc(op.summary)+'</p><ul>'+rs+'</ul></section>');
+    const at=r=>r.$ref?r.$ref.split('/').slice(1).reduce((o,k)=>o[k],doc):r;
+    const rs=Object.entries(op.responses).map(([s,r])=>'<li><code>'+s+'</code> '+esc(at(r).description)+'</li>').join('');
+    out.push('<section class="op"><div><span class="m '+m+'">'+m+'</span><code>'+esc(path)+'</code>'+(op.security&&!op.security.length?' <span class="muted">(no key)</span>':'')+' <span class="muted">'+esc(op.operationId)+'</span></div><p>'+esc(op.summary)+'</p><ul>'+rs+'</ul></section>');
   }
   document.getElementById('ops').innerHTML=out.join('');
 });

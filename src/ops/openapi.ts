@@ -1,89 +1,173 @@
-import { acceptedFormats, COMPRESSORS, optionsSchemaOf, unionOptionsSchema } from '../catalog/index.ts';
+import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../catalog/index.ts';
+import { SUPPORTED_VERSIONS } from '../server/middleware/versioning.ts';
 
 export interface RouteInfo {
   method: string;
   path: string;
 }
 
-interface RouteDoc {
-  summary: string;
-  auth?: boolean;
-  /** Success status and description, and the component schema of a JSON success body. */
-  ok: [number, string, string?];
-  /** Error codes this route answers with (beyond authentication), by status. */
-  errors?: Record<number, string[]>;
-  request?: 'submit';
+type Schema = Record<string, unknown>;
+
+interface Body {
+  /** Media type → schema; a bare schema means `application/json`. */
+  content?: Record<string, Schema>;
+  headers?: Record<string, unknown>;
 }
+
+interface RouteDoc {
+  /** The stable operationId generated clients name their methods after. */
+  id: string;
+  summary: string;
+  /** `false`: no API key; `token`: the presigned `token` query parameter only; `key-or-token`: either. */
+  auth?: false | 'token' | 'key-or-token';
+  /** Success status, description and body. */
+  ok: [number, string, Body?];
+  /** Error codes this route answers with (beyond the ones every route has), by status. */
+  errors?: Record<number, string[]>;
+  /** Other answers that are not the error envelope (a 304, a 503 in another shape), by status. */
+  other?: Record<number, [string, Body?]>;
+  query?: Schema[];
+  /** The submission body, for `POST /compress` (undefined entry) or a dedicated path. */
+  submit?: { entry?: CompressorEntry };
+}
+
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: Schema): Body => ({ content: { 'application/json': schema } });
+const text = (mediaType: string): Body => ({ content: { [mediaType]: { type: 'string' } } });
+const retryAfter = { 'Retry-After': { $ref: '#/components/headers/RetryAfter' } };
 
 const SUBMIT_ERRORS = {
   400: [
     'request.invalid_content_type', 'request.no_files', 'request.empty_file', 'request.invalid_extension', 'request.multiple_files',
-    'request.invalid_body', 'compress.unsupported_format', 'compress.{format}.validation.unsupported_format', 'compress.invalid_options',
-    'compress.invalid_webhook', 'url_fetch.missing_source_format', 'url_fetch.invalid_url', 'url_fetch.invalid_scheme', 'url_fetch.private_ip',
-    'url_fetch.mutually_exclusive', 'url_fetch.output_url_reserved', 'url_fetch.http_error', 'url_fetch.dns_failure', 'url_fetch.timeout',
-    'url_fetch.too_large', 'url_fetch.redirect_loop', 'url_fetch.redirect_denied', 'url_fetch.domain_circuit_open', 'url_fetch.url_expired',
-    'url_fetch.no_filename', 'url_fetch.invalid_content',
+    'request.invalid_body', 'request.invalid_idempotency_key', 'compress.unsupported_format', 'compress.{format}.validation.unsupported_format',
+    'compress.invalid_options', 'compress.invalid_webhook', 'url_fetch.missing_source_format', 'url_fetch.invalid_url', 'url_fetch.invalid_scheme',
+    'url_fetch.private_ip', 'url_fetch.mutually_exclusive', 'url_fetch.output_url_reserved', 'url_fetch.http_error', 'url_fetch.dns_failure',
+    'url_fetch.timeout', 'url_fetch.too_large', 'url_fetch.redirect_loop', 'url_fetch.redirect_denied', 'url_fetch.domain_circuit_open',
+    'url_fetch.url_expired', 'url_fetch.no_filename', 'url_fetch.invalid_content',
   ],
   402: ['entitlements.insufficient_credits'],
   403: ['url_fetch.guest_not_allowed'],
+  409: ['request.idempotency_in_progress'],
   413: ['request.file_too_large'],
+  422: ['request.idempotency_mismatch'],
   429: ['queue.limit_exceeded', 'url_fetch.rate_limited'],
   503: ['server.insufficient_storage', 'server.shutting_down'],
 };
+
+const JOB_ERRORS = { 403: ['jobs.forbidden'], 404: ['jobs.not_found'] };
+
+const formatParam = (values: string[]) => ({ type: 'string', enum: values });
+const LISTING_QUERY = [
+  {
+    name: 'formats',
+    in: 'query',
+    required: false,
+    description: 'Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing.',
+    schema: { type: 'string', examples: ['png,webp'] },
+  },
+  { name: 'category', in: 'query', required: false, description: 'Category; an unknown category matches nothing.', schema: { type: 'string', examples: ['images', 'documents'] } },
+];
+const listing = (id: string, summary: string): RouteDoc => ({ id, summary, ok: [200, 'GetCompressorsResponse', json(ref('Compressors'))], query: LISTING_QUERY });
+const outputContentTypes = () => [...new Set(COMPRESSORS.flatMap((c) => outputFormatsOf(c)).map(contentTypeOf))].sort();
+const fileBody = (): Body => ({
+  content: Object.fromEntries(outputContentTypes().map((t) => [t, { type: 'string', format: 'binary' }])),
+  headers: { 'Content-Disposition': { description: 'attachment, with the output file name', schema: { type: 'string' } } },
+});
+const uiAsset = (id: string, summary: string, mediaType: string): RouteDoc => ({
+  id,
+  summary,
+  auth: false,
+  ok: [200, summary, text(mediaType)],
+  other: { 304: ['Not modified (If-None-Match matched the ETag)'] },
+  errors: { 503: ['ui.unavailable'] },
+});
 
 /**
  * What each route does, keyed by `METHOD path` as the router registers it. The document's
  * paths come from the live router, so a route without an entry here fails the OpenAPI test.
  */
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
-  'GET /compress/schema': { summary: 'Union JSON Schema of every option', auth: false, ok: [200, 'JSON Schema (application/schema+json)'] },
-  'GET /compress/schema/:format': { summary: "Options schema of the format's compressor", auth: false, ok: [200, 'JSON Schema'], errors: { 400: ['schema.unsupported_format'] } },
-  'GET /healthz': { summary: 'Process alive', auth: false, ok: [200, 'ok'] },
-  'GET /readyz': { summary: 'Ready: data dir writable, pool up, disk space above the threshold', auth: false, ok: [200, 'ready'], errors: { 503: ['not_ready'] } },
-  'GET /metrics': { summary: 'Prometheus metrics (bearer token when configured)', auth: false, ok: [200, 'text exposition format'], errors: { 401: ['metrics.unauthorized'] } },
-  'GET /openapi.json': { summary: 'This document', auth: false, ok: [200, 'OpenAPI 3.1'] },
-  'GET /docs': { summary: 'Human-readable API reference', auth: false, ok: [200, 'HTML'] },
-  'GET /': { summary: 'Web UI', auth: false, ok: [200, 'HTML'] },
-  'GET /ui/app.js': { summary: 'Web UI script', auth: false, ok: [200, 'JavaScript'] },
-  'GET /ui/app.css': { summary: 'Web UI style sheet', auth: false, ok: [200, 'CSS'] },
-  'GET /api/compress/job/:id/download': {
-    summary: 'Presigned download (token query parameter, no key)',
+  'GET /compress/schema': { id: 'getOptionsSchema', summary: 'Union JSON Schema of every option', auth: false, ok: [200, 'JSON Schema (draft 2020-12)', { content: { 'application/schema+json': { type: 'object' } } }] },
+  'GET /compress/schema/:format': {
+    id: 'getFormatOptionsSchema',
+    summary: "Options schema of the format's compressor",
     auth: false,
-    ok: [200, 'the output file'],
+    ok: [200, 'JSON Schema (draft 2020-12)', { content: { 'application/schema+json': { type: 'object' } } }],
+    errors: { 400: ['schema.unsupported_format'] },
+  },
+  'GET /healthz': { id: 'getHealth', summary: 'Process alive', auth: false, ok: [200, 'ok', json(ref('Health'))] },
+  'GET /readyz': {
+    id: 'getReadiness',
+    summary: 'Ready: data dir writable, pool up, disk space above the threshold',
+    auth: false,
+    ok: [200, 'ready', json(ref('Readiness'))],
+    other: { 503: ['not_ready, with the reasons', json(ref('Readiness'))] },
+  },
+  'GET /metrics': { id: 'getMetrics', summary: 'Prometheus metrics (bearer token when configured)', auth: false, ok: [200, 'Prometheus text exposition format', text('text/plain')], errors: { 401: ['metrics.unauthorized'] } },
+  'GET /openapi.json': { id: 'getOpenApiDocument', summary: 'This document', auth: false, ok: [200, 'OpenAPI 3.1', json({ type: 'object' })] },
+  'GET /docs': { id: 'getApiReference', summary: 'Human-readable API reference', auth: false, ok: [200, 'HTML', text('text/html')] },
+  'GET /': uiAsset('getWebUi', 'Web UI', 'text/html'),
+  'GET /ui/app.js': uiAsset('getWebUiScript', 'Web UI script', 'text/javascript'),
+  'GET /ui/app.css': uiAsset('getWebUiStyles', 'Web UI style sheet', 'text/css'),
+  'GET /api/compress/job/:id/download': {
+    id: 'downloadJobWithToken',
+    summary: 'Presigned download (token query parameter, no key)',
+    auth: 'token',
+    ok: [200, 'the output file', fileBody()],
     errors: { 401: ['download.invalid_token'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
   },
-  'GET /compress': { summary: 'Legacy compressor listing', ok: [200, 'jobId, category, pool, dotted formats'] },
-  'GET /compress/compressors': { summary: 'All compressors, the format graph and limits', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
-  'GET /compress/compressors/:filter': { summary: 'Compressors by format (input or output) or category', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
-  'GET /compress/compressors/from/:format': { summary: 'Compressors accepting the format', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
-  'GET /compress/compressors/to/:format': { summary: 'Compressors producing the format', ok: [200, 'GetCompressorsResponse', 'Compressors'] },
-  'GET /compress/estimate/:format': { summary: 'Cost estimate', ok: [200, 'CompressCostEstimateResponse', 'CostEstimate'], errors: { 400: ['estimate.unsupported_format', 'estimate.invalid_size'] } },
-  'GET /compress/entitlements/me': { summary: 'Credit balance and plan limits', ok: [200, 'balance, credits, limits', 'Entitlements'] },
-  'POST /compress': { summary: 'Submit a job (upload or URL)', ok: [202, 'Job accepted', 'JobAccepted'], errors: SUBMIT_ERRORS, request: 'submit' },
-  'GET /compress/job/:id': { summary: 'Job status', ok: [200, 'Job status response', 'JobStatus'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'] } },
-  'GET /compress/job/:id/download': {
-    summary: 'Download the output (API key, or a presigned token)',
-    ok: [200, 'the output file'],
-    errors: { 401: ['download.invalid_token'], 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
+  'GET /compress': { id: 'listCompressorsLegacy', summary: 'Legacy compressor listing', ok: [200, 'jobId, category, pool, dotted formats', json(ref('LegacyCompressors'))] },
+  'GET /compress/compressors': listing('listCompressors', 'All compressors, the format graph and limits'),
+  'GET /compress/compressors/:filter': listing('listCompressorsByFilter', 'Compressors by format (input or output) or category'),
+  'GET /compress/compressors/from/:format': listing('listCompressorsFrom', 'Compressors accepting the format'),
+  'GET /compress/compressors/to/:format': listing('listCompressorsTo', 'Compressors producing the format'),
+  'GET /compress/estimate/:format': {
+    id: 'estimateCost',
+    summary: 'Cost estimate',
+    ok: [200, 'CompressCostEstimateResponse', json(ref('CostEstimate'))],
+    errors: { 400: ['estimate.unsupported_format', 'estimate.invalid_size'] },
+    query: [
+      { name: 'fileSizeBytes', in: 'query', required: false, description: 'Input size in bytes; wins over fileSizeMb.', schema: { type: 'integer', minimum: 0 } },
+      { name: 'fileSizeMb', in: 'query', required: false, description: 'Input size in megabytes (MiB).', schema: { type: 'number', minimum: 0 } },
+    ],
   },
-  'POST /compress/job/:id/cancel': { summary: 'Cancel a queued or running job', ok: [200, 'Job status response', 'JobStatus'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_cancellable'] } },
-  'DELETE /compress/job/:id': { summary: 'Delete a finished job and its files', ok: [200, '{id, deleted}', 'JobDeleted'], errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['jobs.not_deletable'] } },
+  'GET /compress/entitlements/me': { id: 'getEntitlements', summary: 'Credit balance and plan limits', ok: [200, 'balance, credits, limits', json(ref('Entitlements'))] },
+  'POST /compress': { id: 'submitJob', summary: 'Submit a job (upload or URL)', ok: [202, 'Job accepted', json(ref('JobAccepted'))], errors: SUBMIT_ERRORS, submit: {} },
+  'GET /compress/job/:id': { id: 'getJob', summary: 'Job status', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: JOB_ERRORS },
+  'GET /compress/job/:id/download': {
+    id: 'downloadJob',
+    summary: 'Download the output (API key, or a presigned token)',
+    auth: 'key-or-token',
+    ok: [200, 'the output file', fileBody()],
+    errors: { ...JOB_ERRORS, 401: ['download.invalid_token'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
+  },
+  'POST /compress/job/:id/cancel': { id: 'cancelJob', summary: 'Cancel a queued or running job', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_cancellable'] } },
+  'DELETE /compress/job/:id': { id: 'deleteJob', summary: 'Delete a finished job and its files', ok: [200, '{id, deleted}', json(ref('JobDeleted'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_deletable'] } },
   'GET /compress/job/:id/compare': {
+    id: 'compareJob',
     summary: 'Before/after previews',
-    ok: [200, 'Compare response'],
-    errors: { 403: ['jobs.forbidden'], 404: ['jobs.not_found'], 409: ['compare.not_ready'], 410: ['compare.expired'], 504: ['compare.timeout'] },
+    ok: [200, 'Compare response', json(ref('Compare'))],
+    errors: { ...JOB_ERRORS, 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable'], 429: ['compare.busy'], 504: ['compare.timeout'] },
   },
 };
-for (const c of COMPRESSORS) ROUTE_DOCS[`POST ${c.path}`] = { summary: `Submit a ${c.jobType} job (only its formats)`, ok: [202, 'Job accepted', 'JobAccepted'], errors: SUBMIT_ERRORS, request: 'submit' };
+for (const c of COMPRESSORS) {
+  const name = c.path.split('/').pop()!;
+  ROUTE_DOCS[`POST ${c.path}`] = {
+    id: `submit${name[0]!.toUpperCase()}${name.slice(1)}Job`,
+    summary: `Submit a job to ${c.jobType} (only its formats)`,
+    ok: [202, 'Job accepted', json(ref('JobAccepted'))],
+    errors: SUBMIT_ERRORS,
+    submit: { entry: c },
+  };
+}
 
 const nullable = (type: string) => ({ type: [type, 'null'] });
 const object = (properties: Record<string, unknown>, required = Object.keys(properties)) => ({ type: 'object', required, properties });
-const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const STATUS = { type: 'string', enum: ['Queued', 'Running', 'Succeeded', 'Failed', 'Canceled'] };
 const integers = (...names: string[]) => Object.fromEntries(names.map((n) => [n, { type: 'integer' }]));
 const strings = (...names: string[]) => Object.fromEntries(names.map((n) => [n, { type: 'string' }]));
 
-/** Success bodies, as src/server/views.ts and the discovery and entitlement routes write them. */
+/** Success bodies, as src/server/views.ts and the discovery, entitlement, compare and ops routes write them. */
 const responseSchemas = {
   Costing: object({
     strategy: { type: 'string', enum: ['PerMegabyte', 'Fixed'] },
@@ -107,6 +191,11 @@ const responseSchemas = {
     expired: { type: 'boolean' },
   }),
   JobDeleted: object({ id: { type: 'string' }, deleted: { type: 'boolean', const: true } }),
+  Compare: object({
+    ...strings('beforeImage', 'afterImage', 'beforeMimeType', 'afterMimeType'),
+    ...integers('originalBytes', 'compressedBytes', 'previewWidth', 'previewHeight', 'afterPreviewWidth', 'afterPreviewHeight', 'inputWidth', 'inputHeight', 'outputWidth', 'outputHeight'),
+    wasResized: { type: 'boolean' },
+  }),
   CostEstimate: object({
     ...strings('job', 'category'),
     estimatedCredits: { type: 'integer' },
@@ -129,6 +218,20 @@ const responseSchemas = {
     ...integers('maxFileSizeBytes', 'maxConcurrentJobs'),
   }),
   FormatEdge: object({ ...strings('sourceFormat', 'targetFormat', 'job', 'endpoint', 'category'), costing: ref('Costing'), ...integers('maxFileSizeBytes', 'maxConcurrentJobs') }),
+  Compressors: object({
+    compressors: { type: 'array', items: ref('Compressor') },
+    sourceFormatTo: { type: 'object', additionalProperties: { type: 'array', items: ref('FormatEdge') } },
+    ...integers('maxFileSizeBytes', 'maxConcurrentJobs', 'maxBatchFiles'),
+  }),
+  LegacyCompressors: object({
+    compressors: {
+      type: 'array',
+      items: object({ ...strings('jobId', 'category', 'pool', 'endpoint'), formats: { type: 'array', items: { type: 'string', pattern: '^\\.' } } }),
+    },
+    next: { type: 'string' },
+  }),
+  Health: object({ status: { type: 'string', const: 'ok' } }),
+  Readiness: object({ status: { type: 'string', enum: ['ready', 'not_ready'] }, reasons: { type: 'array', items: { type: 'string' } } }, ['status']),
   WebhookEvent: object(
     {
       event: { type: 'string', enum: ['job.succeeded', 'job.failed'] },
@@ -143,11 +246,6 @@ const responseSchemas = {
     },
     ['event', 'eventId', 'jobId', 'jobType', 'site', 'status', 'deliveryAttempt', 'metrics', 'completedAt'],
   ),
-  Compressors: object({
-    compressors: { type: 'array', items: ref('Compressor') },
-    sourceFormatTo: { type: 'object', additionalProperties: { type: 'array', items: ref('FormatEdge') } },
-    ...integers('maxFileSizeBytes', 'maxConcurrentJobs', 'maxBatchFiles'),
-  }),
 };
 
 const errorSchema = {
@@ -157,36 +255,63 @@ const errorSchema = {
   additionalProperties: true,
 };
 
-function submitBody() {
+const optionsName = (entry?: CompressorEntry) => (entry ? `Options_${entry.jobType}` : 'Options');
+
+/**
+ * The submission body: a multipart upload (`file`) or URL input (`inputUrl` + `sourceFormat`, as
+ * form fields or JSON). The two multipart forms are a oneOf, so a form with both fields, or with
+ * neither, is invalid, as the server says (`url_fetch.mutually_exclusive`, `request.no_files`).
+ */
+function submitBody(entry?: CompressorEntry) {
+  const formats = entry ? entry.inputFormats : acceptedFormats();
   const webhook = {
-    webhookUrl: { type: 'string', format: 'uri', maxLength: 2048 },
+    webhookUrl: { type: 'string', format: 'uri', maxLength: 2048, description: 'HTTPS webhook target (a host name, not an IP address)' },
     webhookSecret: { type: 'string', minLength: 16, maxLength: 256 },
     webhookEvents: { type: 'string', description: 'succeeded, failed or succeeded,failed (default)' },
   };
+  const optionsField = { type: 'string', description: 'JSON string of the options object', contentMediaType: 'application/json', contentSchema: ref(optionsName(entry)) };
+  const form = (required: string[], input: Record<string, unknown>) => ({
+    type: 'object',
+    required,
+    properties: { ...input, options: optionsField, ...webhook },
+    dependentRequired: { webhookUrl: ['webhookSecret'] },
+  });
+  const urlInput = { inputUrl: { type: 'string', format: 'uri', description: 'HTTPS URL to fetch' }, sourceFormat: { type: 'string', enum: formats } };
   return {
     required: true,
     content: {
       'multipart/form-data': {
         schema: {
-          type: 'object',
-          properties: {
-            file: { type: 'string', format: 'binary' },
-            inputUrl: { type: 'string', format: 'uri' },
-            sourceFormat: { type: 'string', enum: acceptedFormats() },
-            options: { type: 'string', description: 'JSON string of the options object' },
-            ...webhook,
-          },
+          oneOf: [
+            { title: 'Upload', ...form(['file'], { file: { type: 'string', format: 'binary', description: `The file; its extension selects the format (${formats.join(', ')})` } }) },
+            { title: 'URL input', ...form(['inputUrl', 'sourceFormat'], urlInput) },
+          ],
         },
       },
       'application/json': {
-        schema: {
-          type: 'object',
-          required: ['inputUrl', 'sourceFormat'],
-          properties: { inputUrl: { type: 'string', format: 'uri' }, sourceFormat: { type: 'string', enum: acceptedFormats() }, options: { $ref: '#/components/schemas/Options' }, ...webhook },
-        },
+        schema: { ...form(['inputUrl', 'sourceFormat'], urlInput), properties: { ...urlInput, options: ref(optionsName(entry)), ...webhook } },
       },
     },
   };
+}
+
+const errorResponse = (codes: string[], headers?: Record<string, unknown>) => ({
+  description: codes.join(', '),
+  ...(headers ? { headers } : {}),
+  content: { 'application/json': { schema: ref('Error') } },
+});
+
+const asResponse = (description: string, body: Body = {}) => ({
+  description,
+  ...(body.headers ? { headers: body.headers } : {}),
+  ...(body.content ? { content: Object.fromEntries(Object.entries(body.content).map(([type, schema]) => [type, { schema }])) } : {}),
+});
+
+function securityOf(doc: RouteDoc) {
+  if (doc.auth === false) return { security: [] };
+  if (doc.auth === 'token') return { security: [{ downloadToken: [] }] };
+  if (doc.auth === 'key-or-token') return { security: [{ apiKey: [] }, { downloadToken: [] }] };
+  return {};
 }
 
 /** OpenAPI 3.1 built from the router's routes and the compressor catalog. */
@@ -198,33 +323,93 @@ export function openApiDocument(routes: RouteInfo[]) {
     const doc = ROUTE_DOCS[`${method} ${r.path}`];
     if (!doc) continue;
     const path = r.path.replace(/:(\w+)/g, '{$1}');
-    const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => ({ name: m[1], in: 'path', required: true, schema: { type: 'string' } }));
-    const [okStatus, okDescription, okSchema] = doc.ok;
-    const responses: Record<string, unknown> = { [okStatus]: { description: okDescription, ...(okSchema ? { content: { 'application/json': { schema: ref(okSchema) } } } : {}) } };
-    const errors = { ...(doc.errors ?? {}), ...(doc.auth === false ? {} : { 401: ['api_key.invalid_or_ip_not_allowed'] }), 400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'], 429: [...(doc.errors?.[429] ?? []), 'rate_limited'] };
-    for (const [status, codes] of Object.entries(errors)) {
-      responses[status] = { description: codes.join(', '), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } };
+    const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => {
+      const name = m[1]!;
+      const schema =
+        name !== 'format' || r.path.startsWith('/compress/compressors/')
+          ? { type: 'string' }
+          : formatParam(acceptedFormats());
+      return { name, in: 'path', required: true, schema };
+    });
+    const [okStatus, okDescription, okBody] = doc.ok;
+    const responses: Record<string, unknown> = { [okStatus]: asResponse(okDescription, okBody) };
+    for (const [status, [description, body]] of Object.entries(doc.other ?? {})) responses[status] = asResponse(description, body);
+    const keyed = doc.auth === undefined || doc.auth === 'key-or-token';
+    const errors: Record<number, string[]> = {
+      ...(doc.errors ?? {}),
+      400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'],
+      429: [...(doc.errors?.[429] ?? []), 'rate_limited'],
+    };
+    if (keyed) {
+      errors[401] = ['api_key.invalid_or_ip_not_allowed', ...(doc.errors?.[401] ?? [])];
+      errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
     }
+    for (const [status, codes] of Object.entries(errors)) {
+      responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : undefined);
+    }
+    if (doc.submit) responses[okStatus] = { ...(responses[okStatus] as object), headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } };
+    responses[405] = { $ref: '#/components/responses/MethodNotAllowed' };
     (paths[path] ??= {})[method.toLowerCase()] = {
+      operationId: doc.id,
       summary: doc.summary,
-      ...(doc.auth === false ? { security: [] } : {}),
-      parameters: [...params, { name: 'version', in: 'query', required: false, schema: { type: 'integer', enum: [1] } }],
-      ...(doc.request === 'submit' ? { requestBody: submitBody() } : {}),
+      ...securityOf(doc),
+      parameters: [
+        ...params,
+        ...(doc.query ?? []),
+        ...(doc.submit ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : []),
+        { $ref: '#/components/parameters/Version' },
+        { $ref: '#/components/parameters/VersionHeader' },
+      ],
+      ...(doc.submit ? { requestBody: submitBody(doc.submit.entry) } : {}),
       responses,
     };
   }
   const { $schema: _dialect, ...options } = unionOptionsSchema();
+  const version = { type: 'integer', enum: SUPPORTED_VERSIONS };
   return {
     openapi: '3.1.0',
-    info: { title: 'compressd', version: '1', description: 'Self-hosted asynchronous file compression. Every endpoint is at version 1.' },
+    info: {
+      title: 'compressd',
+      version: '1',
+      description:
+        'Self-hosted asynchronous file compression. Every endpoint is at version 1. A version is chosen by a `/v<N>` path suffix ' +
+        '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence.',
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    servers: [{ url: '/', description: 'The server that serves this document' }],
     components: {
-      securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-Service-Api-Key' } },
+      securitySchemes: {
+        apiKey: { type: 'apiKey', in: 'header', name: 'X-Service-Api-Key' },
+        downloadToken: { type: 'apiKey', in: 'query', name: 'token', description: 'The encrypted token of a presigned download URL (from a webhook)' },
+      },
+      parameters: {
+        Version: { name: 'version', in: 'query', required: false, description: 'Endpoint version', schema: version },
+        VersionHeader: { name: 'X-Service-Endpoint-Version', in: 'header', required: false, description: 'Endpoint version (below the query parameter)', schema: version },
+        IdempotencyKey: {
+          name: 'Idempotency-Key',
+          in: 'header',
+          required: false,
+          description: 'The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch.',
+          schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7E]+$' },
+        },
+      },
+      headers: {
+        RetryAfter: { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 0 } },
+        IdempotentReplayed: { description: '"true" when the answer is the first job of this Idempotency-Key, replayed', schema: { type: 'string', enum: ['true'] } },
+      },
+      responses: {
+        MethodNotAllowed: {
+          description: 'route.method_not_allowed: the path exists, not with this method',
+          headers: { Allow: { description: 'The methods the path is served with', required: true, schema: { type: 'string' } } },
+          content: { 'application/json': { schema: ref('Error') } },
+        },
+      },
       schemas: {
         Error: errorSchema,
         ...responseSchemas,
         Options: options,
-        ...Object.fromEntries(COMPRESSORS.map((c) => [`Options_${c.jobType}`, (({ $schema: _d, ...rest }) => rest)(optionsSchemaOf(c))])),
+        ...Object.fromEntries(COMPRESSORS.map((c) => [optionsName(c), (({ $schema: _d, ...rest }) => rest)(optionsSchemaOf(c))])),
       },
     },
     security: [{ apiKey: [] }],
@@ -232,9 +417,16 @@ export function openApiDocument(routes: RouteInfo[]) {
     webhooks: {
       jobEnded: {
         post: {
-          summary: 'Sent to webhookUrl when a job succeeds or fails; X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>',
+          operationId: 'jobEnded',
+          summary: 'Sent to webhookUrl when a job succeeds or fails',
+          description: 'X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>',
+          security: [],
           requestBody: { required: true, content: { 'application/json': { schema: ref('WebhookEvent') } } },
-          responses: { 200: { description: 'Any 2xx: delivered. 429 and 5xx: retried (1, 5, 30, 120 s); other 4xx: not retried.' } },
+          responses: {
+            200: { description: 'Any 2xx: delivered.' },
+            400: { description: 'Other 4xx (but 429): not retried.' },
+            429: { description: '429 and 5xx: retried (1, 5, 30, 120 s).' },
+          },
         },
       },
     },

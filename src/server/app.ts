@@ -10,12 +10,14 @@ import type { Spool } from '../jobs/spool.ts';
 import type { DiskGuard } from '../ops/disk.ts';
 import type { ServiceMetrics } from '../ops/metrics.ts';
 import type { DownloadTokens } from '../webhooks/download-token.ts';
+import { allowedMethods } from './allowed-methods.ts';
 import type { AppEnv } from './env.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { clientIp } from './middleware/client-ip.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
 import { requestLog } from './middleware/request-log.ts';
 import { pathWithoutVersion, versioning } from './middleware/versioning.ts';
+import type { ProxyTrust } from './proxy-trust.ts';
 import { compareRoutes } from './routes/compare.ts';
 import { discoveryRoutes, schemaRoutes } from './routes/discovery.ts';
 import { entitlementRoutes } from './routes/entitlements.ts';
@@ -36,7 +38,7 @@ export interface AppServices {
   tokens: DownloadTokens;
   planOf(account: string): Plan;
   rateLimitPerMinute: number;
-  trustProxy: boolean;
+  trustProxy: ProxyTrust;
   log: Logger;
   dataDir: string;
   disk: DiskGuard;
@@ -70,7 +72,13 @@ export function createApp(s: AppServices): Hono<AppEnv> {
     (c.get('log') ?? s.log).error({ err, path: c.req.path }, 'unexpected error');
     return c.json({ error: 'server.internal_error', detail: 'An unexpected error occurred.' }, 500);
   });
-  app.notFound((c) => c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404));
+  const allowed = allowedMethods(() => app.routes);
+  app.notFound((c) => {
+    const methods = allowed(c.req.path);
+    if (methods.length === 0) return c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404);
+    c.header('Allow', methods.join(', '));
+    return c.json({ error: 'route.method_not_allowed', detail: `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(', ')}.` }, 405);
+  });
 
   app.use('*', clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute), versioning);
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));

@@ -1,8 +1,8 @@
 import busboy from 'busboy';
+import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
-import type { Readable } from 'node:stream';
+import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { MB } from '../catalog/index.ts';
 import { ApiError } from '../errors.ts';
@@ -10,15 +10,21 @@ import { insufficientStorage } from '../ops/disk.ts';
 
 export interface ReceivedUpload {
   fields: Record<string, string>;
-  file: { name: string; bytes: number; path: string } | null;
+  /** `sha256`: hex digest of the file's bytes, when `UploadRules.digest` asked for it. */
+  file: { name: string; bytes: number; path: string; sha256?: string } | null;
 }
 
 export interface UploadRules {
   maxBytes: number;
   /** Called with the client's file name before any byte is stored; throws to refuse it. */
   accept(fileName: string): void;
-  /** Where to store the file (created on demand, so a refused upload leaves nothing). */
-  destination(): Promise<string>;
+  /**
+   * Where to store the file (created on demand, so a refused upload leaves nothing); null keeps
+   * nothing (only the digest is wanted).
+   */
+  destination(): Promise<string | null>;
+  /** Hash the file's bytes (sha256) as they stream. */
+  digest?: boolean;
 }
 
 export function tooLarge(maxBytes: number): ApiError {
@@ -49,7 +55,8 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
     }
     let bb: busboy.Busboy;
     try {
-      bb = busboy({ headers: req.headers, limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
+      // Browsers and HTTP clients send file names as raw UTF-8 (the WHATWG form encoding), not latin1.
+      bb = busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
     } catch (err) {
       reject(malformed((err as Error).message));
       return;
@@ -95,7 +102,7 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
         stream.resume();
         return;
       }
-      const received = { name: info.filename ?? '', bytes: 0, path: '' };
+      const received: NonNullable<ReceivedUpload['file']> = { name: info.filename ?? '', bytes: 0, path: '' };
       file = received;
       part = stream;
       stream.on('limit', () => (failure ??= tooLarge(rules.maxBytes)));
@@ -103,9 +110,20 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
         .destination()
         .then(async (path) => {
           if (stream.destroyed) throw failure ?? aborted();
-          received.path = path;
-          await pipeline(stream, createWriteStream(path));
-          received.bytes = (await stat(path)).size;
+          received.path = path ?? '';
+          const hash = rules.digest ? createHash('sha256') : null;
+          await pipeline(
+            stream,
+            async function* (chunks: AsyncIterable<Buffer>) {
+              for await (const chunk of chunks) {
+                received.bytes += chunk.length;
+                hash?.update(chunk);
+                yield chunk;
+              }
+            },
+            path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : createWriteStream(path, { mode: 0o600 }),
+          );
+          if (hash) received.sha256 = hash.digest('hex');
         })
         .catch((err) => {
           stream.resume();

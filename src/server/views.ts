@@ -2,8 +2,8 @@ import { contentTypeOf } from '../catalog/index.ts';
 import type { Job } from '../jobs/types.ts';
 import { expectedOutputFormat, outputFileName } from '../options.ts';
 
-/** The 202 answer of a submission. */
-export function acceptedView(job: Job) {
+/** The 202 answer of a submission (also replayed for its idempotency key). */
+export function acceptedView(job: Pick<Job, 'id' | 'status' | 'fileName' | 'format' | 'jobType' | 'createdAt'>) {
   return {
     id: job.id,
     status: job.status,

@@ -115,9 +115,9 @@ export class S3BlobStore implements BlobStore {
   async localFile(jobId: string, kind: BlobKind, scratchDir: string): Promise<string | null> {
     const blob = await this.get(jobId, kind);
     if (!blob) return null;
-    await mkdir(scratchDir, { recursive: true });
+    await mkdir(scratchDir, { recursive: true, mode: 0o700 });
     const path = join(scratchDir, `${jobId}-${kind}`);
-    await pipeline(blob.body, createWriteStream(path));
+    await pipeline(blob.body, createWriteStream(path, { mode: 0o600 }));
     return path;
   }
 

@@ -156,6 +156,96 @@ export function backendConformance(name: string, harness: BackendHarness): void 
     });
   });
 
+  describe(`${name} backend: idempotency keys`, () => {
+    const OPEN = { maxOpenPerAccount: 18 };
+    const HOUR = 3_600_000;
+    /** A job created at `at` (epoch ms): keys are remembered for 24 h from their job's creation. */
+    const jobAt = (account: string, at: number, opts: Partial<Job> = {}) => newJob(account, { createdAt: new Date(at).toISOString(), ...opts });
+    const accepted = (j: Job) => ({ id: j.id, fileName: j.fileName, format: j.format, jobType: j.jobType, createdAt: j.createdAt });
+
+    it('a key binds in the admission; the same key again gets the first job, before limits and credits; accounts are independent', async () => {
+      const { b } = await fresh();
+      const now = Date.now();
+      const first = jobAt('poor', now, { creditCost: 3 });
+      assert.ok((await b.jobs.admit(first, OPEN, { key: 'k-1', fingerprint: 'f1' })).ok);
+      const remembered = { account: 'poor', key: 'k-1', fingerprint: 'f1', job: accepted(first) };
+      // The account has no credits left: a key already bound is still answered with its job.
+      const again = await b.jobs.admit(jobAt('poor', now + 1), OPEN, { key: 'k-1', fingerprint: 'f2' });
+      assert.deepEqual(again, { ok: false, refusal: 'idempotency.key_taken', remembered });
+      assert.deepEqual(await b.jobs.rememberedKey('poor', 'k-1', new Date(now + 1000)), remembered);
+      assert.equal(await b.jobs.rememberedKey('poor', 'k-2', new Date(now + 1000)), undefined);
+      assert.equal(await b.jobs.rememberedKey('bob', 'k-1', new Date(now + 1000)), undefined);
+      assert.ok((await b.jobs.admit(jobAt('bob', now + 2), OPEN, { key: 'k-1', fingerprint: 'f1' })).ok, 'another account’s key is another key');
+      assert.deepEqual(await b.ledger.summary('poor'), { granted: 3, spent: 0, reserved: 3, available: 0 });
+      assert.deepEqual(await b.jobs.counts('poor'), { queued: 1, running: 0 });
+    });
+
+    it('concurrent admissions with one key store one job and hold its credits once', async () => {
+      const { b } = await fresh();
+      const now = Date.now();
+      const jobs = Array.from({ length: 8 }, (_, i) => jobAt('alice', now + i, { creditCost: 5 }));
+      const results = await Promise.all(jobs.map((j) => b.jobs.admit(j, OPEN, { key: 'same', fingerprint: 'f' })));
+      const won = results.filter((r) => r.ok);
+      assert.equal(won.length, 1);
+      const winner = won[0]!.ok ? won[0]!.job.id : '';
+      for (const r of results) if (!r.ok) assert.ok(r.refusal === 'idempotency.key_taken' && r.remembered.job.id === winner);
+      assert.equal((await b.ledger.summary('alice')).reserved, 5);
+      assert.deepEqual(await b.jobs.counts('alice'), { queued: 1, running: 0 });
+    });
+
+    it('a refused admission leaves its key free', async () => {
+      const { b } = await fresh();
+      const now = Date.now();
+      const refused = await b.jobs.admit(jobAt('poor', now, { creditCost: 10 }), OPEN, { key: 'k', fingerprint: 'f' });
+      assert.equal(!refused.ok && refused.refusal, 'entitlements.insufficient_credits');
+      assert.equal(await b.jobs.rememberedKey('poor', 'k', new Date(now)), undefined);
+      const job = jobAt('poor', now + 1, { creditCost: 1 });
+      assert.ok((await b.jobs.admit(job, OPEN, { key: 'k', fingerprint: 'f' })).ok);
+      assert.equal((await b.jobs.rememberedKey('poor', 'k', new Date(now + 2)))?.job.id, job.id);
+    });
+
+    it('keys survive restarts and the forgetting of their job; after 24 h a key is free and the sweep deletes it', async () => {
+      const { state, b } = await fresh();
+      const now = Date.now();
+      const job = jobAt('alice', now);
+      assert.ok((await b.jobs.admit(job, OPEN, { key: 'kept', fingerprint: 'f' })).ok);
+      await b.jobs.cancel(job.id, new Date(now));
+      assert.equal(await b.jobs.forget(job.id), true);
+      const remembered = { account: 'alice', key: 'kept', fingerprint: 'f', job: accepted(job) };
+      assert.deepEqual(await b.jobs.rememberedKey('alice', 'kept', new Date(now + HOUR)), remembered);
+      let again = await reopen(state, b);
+      assert.deepEqual(await again.jobs.rememberedKey('alice', 'kept', new Date(now + HOUR)), remembered, 'after a restart');
+      again = await reopen(state, again);
+      assert.deepEqual(await again.jobs.rememberedKey('alice', 'kept', new Date(now + HOUR)), remembered, 'after a second restart');
+
+      const later = now + 24 * HOUR + 1;
+      assert.equal(await again.jobs.rememberedKey('alice', 'kept', new Date(later)), undefined, 'past 24 h the key is not remembered');
+      const next = jobAt('alice', later);
+      assert.ok((await again.jobs.admit(next, OPEN, { key: 'kept', fingerprint: 'g' })).ok, 'past 24 h the key binds anew');
+      assert.equal((await again.jobs.rememberedKey('alice', 'kept', new Date(later)))?.job.id, next.id);
+      assert.equal(await again.jobs.forgetKeys(new Date(later)), 0, 'a key younger than the cutoff stays');
+      assert.equal(await again.jobs.forgetKeys(new Date(later + 1)), 1);
+      assert.equal(await again.jobs.rememberedKey('alice', 'kept', new Date(later)), undefined);
+    });
+
+    if (harness.crashSteps.includes('admit.held')) {
+      it('a crash between the hold and the job record leaves neither the job nor its key', async () => {
+        const state = await harness.create();
+        states.push(state);
+        const dying = await harness.open(state, { grants: GRANTS, crashAt: 'admit.held' });
+        const job = jobAt('alice', Date.now(), { creditCost: 2 });
+        await assert.rejects(dying.jobs.admit(job, OPEN, { key: 'crash', fingerprint: 'f' }));
+        const b = await harness.open(state, { grants: GRANTS });
+        opened.push(b);
+        await b.recover();
+        assert.equal(await b.jobs.get(job.id), undefined);
+        assert.equal(await b.jobs.rememberedKey('alice', 'crash', new Date()), undefined);
+        assert.equal((await b.ledger.summary('alice')).reserved, 0);
+        assert.ok((await b.jobs.admit(jobAt('alice', Date.now()), OPEN, { key: 'crash', fingerprint: 'f' })).ok);
+      });
+    }
+  });
+
   describe(`${name} backend: claiming`, () => {
     it('claims fairly: least recently served account first, FIFO within an account', async () => {
       const { b } = await fresh();

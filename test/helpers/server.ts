@@ -1,12 +1,16 @@
 import { openAsBlob } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, join, relative } from 'node:path';
+import { after, afterEach } from 'node:test';
 import { pino } from 'pino';
 import { AccountRegistry } from '../../src/accounts/registry.ts';
 import { resolveConfig, type ServeConfig } from '../../src/config.ts';
 import type { FetchConfig } from '../../src/fetch/config.ts';
+import { openApiDocument } from '../../src/ops/openapi.ts';
 import { startService, type RunningService } from '../../src/service.ts';
+import { contractSummary, contractStats, takeMismatches, watchContract } from './contract.ts';
 
 export const CORPUS = new URL('../../../shared/corpus/', import.meta.url).pathname;
 
@@ -29,6 +33,8 @@ export async function startTestServer(settings: Partial<Record<keyof ServeConfig
   const config = resolveConfig(flags, {});
   const service = await startService(config, pino({ level: 'silent' }), fetchExtra);
   const url = `http://127.0.0.1:${service.port}`;
+  // The document /openapi.json serves, built in-process so that no request counts against a rate limit.
+  watchContract(service.server as Server, openApiDocument(service.routes()));
   const registry = new AccountRegistry(dataDir);
   const key = service.firstKey ?? registry.createKey('default').key;
   return {
@@ -53,6 +59,19 @@ export async function startTestServer(settings: Partial<Record<keyof ServeConfig
     },
   };
 }
+
+// Every test of a file that uses test servers fails when a response it caused broke the
+// OpenAPI contract; answers still in flight when a test ends count against the next one or,
+// at the end, against the file. Each file prints its tally and the run's so far.
+const failOnMismatch = () => {
+  const fresh = takeMismatches();
+  if (fresh.length) throw new Error(`${fresh.length} response(s) off the OpenAPI document:\n${fresh.join('\n')}`);
+};
+afterEach(failOnMismatch);
+after(() => {
+  if (contractStats.operations.size > 0) console.log(contractSummary(relative(process.cwd(), process.argv[1] ?? 'test')));
+  failOnMismatch();
+});
 
 /** A multipart form with a corpus (or any) file streamed from disk. */
 export async function fileForm(path: string, fields: Record<string, string> = {}, name = basename(path)): Promise<FormData> {

@@ -9,44 +9,7 @@ export interface paths {
             cookie?: never;
         };
         /** Web UI */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description HTML */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getWebUi"];
         put?: never;
         post?: never;
         delete?: never;
@@ -63,73 +26,7 @@ export interface paths {
             cookie?: never;
         };
         /** Presigned download (token query parameter, no key) */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description the output file */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description download.invalid_token */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_ready */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.expired */
-                410: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["downloadJobWithToken"];
         put?: never;
         post?: never;
         delete?: never;
@@ -146,170 +43,10 @@ export interface paths {
             cookie?: never;
         };
         /** Legacy compressor listing */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description jobId, category, pool, dotted formats */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCompressorsLegacy"];
         put?: never;
         /** Submit a job (upload or URL) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["submitJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -324,55 +61,7 @@ export interface paths {
             cookie?: never;
         };
         /** All compressors, the format graph and limits */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description GetCompressorsResponse */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Compressors"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCompressors"];
         put?: never;
         post?: never;
         delete?: never;
@@ -389,57 +78,7 @@ export interface paths {
             cookie?: never;
         };
         /** Compressors by format (input or output) or category */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    filter: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description GetCompressorsResponse */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Compressors"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCompressorsByFilter"];
         put?: never;
         post?: never;
         delete?: never;
@@ -456,57 +95,7 @@ export interface paths {
             cookie?: never;
         };
         /** Compressors accepting the format */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    format: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description GetCompressorsResponse */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Compressors"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCompressorsFrom"];
         put?: never;
         post?: never;
         delete?: never;
@@ -523,57 +112,7 @@ export interface paths {
             cookie?: never;
         };
         /** Compressors producing the format */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    format: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description GetCompressorsResponse */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Compressors"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["listCompressorsTo"];
         put?: never;
         post?: never;
         delete?: never;
@@ -590,55 +129,7 @@ export interface paths {
             cookie?: never;
         };
         /** Credit balance and plan limits */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description balance, credits, limits */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Entitlements"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getEntitlements"];
         put?: never;
         post?: never;
         delete?: never;
@@ -655,57 +146,7 @@ export interface paths {
             cookie?: never;
         };
         /** Cost estimate */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    format: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description CompressCostEstimateResponse */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["CostEstimate"];
-                    };
-                };
-                /** @description estimate.unsupported_format, estimate.invalid_size, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["estimateCost"];
         put?: never;
         post?: never;
         delete?: never;
@@ -723,122 +164,8 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.gif-compress job (only its formats) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        /** Submit a job to image.gif-compress (only its formats) */
+        post: operations["submitGifJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -854,122 +181,8 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.universal-compress job (only its formats) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        /** Submit a job to image.universal-compress (only its formats) */
+        post: operations["submitImageJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -984,156 +197,11 @@ export interface paths {
             cookie?: never;
         };
         /** Job status */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Job status response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobStatus"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.forbidden */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_found */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getJob"];
         put?: never;
         post?: never;
         /** Delete a finished job and its files */
-        delete: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description {id, deleted} */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobDeleted"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.forbidden */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_found */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_deletable */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        delete: operations["deleteJob"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1149,84 +217,7 @@ export interface paths {
         get?: never;
         put?: never;
         /** Cancel a queued or running job */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Job status response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobStatus"];
-                    };
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.forbidden */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_found */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_cancellable */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        post: operations["cancelJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1241,100 +232,7 @@ export interface paths {
             cookie?: never;
         };
         /** Before/after previews */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description Compare response */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.forbidden */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_found */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description compare.not_ready */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description compare.expired */
-                410: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description compare.timeout */
-                504: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["compareJob"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1351,91 +249,7 @@ export interface paths {
             cookie?: never;
         };
         /** Download the output (API key, or a presigned token) */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    id: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description the output file */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.forbidden */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_found */
-                404: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.not_ready */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description jobs.expired */
-                410: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["downloadJob"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1453,122 +267,8 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.jpg-compress job (only its formats) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        /** Submit a job to image.jpg-compress (only its formats) */
+        post: operations["submitJpgJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1584,122 +284,8 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a document.office-compress job (only its formats) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        /** Submit a job to document.office-compress (only its formats) */
+        post: operations["submitOfficeJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1715,122 +301,8 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a document.pdf-compress job (only its formats) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        /** Submit a job to document.pdf-compress (only its formats) */
+        post: operations["submitPdfJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1846,122 +318,8 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a image.png-compress job (only its formats) */
-        post: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": {
-                        /** Format: uri */
-                        inputUrl: string;
-                        options?: components["schemas"]["Options"];
-                        /** @enum {string} */
-                        sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                    "multipart/form-data": {
-                        /** Format: binary */
-                        file?: string;
-                        /** Format: uri */
-                        inputUrl?: string;
-                        /** @description JSON string of the options object */
-                        options?: string;
-                        /** @enum {string} */
-                        sourceFormat?: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
-                        /** @description succeeded, failed or succeeded,failed (default) */
-                        webhookEvents?: string;
-                        webhookSecret?: string;
-                        /** Format: uri */
-                        webhookUrl?: string;
-                    };
-                };
-            };
-            responses: {
-                /** @description Job accepted */
-                202: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["JobAccepted"];
-                    };
-                };
-                /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description api_key.invalid_or_ip_not_allowed */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description entitlements.insufficient_credits */
-                402: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description url_fetch.guest_not_allowed */
-                403: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description request.file_too_large */
-                413: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description server.insufficient_storage, server.shutting_down */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        /** Submit a job to image.png-compress (only its formats) */
+        post: operations["submitPngJob"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1976,44 +334,7 @@ export interface paths {
             cookie?: never;
         };
         /** Union JSON Schema of every option */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description JSON Schema (application/schema+json) */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getOptionsSchema"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2030,46 +351,7 @@ export interface paths {
             cookie?: never;
         };
         /** Options schema of the format's compressor */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path: {
-                    format: string;
-                };
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description JSON Schema */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description schema.unsupported_format, request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getFormatOptionsSchema"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2086,44 +368,7 @@ export interface paths {
             cookie?: never;
         };
         /** Human-readable API reference */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description HTML */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getApiReference"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2140,44 +385,7 @@ export interface paths {
             cookie?: never;
         };
         /** Process alive */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description ok */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getHealth"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2194,53 +402,7 @@ export interface paths {
             cookie?: never;
         };
         /** Prometheus metrics (bearer token when configured) */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description text exposition format */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description metrics.unauthorized */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2257,44 +419,7 @@ export interface paths {
             cookie?: never;
         };
         /** This document */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description OpenAPI 3.1 */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2311,53 +436,7 @@ export interface paths {
             cookie?: never;
         };
         /** Ready: data dir writable, pool up, disk space above the threshold */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description ready */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description not_ready */
-                503: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getReadiness"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2374,44 +453,7 @@ export interface paths {
             cookie?: never;
         };
         /** Web UI style sheet */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description CSS */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getWebUiStyles"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2428,44 +470,7 @@ export interface paths {
             cookie?: never;
         };
         /** Web UI script */
-        get: {
-            parameters: {
-                query?: {
-                    version?: 1;
-                };
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description JavaScript */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-                /** @description request.unsupported_version */
-                400: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description rate_limited */
-                429: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
+        get: operations["getWebUiScript"];
         put?: never;
         post?: never;
         delete?: never;
@@ -2485,29 +490,11 @@ export interface webhooks {
         };
         get?: never;
         put?: never;
-        /** Sent to webhookUrl when a job succeeds or fails; X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")> */
-        post: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody: {
-                content: {
-                    "application/json": components["schemas"]["WebhookEvent"];
-                };
-            };
-            responses: {
-                /** @description Any 2xx: delivered. 429 and 5xx: retried (1, 5, 30, 120 s); other 4xx: not retried. */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content?: never;
-                };
-            };
-        };
+        /**
+         * Sent to webhookUrl when a job succeeds or fails
+         * @description X-Service-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+         */
+        post: operations["jobEnded"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2517,6 +504,23 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        Compare: {
+            afterImage: string;
+            afterMimeType: string;
+            afterPreviewHeight: number;
+            afterPreviewWidth: number;
+            beforeImage: string;
+            beforeMimeType: string;
+            compressedBytes: number;
+            inputHeight: number;
+            inputWidth: number;
+            originalBytes: number;
+            outputHeight: number;
+            outputWidth: number;
+            previewHeight: number;
+            previewWidth: number;
+            wasResized: boolean;
+        };
         Compressor: {
             category: string;
             costing: components["schemas"]["Costing"];
@@ -2590,6 +594,10 @@ export interface components {
             sourceFormat: string;
             targetFormat: string;
         };
+        Health: {
+            /** @constant */
+            status: "ok";
+        };
         JobAccepted: {
             /** Format: date-time */
             createdAt: string;
@@ -2637,6 +645,16 @@ export interface components {
             startedAt: string | null;
             /** @enum {string} */
             status: "Queued" | "Running" | "Succeeded" | "Failed" | "Canceled";
+        };
+        LegacyCompressors: {
+            compressors: {
+                category: string;
+                endpoint: string;
+                formats: string[];
+                jobId: string;
+                pool: string;
+            }[];
+            next: string;
         };
         /** Compression options */
         Options: {
@@ -2789,6 +807,11 @@ export interface components {
                 value?: number | null;
             } & unknown;
         };
+        Readiness: {
+            reasons?: string[];
+            /** @enum {string} */
+            status: "ready" | "not_ready";
+        };
         WebhookEvent: {
             /** Format: date-time */
             completedAt: string;
@@ -2822,11 +845,2802 @@ export interface components {
             status: "Succeeded" | "Failed";
         };
     };
-    responses: never;
-    parameters: never;
+    responses: {
+        /** @description route.method_not_allowed: the path exists, not with this method */
+        MethodNotAllowed: {
+            headers: {
+                /** @description The methods the path is served with */
+                Allow: string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+    };
+    parameters: {
+        /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+        IdempotencyKey: string;
+        /** @description Endpoint version */
+        Version: 1;
+        /** @description Endpoint version (below the query parameter) */
+        VersionHeader: 1;
+    };
     requestBodies: never;
-    headers: never;
+    headers: {
+        /** @description "true" when the answer is the first job of this Idempotency-Key, replayed */
+        IdempotentReplayed: "true";
+        /** @description Seconds to wait before retrying */
+        RetryAfter: number;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
-export type operations = Record<string, never>;
+export interface operations {
+    getWebUi: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web UI */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ui.unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    downloadJobWithToken: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file */
+            200: {
+                headers: {
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsLegacy: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description jobId, category, pool, dotted formats */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyCompressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options"];
+                    /** @enum {string} */
+                    sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (3fr, arw, avif, bmp, cr2, cr3, crw, dcr, dng, docx, erf, fff, gif, gpr, heic, heif, iiq, jpeg, jpg, kdc, mef, mos, mrw, nef, nrw, orf, pdf, pef, png, pptx, psd, raf, raw, rw2, sr2, srf, srw, tif, tiff, webp, x3f)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressors: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsByFilter: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                filter: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsFrom: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsTo: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getEntitlements: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description balance, credits, limits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Entitlements"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    estimateCost: {
+        parameters: {
+            query?: {
+                /** @description Input size in bytes; wins over fileSizeMb. */
+                fileSizeBytes?: number;
+                /** @description Input size in megabytes (MiB). */
+                fileSizeMb?: number;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CompressCostEstimateResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CostEstimate"];
+                };
+            };
+            /** @description estimate.unsupported_format, estimate.invalid_size, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitGifJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.gif-compress"];
+                    /** @enum {string} */
+                    sourceFormat: "gif";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (gif)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "gif";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitImageJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.universal-compress"];
+                    /** @enum {string} */
+                    sourceFormat: "jpg" | "jpeg" | "png" | "webp" | "avif" | "heic" | "heif" | "tiff" | "tif" | "bmp" | "gif" | "psd" | "cr2" | "cr3" | "crw" | "nef" | "nrw" | "arw" | "sr2" | "srf" | "raf" | "dng" | "rw2" | "raw" | "orf" | "pef" | "3fr" | "fff" | "iiq" | "srw" | "x3f" | "gpr" | "mrw" | "dcr" | "kdc" | "erf" | "mef" | "mos";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (jpg, jpeg, png, webp, avif, heic, heif, tiff, tif, bmp, gif, psd, cr2, cr3, crw, nef, nrw, arw, sr2, srf, raf, dng, rw2, raw, orf, pef, 3fr, fff, iiq, srw, x3f, gpr, mrw, dcr, kdc, erf, mef, mos)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "jpg" | "jpeg" | "png" | "webp" | "avif" | "heic" | "heif" | "tiff" | "tif" | "bmp" | "gif" | "psd" | "cr2" | "cr3" | "crw" | "nef" | "nrw" | "arw" | "sr2" | "srf" | "raf" | "dng" | "rw2" | "raw" | "orf" | "pef" | "3fr" | "fff" | "iiq" | "srw" | "x3f" | "gpr" | "mrw" | "dcr" | "kdc" | "erf" | "mef" | "mos";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Job status response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobStatus"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {id, deleted} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobDeleted"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_deletable */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Job status response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobStatus"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_cancellable */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    compareJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Compare response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compare"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description compare.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.unavailable */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.busy, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    downloadJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file */
+            200: {
+                headers: {
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed, download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitJpgJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.jpg-compress"];
+                    /** @enum {string} */
+                    sourceFormat: "jpg" | "jpeg";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (jpg, jpeg)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "jpg" | "jpeg";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitOfficeJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_document.office-compress"];
+                    /** @enum {string} */
+                    sourceFormat: "docx" | "pptx";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (docx, pptx)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "docx" | "pptx";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitPdfJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_document.pdf-compress"];
+                    /** @enum {string} */
+                    sourceFormat: "pdf";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (pdf)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "pdf";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitPngJob: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.png-compress"];
+                    /** @enum {string} */
+                    sourceFormat: "png";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (png)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @enum {string} */
+                    sourceFormat: "png";
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getOptionsSchema: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/schema+json": Record<string, never>;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getFormatOptionsSchema: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/schema+json": Record<string, never>;
+                };
+            };
+            /** @description schema.unsupported_format, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getApiReference: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTML */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/html": string;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getHealth: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ok */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text exposition format */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description metrics.unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getOpenApiDocument: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OpenAPI 3.1 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ready */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_ready, with the reasons */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+        };
+    };
+    getWebUiStyles: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web UI style sheet */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/css": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ui.unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getWebUiScript: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web UI script */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/javascript": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description ui.unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    jobEnded: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["WebhookEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx: delivered. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Other 4xx (but 429): not retried. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description 429 and 5xx: retried (1, 5, 30, 120 s). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+}

@@ -8,17 +8,22 @@ export type WebhookEvent = components['schemas']['WebhookEvent'];
  * Checks a webhook delivery as the spec says: `X-Service-Signature: t=<unix seconds>,v1=<hex>`,
  * v1 = HMAC-SHA256(secret, "<t>.<raw body>") compared in constant time, and `t` no further than
  * `toleranceSeconds` from now (a replayed old delivery is refused). Pass the body exactly as
- * received, before any JSON parsing. Returns the parsed event; throws a CompressdError otherwise.
+ * received, before any JSON parsing. The header goes in as Node gives it
+ * (`req.headers['x-service-signature']`, which may be an array when it came more than once: every
+ * copy must carry the same `t`). Returns the parsed event; throws a CompressdError otherwise.
  * Deduplicate on `eventId`: retries carry the same one.
  */
-export function verifyWebhook(rawBody: string | Uint8Array, signatureHeader: string | null | undefined, secret: string, toleranceSeconds = 300, now = Date.now()): WebhookEvent {
+export function verifyWebhook(rawBody: string | Uint8Array, signatureHeader: string | readonly string[] | null | undefined, secret: string, toleranceSeconds = 300, now = Date.now()): WebhookEvent {
   const parts = new Map<string, string[]>();
-  for (const item of (signatureHeader ?? '').split(',')) {
+  const header = typeof signatureHeader === 'string' ? signatureHeader : (signatureHeader ?? []).join(',');
+  for (const item of header.split(',')) {
     const at = item.indexOf('=');
     if (at > 0) parts.set(item.slice(0, at).trim(), [...(parts.get(item.slice(0, at).trim()) ?? []), item.slice(at + 1).trim()]);
   }
-  const t = parts.get('t')?.[0];
+  const stamps = new Set(parts.get('t'));
+  const [t] = stamps;
   const signatures = parts.get('v1') ?? [];
+  if (stamps.size > 1) throw new CompressdError('webhook.invalid_signature', null, 'X-Service-Signature carries more than one t=');
   if (!t || !/^\d+$/.test(t) || signatures.length === 0) throw new CompressdError('webhook.invalid_signature', null, 'X-Service-Signature lacks t= or v1=');
   if (Math.abs(now / 1000 - Number(t)) > toleranceSeconds) throw new CompressdError('webhook.timestamp_out_of_tolerance', null, `signed at ${t}, more than ${toleranceSeconds} s from now`);
   const expected = createHmac('sha256', secret).update(`${t}.`).update(rawBody).digest();

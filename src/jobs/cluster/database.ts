@@ -86,6 +86,20 @@ const MIGRATIONS: readonly string[] = [
     value bytea NOT NULL
   );
   `,
+  // Idempotency keys: bound in the admission's transaction; the primary key makes one of two
+  // racing admissions with one key lose. `job` is the admitted job's 202 (AcceptedJob), kept
+  // without a reference to jobs: a key outlives a deleted job.
+  `
+  CREATE TABLE idempotency_keys (
+    account text NOT NULL,
+    key text NOT NULL,
+    fingerprint text NOT NULL,
+    job jsonb NOT NULL,
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (account, key)
+  );
+  CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -1,5 +1,18 @@
 import pg from 'pg';
-import type { AdmissionLimits, AdmitResult, ClaimLimits, EndedQuery, Ending, FinishResult, JobStore, OwedWebhook } from '../backend.ts';
+import {
+  IDEMPOTENCY_TTL_MS,
+  type AcceptedJob,
+  type AdmissionLimits,
+  type AdmitResult,
+  type ClaimLimits,
+  type EndedQuery,
+  type Ending,
+  type FinishResult,
+  type IdempotencyClaim,
+  type JobStore,
+  type OwedWebhook,
+  type RememberedKey,
+} from '../backend.ts';
 import type { Job, JobStatus } from '../types.ts';
 import { isUniqueViolation, transaction, type Queryable } from './database.ts';
 import { settleHold } from './ledger.ts';
@@ -60,6 +73,15 @@ function toJob(r: JobRow): Job {
   };
 }
 
+interface KeyRow {
+  account: string;
+  key: string;
+  fingerprint: string;
+  job: AcceptedJob;
+}
+
+const toRemembered = (r: KeyRow): RememberedKey => ({ account: r.account, key: r.key, fingerprint: r.fingerprint, job: r.job });
+
 async function lockJob(db: Queryable, id: string): Promise<JobRow | undefined> {
   const { rows } = await db.query<JobRow>('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
   return rows[0];
@@ -80,11 +102,26 @@ export class PgJobStore implements JobStore {
     private readonly databaseUrl: string,
   ) {}
 
-  async admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+  async admit(job: Job, limits: AdmissionLimits, idem?: IdempotencyClaim): Promise<AdmitResult> {
     try {
-      return await transaction(this.pool, async (c) => {
+      return await transaction(this.pool, async (c): Promise<AdmitResult> => {
         const existing = await c.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [job.id]);
         if (existing.rows[0]) return { ok: true as const, job: toJob(existing.rows[0]) };
+        if (idem) {
+          // Waits for an admission holding the same key uncommitted; if that one commits, this
+          // binds nothing (the key is younger than the TTL) and reads the winner.
+          const accepted: AcceptedJob = { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt };
+          const bound = await c.query(
+            `INSERT INTO idempotency_keys (account, key, fingerprint, job, created_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (account, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, job = EXCLUDED.job, created_at = EXCLUDED.created_at
+             WHERE idempotency_keys.created_at < $6`,
+            [job.account, idem.key, idem.fingerprint, JSON.stringify(accepted), job.createdAt, new Date(Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS)],
+          );
+          if (bound.rowCount === 0) {
+            const { rows } = await c.query<KeyRow>('SELECT * FROM idempotency_keys WHERE account = $1 AND key = $2', [job.account, idem.key]);
+            return { ok: false, refusal: 'idempotency.key_taken', remembered: toRemembered(rows[0]!) };
+          }
+        }
         // The account row is the admission's lock: concurrent admissions of one account queue here
         // and each re-reads the counts the previous one committed.
         const room = await c.query(
@@ -94,8 +131,9 @@ export class PgJobStore implements JobStore {
         );
         if (room.rowCount === 0) {
           const { rows } = await c.query<{ open_jobs: number; available: string }>('SELECT open_jobs, granted - spent - reserved AS available FROM accounts WHERE name = $1', [job.account]);
-          if (rows[0] && rows[0].open_jobs >= limits.maxOpenPerAccount) return { ok: false as const, refusal: 'queue.limit_exceeded' as const };
-          return { ok: false as const, refusal: 'entitlements.insufficient_credits' as const, required: job.creditCost, available: Math.max(0, Number(rows[0]?.available ?? 0)) };
+          // Thrown, so the key bound above is rolled back with the refused admission.
+          if (rows[0] && rows[0].open_jobs >= limits.maxOpenPerAccount) throw new Refused({ ok: false, refusal: 'queue.limit_exceeded' });
+          throw new Refused({ ok: false, refusal: 'entitlements.insufficient_credits', required: job.creditCost, available: Math.max(0, Number(rows[0]?.available ?? 0)) });
         }
         await c.query('INSERT INTO credit_holds (job_id, account, amount) VALUES ($1, $2, $3)', [job.id, job.account, job.creditCost]);
         const { rows } = await c.query<JobRow>(
@@ -106,12 +144,27 @@ export class PgJobStore implements JobStore {
         return { ok: true as const, job: toJob(rows[0]!) };
       });
     } catch (err) {
+      if (err instanceof Refused) return err.result;
       // The same id admitted concurrently by a retrying client: the first admission stands.
       if (!isUniqueViolation(err)) throw err;
       const stored = await this.get(job.id);
       if (!stored) throw err;
       return { ok: true, job: stored };
     }
+  }
+
+  async rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined> {
+    const { rows } = await this.pool.query<KeyRow>('SELECT * FROM idempotency_keys WHERE account = $1 AND key = $2 AND created_at >= $3', [
+      account,
+      key,
+      new Date(at.getTime() - IDEMPOTENCY_TTL_MS),
+    ]);
+    return rows[0] && toRemembered(rows[0]);
+  }
+
+  async forgetKeys(before: Date): Promise<number> {
+    const res = await this.pool.query('DELETE FROM idempotency_keys WHERE created_at < $1', [before]);
+    return res.rowCount ?? 0;
   }
 
   async get(id: string): Promise<Job | undefined> {
@@ -320,3 +373,10 @@ export class PgJobStore implements JobStore {
 }
 
 class LostRace extends Error {}
+
+/** An admission refused after it bound its key: thrown to roll the key back. */
+class Refused extends Error {
+  constructor(readonly result: AdmitResult) {
+    super(result.ok ? 'admitted' : result.refusal);
+  }
+}

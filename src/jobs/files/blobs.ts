@@ -25,7 +25,7 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async put(jobId: string, kind: BlobKind, body: Readable): Promise<number> {
-    await mkdir(jobDir(this.root, jobId), { recursive: true });
+    await mkdir(jobDir(this.root, jobId), { recursive: true, mode: 0o700 });
     await pipeline(body, createWriteStream(this.path(jobId, kind), { mode: 0o600 }));
     return (await stat(this.path(jobId, kind))).size;
   }
@@ -33,7 +33,7 @@ export class LocalBlobStore implements BlobStore {
   async putFile(jobId: string, kind: BlobKind, path: string): Promise<number> {
     const target = this.path(jobId, kind);
     if (path !== target) {
-      await mkdir(jobDir(this.root, jobId), { recursive: true });
+      await mkdir(jobDir(this.root, jobId), { recursive: true, mode: 0o700 });
       try {
         await rename(path, target);
       } catch (err) {
@@ -78,7 +78,7 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async ids(): Promise<string[]> {
-    await mkdir(this.root, { recursive: true });
+    await mkdir(this.root, { recursive: true, mode: 0o700 });
     const ids = (await readdir(this.root)).filter((n) => SAFE_ID.test(n));
     if (this.orphanGraceMs === 0) return ids;
     const before = Date.now() - this.orphanGraceMs;

@@ -2,15 +2,31 @@ import { EventEmitter } from 'node:events';
 import { join } from 'node:path';
 import type { CreditLedger } from '../../accounts/ledger.ts';
 import { Journal } from '../../durable/journal.ts';
-import type { AdmissionLimits, AdmitResult, ClaimLimits, EndedQuery, Ending, FinishResult, JobStore, Outbox, OwedWebhook } from '../backend.ts';
+import {
+  IDEMPOTENCY_TTL_MS,
+  type AdmissionLimits,
+  type AdmitResult,
+  type ClaimLimits,
+  type EndedQuery,
+  type Ending,
+  type FinishResult,
+  type IdempotencyClaim,
+  type JobStore,
+  type Outbox,
+  type OwedWebhook,
+  type RememberedKey,
+} from '../backend.ts';
 import { allowed, isTerminal, type Job } from '../types.ts';
 
 /**
  * Journal records. A finish carries the webhook it owes; `handed` is written once that delivery is
- * in the outbox, so recovery hands over exactly the ones a crash kept from getting there.
+ * in the outbox, so recovery hands over exactly the ones a crash kept from getting there. An
+ * admission's `put` carries its idempotency key (one record: the job and its key are durable
+ * together); `key` keeps, across a compaction, a key whose job was forgotten within its 24 h.
  */
 type JobRecord =
-  | { op: 'put'; job: Job; owed?: OwedWebhook }
+  | { op: 'put'; job: Job; owed?: OwedWebhook; idem?: IdempotencyClaim }
+  | { op: 'key'; remembered: RememberedKey }
   | { op: 'patch'; id: string; patch: Partial<Job>; owed?: OwedWebhook }
   | { op: 'handed'; id: string }
   | { op: 'remove'; id: string };
@@ -43,6 +59,8 @@ export class FilesJobStore implements JobStore {
   private serveCount = 0;
   private readonly cancels = new EventEmitter<{ cancel: [string] }>();
   private readonly inMove = new Map<string, Promise<void>>();
+  /** Idempotency keys by `keyOf(account, key)`; they outlive their jobs' records. */
+  private readonly keys = new Map<string, RememberedKey>();
 
   private constructor(
     private readonly journal: Journal<JobRecord>,
@@ -54,16 +72,26 @@ export class FilesJobStore implements JobStore {
   static async open(dataDir: string, ledger: CreditLedger, outbox: Outbox, opts: { sync: boolean; step(s: FilesStep): void }): Promise<FilesJobStore> {
     const store = new FilesJobStore(new Journal<JobRecord>(join(dataDir, 'jobs.log'), opts.sync), ledger, outbox, opts.step);
     for (const r of store.journal.readNew().records) store.replay(r);
-    await store.journal.compact([...store.jobs.values()].map((job) => ({ op: 'put', job, owed: store.owed.get(job.id) })));
+    await store.forgetKeys(new Date(Date.now() - IDEMPOTENCY_TTL_MS));
+    const keyOfJob = new Map([...store.keys.values()].map((k) => [k.job.id, k]));
+    const puts: JobRecord[] = [...store.jobs.values()].map((job) => {
+      const k = keyOfJob.get(job.id);
+      keyOfJob.delete(job.id);
+      return { op: 'put', job, owed: store.owed.get(job.id), ...(k ? { idem: { key: k.key, fingerprint: k.fingerprint } } : {}) };
+    });
+    await store.journal.compact([...puts, ...[...keyOfJob.values()].map((remembered): JobRecord => ({ op: 'key', remembered }))]);
     for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);
     return store;
   }
 
   private replay(r: JobRecord): void {
     if (r.op === 'put') {
-      this.jobs.set(r.job.id, upgrade(r.job));
-      if (r.owed) this.owed.set(r.job.id, r.owed);
-    } else if (r.op === 'patch') {
+      const job = upgrade(r.job);
+      this.jobs.set(job.id, job);
+      if (r.owed) this.owed.set(job.id, r.owed);
+      if (r.idem) this.keys.set(keyOf(job.account, r.idem.key), remembered(job, r.idem));
+    } else if (r.op === 'key') this.keys.set(keyOf(r.remembered.account, r.remembered.key), r.remembered);
+    else if (r.op === 'patch') {
       const j = this.jobs.get(r.id);
       if (j) Object.assign(j, r.patch);
       if (r.owed) this.owed.set(r.id, r.owed);
@@ -122,13 +150,22 @@ export class FilesJobStore implements JobStore {
     return work;
   }
 
-  admit(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
-    return this.moving(job.id, this.admitNow(job, limits));
+  admit(job: Job, limits: AdmissionLimits, idempotency?: IdempotencyClaim): Promise<AdmitResult> {
+    return this.moving(job.id, this.admitNow(job, limits, idempotency));
   }
 
-  private async admitNow(job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+  private async admitNow(job: Job, limits: AdmissionLimits, idem?: IdempotencyClaim): Promise<AdmitResult> {
     const existing = this.jobs.get(job.id);
     if (existing) return { ok: true, job: existing };
+    const key = idem && keyOf(job.account, idem.key);
+    const since = Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS;
+    let taken = key === undefined ? undefined : this.boundSince(key, since);
+    // An admission still writing its record may yet be undone: its outcome decides.
+    while (taken && this.inMove.has(taken.job.id)) {
+      await this.inMove.get(taken.job.id);
+      taken = this.boundSince(key!, since);
+    }
+    if (taken) return { ok: false, refusal: 'idempotency.key_taken', remembered: taken };
     const open = (this.queued.get(job.account)?.length ?? 0) + this.runningOf(job.account).length;
     if (open >= limits.maxOpenPerAccount) return { ok: false, refusal: 'queue.limit_exceeded' };
     const hold = this.ledger.reserve(job.id, job.account, job.creditCost);
@@ -136,9 +173,11 @@ export class FilesJobStore implements JobStore {
     const stored: Job = { ...job };
     this.jobs.set(stored.id, stored);
     this.index(stored);
+    if (key !== undefined) this.keys.set(key, remembered(stored, idem!));
     const undo = () => {
       this.unindex(stored);
       this.jobs.delete(stored.id);
+      if (key !== undefined) this.keys.delete(key);
     };
     try {
       await hold.durable;
@@ -148,13 +187,36 @@ export class FilesJobStore implements JobStore {
     }
     this.step('admit.held');
     try {
-      await this.journal.append({ op: 'put', job: stored });
+      await this.journal.append({ op: 'put', job: stored, ...(idem ? { idem } : {}) });
     } catch (err) {
       undo();
       await this.ledger.release(stored.id).catch(() => {});
       throw err;
     }
     return { ok: true, job: stored };
+  }
+
+  /** The key's binding if it was made at or after `since` (epoch ms). */
+  private boundSince(key: string, since: number): RememberedKey | undefined {
+    const bound = this.keys.get(key);
+    return bound && Date.parse(bound.job.createdAt) >= since ? bound : undefined;
+  }
+
+  async rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined> {
+    const bound = this.keys.get(keyOf(account, key));
+    // An admission still writing its record may yet be undone.
+    if (bound) await this.inMove.get(bound.job.id);
+    return this.boundSince(keyOf(account, key), at.getTime() - IDEMPOTENCY_TTL_MS);
+  }
+
+  async forgetKeys(before: Date): Promise<number> {
+    let n = 0;
+    for (const [key, bound] of this.keys) {
+      if (Date.parse(bound.job.createdAt) >= before.getTime()) continue;
+      this.keys.delete(key);
+      n++;
+    }
+    return n;
   }
 
   async get(id: string): Promise<Job | undefined> {
@@ -314,6 +376,12 @@ export class FilesJobStore implements JobStore {
   close(): Promise<void> {
     return this.journal.close();
   }
+}
+
+const keyOf = (account: string, key: string) => JSON.stringify([account, key]);
+
+function remembered(job: Job, idem: IdempotencyClaim): RememberedKey {
+  return { account: job.account, key: idem.key, fingerprint: idem.fingerprint, job: { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt } };
 }
 
 function byAge(a: Job, b: Job): number {

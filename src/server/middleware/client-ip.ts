@@ -1,15 +1,11 @@
 import type { MiddlewareHandler } from 'hono';
 import type { AppEnv } from '../env.ts';
+import { clientAddress, type ProxyTrust } from '../proxy-trust.ts';
 
-/** The client address: the socket's, or with a trusted proxy the first X-Forwarded-For entry. */
-export function clientIp(trustProxy: boolean): MiddlewareHandler<AppEnv> {
+/** The client address: the socket's, or read from X-Forwarded-For through the trusted proxies. */
+export function clientIp(trust: ProxyTrust): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
-    let ip = c.env?.incoming?.socket?.remoteAddress ?? '';
-    if (trustProxy) {
-      const forwarded = c.req.header('x-forwarded-for')?.split(',')[0]?.trim();
-      if (forwarded) ip = forwarded;
-    }
-    c.set('clientIp', ip);
+    c.set('clientIp', clientAddress(c.env?.incoming?.socket?.remoteAddress ?? '', c.req.header('x-forwarded-for'), trust));
     await next();
   };
 }

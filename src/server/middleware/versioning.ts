@@ -4,6 +4,8 @@ import type { AppEnv } from '../env.ts';
 
 export const SUPPORTED_VERSIONS = [1];
 const SUFFIX = /\/v(\d+)$/;
+/** The query parameter and the header carry the bare number (spec: `?version=<N>`); only the path suffix has the `v`. */
+const NUMBER = /^\d+$/;
 
 /** Routing ignores a `/v<N>` route suffix; the version itself is read by `versioning`. */
 export function pathWithoutVersion(path: string): string {
@@ -19,13 +21,12 @@ export const versioning: MiddlewareHandler<AppEnv> = async (c, next) => {
   const raw = SUFFIX.exec(url.pathname)?.[1] ?? url.searchParams.get('version') ?? c.req.header('x-service-endpoint-version');
   let version = SUPPORTED_VERSIONS[SUPPORTED_VERSIONS.length - 1];
   if (raw !== undefined && raw !== null) {
-    const n = /^\s*v?(\d+)\s*$/i.exec(raw);
-    if (!n || !SUPPORTED_VERSIONS.includes(Number(n[1]))) {
+    if (!NUMBER.test(raw) || !SUPPORTED_VERSIONS.includes(Number(raw))) {
       throw new ApiError('request.unsupported_version', 400, `Endpoint version ${JSON.stringify(raw)} is not available; supported: ${SUPPORTED_VERSIONS.join(', ')}.`, {
         supportedVersions: SUPPORTED_VERSIONS,
       });
     }
-    version = Number(n[1]);
+    version = Number(raw);
   }
   c.set('version', version);
   await next();

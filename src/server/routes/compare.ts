@@ -8,6 +8,7 @@ import type { CompressorPool } from '../../jobs/pool.ts';
 import type { Spool } from '../../jobs/spool.ts';
 import type { Job } from '../../jobs/types.ts';
 import type { AppEnv } from '../env.ts';
+import { PreviewLimiter, previewLimits } from '../preview-limit.ts';
 import { ownedJob } from './jobs.ts';
 
 export interface CompareSettings {
@@ -108,8 +109,9 @@ function previewQuery(q: Record<string, string>): Pick<PreviewJob, 'size' | 'pag
 const expired = () => new ApiError('compare.expired', 410, 'The files were deleted after their retention period.');
 
 /** `GET /compress/job/{id}/compare`: before/after previews of a Succeeded job. */
-export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool, pool: Pick<CompressorPool, 'preview'>, settings: CompareSettings = COMPARE_DEFAULTS) {
+export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool, pool: Pick<CompressorPool, 'preview' | 'previewThreads'>, settings: CompareSettings = COMPARE_DEFAULTS) {
   const comparer = new Comparer(pool, settings);
+  const limiter = new PreviewLimiter(previewLimits(pool.previewThreads));
   const app = new Hono<AppEnv>();
   app.get('/compress/job/:id/compare', async (c) => {
     const query = previewQuery(c.req.query());
@@ -122,6 +124,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
     // are deleted after use, since any node may be asked and none runs the job any more.
     const scratch = spool.dir(job.id);
     let comparison: Comparison;
+    const release = limiter.enter(c.get('principal').account);
     try {
       const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', scratch), blobs.localFile(job.id, 'output', scratch)]);
       if (!inputPath || !outputPath) throw expired();
@@ -134,6 +137,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
       if ((await engine.isExpired(job)) || (await blobs.size(job.id, 'input')) === null || (await blobs.size(job.id, 'output')) === null) throw expired();
       throw err;
     } finally {
+      release();
       await spool.discardCopies(job.id);
     }
     c.header('cache-control', 'private, no-store');

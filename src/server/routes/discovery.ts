@@ -142,21 +142,21 @@ export function discoveryRoutes(planOf: (account: string) => Plan) {
     const entry = compressorForFormat(format);
     if (!entry) throw unsupported('estimate.unsupported_format', format);
     const q = c.req.query();
-    const number = (name: string) => {
+    const number = (name: string, whole: boolean) => {
       if (q[name] === undefined || q[name] === '') return null;
       const n = Number(q[name]);
-      if (!Number.isFinite(n) || n < 0) throw new ApiError('estimate.invalid_size', 400, `${name} must be a number ≥ 0.`);
+      if (!Number.isFinite(n) || n < 0 || (whole && !Number.isInteger(n))) throw new ApiError('estimate.invalid_size', 400, `${name} must be a ${whole ? 'whole ' : ''}number ≥ 0.`);
       return n;
     };
-    const fileSizeBytes = number('fileSizeBytes');
-    const fileSizeMb = number('fileSizeMb');
+    const fileSizeBytes = number('fileSizeBytes', true);
+    const fileSizeMb = number('fileSizeMb', false);
     const bytes = fileSizeBytes ?? (fileSizeMb === null ? null : Math.round(fileSizeMb * 1024 * 1024));
     return c.json({
       job: entry.jobType,
       category: entry.category,
       estimatedCredits: creditsFor(entry.costing, bytes),
       costing: entry.costing,
-      inputs: { fileSizeBytes: fileSizeBytes === null ? null : Math.round(fileSizeBytes), fileSizeMb },
+      inputs: { fileSizeBytes, fileSizeMb },
       limits: { maxFileSizeBytes: plan(c).maxFileSizeBytes },
     });
   });

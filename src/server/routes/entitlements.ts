@@ -3,7 +3,7 @@ import type { Ledger } from '../../jobs/backend.ts';
 import type { Plan } from '../../accounts/plan.ts';
 import type { AppEnv } from '../env.ts';
 
-/** `GET /compress/entitlements/me`: the balance and plan limits of the caller's account (shape in README). */
+/** `GET /compress/entitlements/me`: the balance and plan limits of the caller's account (shape in docs/api.md). */
 export function entitlementRoutes(ledger: Ledger, planOf: (account: string) => Plan) {
   const app = new Hono<AppEnv>();
   app.get('/compress/entitlements/me', async (c) => {

@@ -33,7 +33,7 @@ export function opsRoutes(d: OpsDeps) {
     const problems: string[] = [];
     const probe = join(d.dataDir, `.ready-${randomBytes(4).toString('hex')}`);
     try {
-      await writeFile(probe, 'ok');
+      await writeFile(probe, 'ok', { mode: 0o600 });
       await unlink(probe);
     } catch (err) {
       problems.push(`data dir not writable: ${(err as Error).message}`);

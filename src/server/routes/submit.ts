@@ -2,18 +2,19 @@ import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
 import { Hono, type Context } from 'hono';
 import type { Plan } from '../../accounts/plan.ts';
-import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
+import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, MB, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
 import { ApiError } from '../../errors.ts';
 import type { FetchedInput, FetchToFileOptions } from '../../fetch/fetch-input.ts';
 import { validateInputUrl } from '../../fetch/validate-url.ts';
-import type { BlobStore } from '../../jobs/backend.ts';
+import type { BlobStore, Ledger } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
+import { insufficientCredits } from '../../jobs/lifecycle.ts';
 import type { Spool } from '../../jobs/spool.ts';
 import { validateOptions } from '../../options.ts';
 import { validateWebhook } from '../../webhooks/validate.ts';
 import type { AppEnv } from '../env.ts';
-import { receiveJson, receiveMultipart, tooLarge } from '../multipart.ts';
-import { acceptedView } from '../views.ts';
+import { Idempotency } from '../idempotency.ts';
+import { tooLarge } from '../multipart.ts';
 
 export interface InputFetcher {
   fetchToFile(url: string, opts: FetchToFileOptions): Promise<FetchedInput>;
@@ -22,13 +23,17 @@ export interface InputFetcher {
 export interface SubmitDeps {
   engine: JobEngine;
   blobs: BlobStore;
+  ledger: Pick<Ledger, 'summary'>;
   spool: Spool;
   fetcher: InputFetcher;
   planOf(account: string): Plan;
-  disk: { assertRoom(): Promise<void> };
+  disk: { reserve(bytes: number): Promise<() => void> };
 }
 
 const dotted = (formats: string[]) => formats.map((f) => `.${f}`);
+
+/** The least a submission can cost before its size is known: its compressor's base cost, on `POST /compress` the catalog's cheapest. */
+const minimumCost = (dedicated: CompressorEntry | undefined) => Math.min(...(dedicated ? [dedicated] : COMPRESSORS).map((e) => creditsFor(e.costing, null)));
 
 /**
  * Which compressor takes `format`: on `POST /compress` the catalog's first match; on a
@@ -69,6 +74,10 @@ const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
 export function submitRoutes(deps: SubmitDeps) {
   const app = new Hono<AppEnv>();
+  const idempotency = new Idempotency({
+    rememberedKey: (account, key, at) => deps.engine.rememberedKey(account, key, at),
+    maxFileSizeBytes: (account) => deps.planOf(account).maxFileSizeBytes,
+  });
 
   async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined) {
     const principal = c.get('principal');
@@ -84,7 +93,6 @@ export function submitRoutes(deps: SubmitDeps) {
     const options = validateOptions(entry, body.options);
     const webhook = validateWebhook(body);
     const plan = deps.planOf(principal.account);
-    await deps.engine.assertQueueRoom(principal.account);
     const destPath = await deps.spool.prepare(id);
     const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
     return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook });
@@ -95,7 +103,7 @@ export function submitRoutes(deps: SubmitDeps) {
     a: { id: string; entry: CompressorEntry; format: string; fileName: string; path: string; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
   ) {
     const bytes = await deps.blobs.putFile(a.id, 'input', a.path);
-    const job = await deps.engine.submit({
+    const admitted = await deps.engine.submit({
       id: a.id,
       account: c.get('principal').account,
       jobType: a.entry.jobType,
@@ -105,28 +113,71 @@ export function submitRoutes(deps: SubmitDeps) {
       inputBytes: bytes,
       creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
-    });
-    return c.json(acceptedView(job), 202);
+    }, idempotency.claim(c));
+    return idempotency.accepted(c, admitted);
+  }
+
+  /** Submissions of each account whose body is still arriving: open jobs until admitted or abandoned. */
+  const inFlight = new Map<string, number>();
+
+  /**
+   * What is checked before a byte of the body is read, so that the body of an account that cannot
+   * pay, has no room in its queue, or would not fit on the volume never reaches the disk: 413 for
+   * a declared length far over the limit, 402 when the account cannot pay the minimum cost, 429
+   * when its open jobs and uploads in progress fill its queue, 503 when the declared length (or
+   * the size limit, when none is declared) does not fit in the free space that uploads in progress
+   * leave. Admission checks credits and the queue again and decides; these only stop the bytes
+   * early. Returns the release of the upload's place and disk reservation (safe to call twice).
+   */
+  async function checkBeforeBody(c: Context<AppEnv>, dedicated: CompressorEntry | undefined): Promise<() => void> {
+    const { account } = c.get('principal');
+    const plan = deps.planOf(account);
+    const header = c.req.header('content-length');
+    const declared = header === undefined ? null : Number(header);
+    // Multipart overhead is small: a body far beyond the limit is refused without reading it.
+    if (declared !== null && declared > plan.maxFileSizeBytes + MB) throw tooLarge(plan.maxFileSizeBytes);
+    const required = minimumCost(dedicated);
+    const { available } = await deps.ledger.summary(account);
+    if (available < required) throw insufficientCredits(required, available);
+    // The place is taken before any await, so of uploads racing in each counts those before it.
+    const ahead = inFlight.get(account) ?? 0;
+    inFlight.set(account, ahead + 1);
+    let held = true;
+    let releaseDisk = () => {};
+    const release = () => {
+      if (!held) return;
+      held = false;
+      const left = (inFlight.get(account) ?? 1) - 1;
+      if (left > 0) inFlight.set(account, left);
+      else inFlight.delete(account);
+      releaseDisk();
+    };
+    try {
+      await deps.engine.assertQueueRoom(account, ahead);
+      releaseDisk = await deps.disk.reserve(declared !== null && Number.isFinite(declared) ? declared : plan.maxFileSizeBytes);
+    } catch (err) {
+      release();
+      throw err;
+    }
+    return release;
   }
 
   async function submit(c: Context<AppEnv>, dedicated?: CompressorEntry) {
+    const replayed = await idempotency.begin(c, dedicated?.path ?? '/compress');
+    if (replayed) return replayed;
     const contentType = (c.req.header('content-type') ?? '').toLowerCase();
     const id = randomUUID();
-    const principal = c.get('principal');
-    await deps.disk.assertRoom();
+    const isJson = contentType.startsWith('application/json');
+    if (!isJson && !contentType.startsWith('multipart/form-data')) {
+      throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
+    }
+    const release = await checkBeforeBody(c, dedicated);
     try {
-      if (contentType.startsWith('application/json')) return await submitUrl(c, id, await receiveJson(c.env.incoming), dedicated);
-      if (!contentType.startsWith('multipart/form-data')) {
-        throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
-      }
-      const plan = deps.planOf(principal.account);
-      await deps.engine.assertQueueRoom(principal.account);
-      const declared = Number(c.req.header('content-length'));
-      // A body far beyond the limit is refused before reading it; multipart overhead is small.
-      if (Number.isFinite(declared) && declared > plan.maxFileSizeBytes + 1024 * 1024) throw tooLarge(plan.maxFileSizeBytes);
+      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated);
+      const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
-      const upload = await receiveMultipart(c.env.incoming, {
+      const upload = await idempotency.receiveMultipart(c, {
         maxBytes: plan.maxFileSizeBytes,
         accept: (name) => {
           format = formatOfFileName(name);
@@ -147,6 +198,8 @@ export function submitRoutes(deps: SubmitDeps) {
     } catch (err) {
       await Promise.all([deps.spool.discard(id), deps.blobs.delete(id)]);
       throw err;
+    } finally {
+      release();
     }
   }
 

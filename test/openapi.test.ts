@@ -1,0 +1,156 @@
+// The OpenAPI document as a contract (issue 29): Redocly's recommended lint, what the document
+// says about parameters and bodies, and the response check every test server runs (helpers/contract.ts).
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { acceptedFormats } from '../src/catalog/index.ts';
+import { ContractChecker, type Exchange } from './helpers/contract.ts';
+import { json, startTestServer, type TestServer } from './helpers/server.ts';
+
+const run = promisify(execFile);
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+let s: TestServer;
+let doc: Record<string, any>;
+before(async () => {
+  s = await startTestServer({ workers: '1' });
+  doc = await json(await s.api('/openapi.json', { key: null }));
+});
+after(() => s.stop());
+
+const operations = () =>
+  Object.entries<Record<string, any>>(doc.paths).flatMap(([path, item]) =>
+    Object.entries<Record<string, any>>(item)
+      .filter(([m]) => METHODS.includes(m))
+      .map(([method, op]) => ({ key: `${method.toUpperCase()} ${path}`, op })),
+  );
+
+describe('the served document', () => {
+  it('passes Redocly CLI lint with the recommended rules: 0 errors, 0 warnings', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-redocly-'));
+    try {
+      const file = join(dir, 'openapi.json');
+      await writeFile(file, JSON.stringify(doc));
+      const cli = join(ROOT, 'node_modules/@redocly/cli/bin/cli.js');
+      const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' };
+      const out = await run(process.execPath, [cli, 'lint', file, '--config', join(ROOT, 'redocly.yaml'), '--format', 'json'], { env, maxBuffer: 64 << 20 }).catch((e) => e);
+      const report = JSON.parse(out.stdout) as { totals: { errors: number; warnings: number }; problems: { ruleId: string; message: string; location: { pointer: string }[] }[] };
+      const lines = report.problems.map((p) => `${p.ruleId}: ${p.message} at ${p.location[0]?.pointer}`);
+      assert.deepEqual({ errors: report.totals.errors, warnings: report.totals.warnings }, { errors: 0, warnings: 0 }, lines.join('\n'));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('names every operation with a unique, readable operationId', () => {
+    const ids = operations().map(({ op }) => op.operationId as string);
+    assert.equal(new Set(ids).size, ids.length);
+    for (const id of ids) assert.match(id, /^[a-z][A-Za-z]+$/);
+    const byRoute = Object.fromEntries(operations().map(({ key, op }) => [key, op.operationId]));
+    assert.deepEqual(
+      [byRoute['POST /compress'], byRoute['POST /compress/jpg'], byRoute['GET /compress/job/{id}'], byRoute['GET /compress/job/{id}/download'], byRoute['GET /compress/compressors']],
+      ['submitJob', 'submitJpgJob', 'getJob', 'downloadJob', 'listCompressors'],
+    );
+  });
+
+  it('gives every answer with a body its content type, and every path its 405 with Allow', () => {
+    for (const { key, op } of operations()) {
+      for (const [status, response] of Object.entries<Record<string, any>>(op.responses)) {
+        if (status === '304') continue;
+        const resolved = response.$ref ? doc.components.responses[response.$ref.split('/').pop()] : response;
+        assert.ok(resolved.content && Object.keys(resolved.content).length > 0, `${key} ${status} has no content`);
+      }
+      assert.equal(op.responses['405'].$ref, '#/components/responses/MethodNotAllowed', key);
+    }
+    assert.equal(doc.components.responses.MethodNotAllowed.headers.Allow.required, true);
+  });
+
+  it("declares the format parameters as the catalog's formats and the version as the integer it is", () => {
+    for (const path of ['/compress/schema/{format}', '/compress/estimate/{format}']) {
+      const param = doc.paths[path].get.parameters.find((p: any) => p.name === 'format');
+      assert.deepEqual(param.schema.enum, acceptedFormats(), path);
+    }
+    assert.deepEqual(doc.components.parameters.Version.schema, { type: 'integer', enum: [1] });
+    const estimate = doc.paths['/compress/estimate/{format}'].get.parameters.map((p: any) => p.name);
+    for (const name of ['fileSizeBytes', 'fileSizeMb']) assert.ok(estimate.includes(name), name);
+    const listing = doc.paths['/compress/compressors'].get.parameters.map((p: any) => p.name);
+    for (const name of ['formats', 'category']) assert.ok(listing.includes(name), name);
+    assert.deepEqual(doc.paths['/api/compress/job/{id}/download'].get.security, [{ downloadToken: [] }]);
+    assert.equal(doc.components.securitySchemes.downloadToken.name, 'token');
+  });
+
+  const bodies: [string, Record<string, string>, boolean][] = [
+    ['a file', { file: 'x' }, true],
+    ['a URL with its format', { inputUrl: 'https://example.com/a', sourceFormat: 'png' }, true],
+    ['a URL without its format', { inputUrl: 'https://example.com/a' }, false],
+    ['both a file and a URL', { file: 'x', inputUrl: 'https://example.com/a', sourceFormat: 'png' }, false],
+    ['neither', { options: '{}' }, false],
+    ['a webhook URL without its secret', { file: 'x', webhookUrl: 'https://hooks.example.com/x' }, false],
+  ];
+  for (const [name, body, valid] of bodies) {
+    it(`${valid ? 'accepts' : 'refuses'} a multipart submission with ${name}`, () => {
+      const ajv = new Ajv2020({ strict: false, validateFormats: false }).addSchema(doc, 'doc');
+      const ok = ajv.validate({ $ref: 'doc#/paths/~1compress/post/requestBody/content/multipart~1form-data/schema' }, body);
+      assert.equal(ok, valid, ajv.errorsText());
+    });
+  }
+});
+
+describe('query parameters behave as declared', () => {
+  const cases: [string, number, string?][] = [
+    ['/compress/compressors?version=1', 200],
+    ['/compress/compressors?version=v1', 400, 'request.unsupported_version'],
+    ['/compress/compressors?version=%201', 400, 'request.unsupported_version'],
+    ['/compress/estimate/jpg?fileSizeBytes=2048', 200],
+    ['/compress/estimate/jpg?fileSizeBytes=1.5', 400, 'estimate.invalid_size'],
+    ['/compress/estimate/jpg?fileSizeMb=1.5', 200],
+    ['/compress/estimate/jpg?fileSizeMb=-1', 400, 'estimate.invalid_size'],
+  ];
+  for (const [path, status, code] of cases) {
+    it(`${path} → ${status}${code ? ` ${code}` : ''}`, async () => {
+      const res = await s.api(path);
+      assert.equal(res.status, status);
+      if (code) assert.equal((await json(res)).error, code);
+      else await res.arrayBuffer();
+    });
+  }
+  it('takes the version header as a bare number too', async () => {
+    assert.equal((await s.api('/compress/compressors', { headers: { 'X-Service-Endpoint-Version': 'v1' } })).status, 400);
+    assert.equal((await s.api('/compress/compressors', { headers: { 'X-Service-Endpoint-Version': '1' } })).status, 200);
+  });
+});
+
+describe('the response check', () => {
+  const jsonHeaders = { 'content-type': 'application/json; charset=utf-8' };
+  const exchange = (x: Partial<Exchange> & { json?: unknown }): Exchange => {
+    const body = x.json === undefined ? null : Buffer.from(JSON.stringify(x.json));
+    return { method: 'GET', url: '/compress/job/abc', status: 200, headers: jsonHeaders, bodyBytes: body?.length ?? 0, body, ...x };
+  };
+  const error = { error: 'jobs.not_found', detail: null };
+  const cases: [string, Exchange, RegExp | null][] = [
+    ['a declared error', exchange({ status: 404, json: error }), null],
+    ['a versioned path', exchange({ url: '/compress/job/abc/v1', status: 404, json: error }), null],
+    ['an undeclared status', exchange({ status: 418, json: error }), /status 418 is not declared/],
+    ['an undeclared content type', exchange({ status: 404, headers: { 'content-type': 'text/plain' }, json: error }), /content type "text\/plain" is not declared/],
+    ['a body off its schema', exchange({ json: { id: 'abc', status: 'Lost' } }), /body.*must have required property/],
+    ['a 429 without Retry-After', exchange({ status: 429, json: { error: 'rate_limited', detail: 'slow down' } }), /required header Retry-After is missing/],
+    ['a JSON type with no JSON', { ...exchange({ status: 404 }), body: Buffer.from('<html>'), bodyBytes: 6 }, /not JSON/],
+    ['a 405 whose Allow lacks a method', exchange({ method: 'PUT', url: '/compress', status: 405, headers: { ...jsonHeaders, allow: 'GET, HEAD' }, json: error }), /lacks POST/],
+    ['a 405 with the right Allow', exchange({ method: 'PUT', url: '/compress', status: 405, headers: { ...jsonHeaders, allow: 'GET, HEAD, POST' }, json: error }), null],
+    ['a file download', exchange({ url: '/compress/job/abc/download', headers: { 'content-type': 'image/png' }, bodyBytes: 10 }), null],
+  ];
+  for (const [name, x, expected] of cases) {
+    it(`${expected ? 'flags' : 'passes'} ${name}`, () => {
+      const { problems } = new ContractChecker(doc).check(x);
+      if (expected) assert.match(problems.join('\n'), expected);
+      else assert.deepEqual(problems, []);
+    });
+  }
+});
