@@ -50,6 +50,7 @@ interface PageElement {
 declare const document: {
   getElementById(id: string): PageElement | null;
   querySelectorAll(s: string): PageElement[];
+  getAnimations(): unknown[];
   activeElement: PageElement | null;
   documentElement: { scrollWidth: number };
 };
@@ -253,7 +254,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
             const bar = (li as unknown as { querySelector(s: string): (PageElement & { hasAttribute(a: string): boolean }) | null }).querySelector('progress')!;
             const stage = li.dataset.stage!;
             return !bar.hidden && (!bar.hasAttribute('value') || stage === 'Queued' || stage === 'pending') ? [stage] : [];
-          }),
+          }).concat(document.getAnimations().length ? ['an animation under reduced motion'] : []),
         )
         .then((found) => found.forEach((s) => bad.add(s)), () => undefined);
     }, 40);
@@ -262,7 +263,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
     } finally {
       clearInterval(watch);
     }
-    assert.deepEqual([...bad], [], 'no moving bar on a waiting file');
+    assert.deepEqual([...bad], [], 'no moving bar on a waiting file, nothing animated under prefers-reduced-motion');
     for (const name of names) jobIds.set(name, (await row(name).getAttribute('data-job-id'))!);
 
     // The total is the jobs' metrics added up.

@@ -163,7 +163,7 @@ export class CompareDialog {
       this.pageSelect.replaceChildren(...Array.from({ length: r.page.count }, (_, i) => h('option', { value: i + 1, text: `${i + 1}`, selected: i + 1 === r.page!.number })));
       byId('compare-page-count').textContent = `of ${r.page.count}`;
       this.pageBox.hidden = r.page.count < 2;
-      this.subject.textContent = r.page.count < 2 ? 'The only page' : '';
+      this.subject.textContent = r.page.count < 2 ? 'A one-page document' : '';
     } else {
       this.pageBox.hidden = true;
       this.subject.textContent = r.picture ? `The largest picture in the document: ${r.picture.split('/').pop()}` : '';
@@ -171,10 +171,10 @@ export class CompareDialog {
     this.subject.hidden = !this.subject.textContent;
     const changed = r.wasResized ? (r.picture ? ' (scaled to its size on the page)' : pdf ? '' : ' (resized)') : '';
     const fact = (label: string, value: string, cls?: string) => h('div', {}, h('dt', { text: label }), h('dd', { text: value, class: cls }));
-    const what = pdf ? 'Page size' : r.picture ? 'Picture' : 'Picture';
+    const what = pdf ? 'page size' : 'picture';
     this.facts.replaceChildren(
-      fact('Before', `${formatBytes(r.originalBytes)} · ${what.toLowerCase()} ${dims(r.inputWidth, r.inputHeight)}`),
-      fact('After', `${formatBytes(r.compressedBytes)} · ${what.toLowerCase()} ${dims(r.outputWidth, r.outputHeight)}${changed}`),
+      fact('Before', `${formatBytes(r.originalBytes)} · ${what} ${dims(r.inputWidth, r.inputHeight)}`),
+      fact('After', `${formatBytes(r.compressedBytes)} · ${what} ${dims(r.outputWidth, r.outputHeight)}${changed}`),
       fact('Saved', `${formatBytes(Math.max(0, r.originalBytes - r.compressedBytes))} · ${savingsText(r.originalBytes, r.compressedBytes)}`, 'savings'),
     );
     this.note.textContent = '';
