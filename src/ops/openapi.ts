@@ -146,8 +146,23 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   'GET /compress/job/:id/compare': {
     id: 'compareJob',
     summary: 'Before/after previews',
-    ok: [200, 'Compare response', json(ref('Compare'))],
-    errors: { ...JOB_ERRORS, 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable'], 429: ['compare.busy'], 504: ['compare.timeout'] },
+    ok: [
+      200,
+      'Compare response',
+      {
+        ...json(ref('Compare')),
+        headers: {
+          'X-Compare-Page': { description: 'PDF: the page shown (from 1)', schema: { type: 'integer', minimum: 1 } },
+          'X-Compare-Page-Count': { description: 'PDF: how many pages the input has', schema: { type: 'integer', minimum: 1 } },
+          'X-Compare-Picture': { description: 'DOCX/PPTX: the part name of the picture shown, URI-encoded', schema: { type: 'string' } },
+        },
+      },
+    ],
+    query: [
+      { name: 'size', in: 'query', required: false, description: '"fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long)', schema: { type: 'string', enum: ['fit', 'full'], default: 'fit' } },
+      { name: 'page', in: 'query', required: false, description: 'PDF page to show, from 1', schema: { type: 'integer', minimum: 1, default: 1 } },
+    ],
+    errors: { ...JOB_ERRORS, 400: ['compare.invalid_query'], 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable'], 429: ['compare.busy'], 504: ['compare.timeout'] },
   },
 };
 for (const c of COMPRESSORS) {

@@ -2253,6 +2253,10 @@ export interface operations {
     compareJob: {
         parameters: {
             query?: {
+                /** @description PDF page to show, from 1 */
+                page?: number;
+                /** @description "fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long) */
+                size?: "fit" | "full";
                 /** @description Endpoint version */
                 version?: components["parameters"]["Version"];
             };
@@ -2270,13 +2274,19 @@ export interface operations {
             /** @description Compare response */
             200: {
                 headers: {
+                    /** @description PDF: the page shown (from 1) */
+                    "X-Compare-Page"?: number;
+                    /** @description PDF: how many pages the input has */
+                    "X-Compare-Page-Count"?: number;
+                    /** @description DOCX/PPTX: the part name of the picture shown, URI-encoded */
+                    "X-Compare-Picture"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Compare"];
                 };
             };
-            /** @description request.unsupported_version */
+            /** @description compare.invalid_query, request.unsupported_version */
             400: {
                 headers: {
                     [name: string]: unknown;
