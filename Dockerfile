@@ -1,5 +1,6 @@
-# compressd as one self-contained executable on a slim glibc base. test/docker.test.ts builds and
-# runs this file on a real Docker engine in `npm test`.
+# compressd as one self-contained executable on a slim glibc base. `npm run release` builds this file
+# with its x64 executable (EXECUTABLE=prebuilt) and saves the image; test/docker.test.ts loads and runs
+# that image on a real Docker engine in `npm test`.
 #
 #   docker build -t compressd .
 #   docker run -p 8080:8080 -v compressd-data:/data compressd
@@ -9,11 +10,15 @@
 # Build arguments:
 #   NODE_IMAGE     image of the build stage (Node 24 LTS; any Debian-based Node 24 image will do)
 #   RUNTIME_IMAGE  image the executable runs on (glibc ≥ 2.28 and libstdc++)
+#   EXECUTABLE     `build` (default): build the executable from this source tree; `prebuilt`: take the file
+#                  `compressd` from the build context instead (`npm run release` makes its image so, from a
+#                  context of this Dockerfile and the x64 executable it built; BuildKit skips the build stage)
 # Behind a TLS-intercepting proxy, hand its CA bundle (PEM) to the build stage's `npm ci` as a
 # BuildKit secret; it is read during that step only and stays out of every layer:
 #   DOCKER_BUILDKIT=1 docker build --secret id=extra_ca,src=/etc/ssl/certs/ca-certificates.crt -t compressd .
 ARG NODE_IMAGE=node:24-bookworm-slim
 ARG RUNTIME_IMAGE=debian:bookworm-slim
+ARG EXECUTABLE=build
 
 # ---- build: the locked dependencies, then build.mjs (it embeds the pinned Node 24 from node_modules) ----
 FROM ${NODE_IMAGE} AS build
@@ -28,13 +33,18 @@ RUN --mount=type=secret,id=extra_ca --mount=type=cache,target=/root/.npm \
 COPY . .
 RUN --mount=type=cache,target=/root/.npm node build.mjs
 
+FROM scratch AS prebuilt
+COPY compressd /src/dist/compressd
+
+FROM ${EXECUTABLE} AS executable
+
 # ---- runtime: only the executable (glibc and libstdc++ come with the base) ----------------------
 FROM ${RUNTIME_IMAGE}
 RUN groupadd --system --gid 10001 compressd \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin compressd \
  && mkdir -p /data \
  && chown 10001:10001 /data
-COPY --from=build /src/dist/compressd /usr/local/bin/compressd
+COPY --from=executable /src/dist/compressd /usr/local/bin/compressd
 ENV COMPRESSD_DATA_DIR=/data \
     COMPRESSD_CACHE_DIR=/tmp/compressd \
     COMPRESSD_HOST=0.0.0.0 \

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Builds dist/compressd: one Node single executable application (SEA) holding the whole service.
+// `node build.mjs --arch arm64` builds dist/compressd-linux-arm64 on the same (x64 Linux) machine.
 //
 // Two esbuild bundles:
 //   main.cjs            the SEA main script (src/runtime/sea-main.ts → src/main.ts), CommonJS as SEA requires
@@ -15,6 +16,11 @@
 // exactly as from source; piscina travels the same way because it starts its threads from a file
 // beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
 // the tree once into a hash-named cache directory (src/runtime/extract.ts).
+// For arm64, the platform packages (the embedded Node, sharp's and @napi-rs's native builds) are
+// not installed on this machine: they are fetched at the versions and integrity hashes that
+// package-lock.json records (scripts/locked-package.mjs), and the blob has no V8 code cache, which
+// would tie it to the CPU that wrote it. Beside the executable the build writes contents.json: the
+// npm packages it holds (bundled or carried) and the embedded Node, for the release's SBOM and notices.
 import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -24,10 +30,19 @@ import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
+import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
 
 const ROOT = dirname(fileURLToPath(import.meta.url));
 const OUT = join(ROOT, 'dist');
-const WORK = join(OUT, '.build');
+const ARCHES = ['x64', 'arm64'];
+const archFlag = process.argv.indexOf('--arch');
+const ARCH = archFlag < 0 ? 'x64' : process.argv[archFlag + 1];
+if (!ARCHES.includes(ARCH)) {
+  console.error(`build: --arch takes one of ${ARCHES.join(', ')}`);
+  process.exit(1);
+}
+const EXECUTABLE = join(OUT, ARCH === 'x64' ? 'compressd' : `compressd-linux-${ARCH}`);
+const WORK = join(OUT, '.build', ARCH);
 const TREE = join(WORK, 'tree');
 const BUNDLED_TS = join(ROOT, 'src/runtime/bundled.ts');
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -92,8 +107,33 @@ async function verifyAgainstLock(node) {
   return 'bytes equal the locked tarball';
 }
 
+/** The CPU an ELF file is built for, from its header's e_machine. */
+const ELF_MACHINES = { 0x3e: 'x64', 0xb7: 'arm64' };
+function elfArch(file) {
+  const head = readFileSync(file).subarray(0, 20);
+  if (head.length < 20 || head.readUInt32BE(0) !== 0x7f454c46) return null;
+  return ELF_MACHINES[head.readUInt16LE(18)] ?? 'other';
+}
+
+/** Runs `step`, turning a lock mismatch or failed fetch into the build's failure. */
+function locked(step) {
+  try {
+    return step();
+  } catch (err) {
+    if (err instanceof LockError) fail(err.message);
+    throw err;
+  }
+}
+
+// The build's own Node (x64) writes the SEA blob for every target: a blob loads only in the Node
+// version that made it, so the target's Node must be the same version.
 const node = embeddedNode();
 const nodeCheck = await verifyAgainstLock(node);
+const TARGET_NODE_PACKAGE = `node-linux-${ARCH}`;
+if (ARCH !== 'x64') {
+  const target = locked(() => lockedEntry(ROOT, TARGET_NODE_PACKAGE));
+  if (`v${target.version}` !== node.version) fail(`package-lock.json pins ${TARGET_NODE_PACKAGE}@${target.version} but ${EMBEDDED_NODE_PACKAGE}@${node.version.slice(1)}: pin the same version (the SEA blob is written by the x64 one)`);
+}
 
 // ---- carried packages -------------------------------------------------------------------------
 
@@ -242,7 +282,7 @@ const mainResult = await bundle('main', {
   plugins: [prebuiltUi, carriedPackages(carriedRoots, 'tree')],
 });
 assertNoImportMeta(mainResult);
-await bundle('worker', {
+const workerResult = await bundle('worker', {
   entryPoints: [join(ROOT, 'workers/compress.ts')],
   outfile: join(TREE, 'worker.mjs'),
   format: 'esm',
@@ -279,9 +319,43 @@ const addClosure = (root) => {
   dependencyRoots(root).forEach(addClosure);
 };
 carriedRoots.forEach(addClosure);
+
+const readPackage = (root) => JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const asList = (v) => (v === undefined ? [] : [v].flat());
+const lock = lockedPackages(ROOT);
+
+/**
+ * For another CPU, each installed platform package of the closure (one the lock marks as x64
+ * only) gives way to its counterpart for the target: the package named alike with the CPU
+ * changed (`@img/sharp-linux-x64` → `@img/sharp-linux-arm64`), which the lock must mark as linux,
+ * that CPU, and glibc or no libc at all.
+ */
+function platformSwaps() {
+  const swaps = new Map();
+  for (const root of closure) {
+    const { name } = readPackage(root);
+    if (!asList(lock.get(name)?.cpu).includes('x64')) continue;
+    const counterpart = name.replace(/\bx64\b/, ARCH);
+    const e = lock.get(counterpart);
+    if (!e || !asList(e.os).includes('linux') || !asList(e.cpu).includes(ARCH) || !(e.libc === undefined || asList(e.libc).includes('glibc'))) {
+      fail(`package-lock.json has no linux-${ARCH} (glibc) build ${counterpart} of ${name}: add it to optionalDependencies`);
+    }
+    swaps.set(root, counterpart);
+  }
+  return swaps;
+}
+const swaps = ARCH === 'x64' ? new Map() : platformSwaps();
+
+/** What the executable holds, by package: the release's SBOM and notices are made from it. */
+const contents = new Map();
+const record = (name, version, how, source) => contents.set(`${name}@${version}`, { name, version, how, source });
+
 for (const root of closure) {
   const rel = relative(ROOT, root);
   if (rel.startsWith('..')) fail(`carried package ${root} lies outside the project; install it in node_modules`);
+  if (swaps.has(root)) continue;
+  const pkg = readPackage(root);
+  record(pkg.name, pkg.version, 'carried', rel.split(sep).join('/'));
   walk(root, (file) => {
     if (SKIPPED_FILE.test(file) || file.includes(`${sep}.bin${sep}`)) return;
     const target = join(TREE, relative(ROOT, file));
@@ -289,6 +363,23 @@ for (const root of closure) {
     copyFileSync(file, target);
     chmodSync(target, statSync(file).mode & 0o755);
   });
+}
+for (const name of new Set(swaps.values())) {
+  const dest = join(TREE, 'node_modules', name);
+  locked(() => unpackLocked(ROOT, name, dest));
+  walk(dest, (file) => {
+    if (SKIPPED_FILE.test(file)) rmSync(file);
+    else if (BINARY_FILE.test(file) && !file.endsWith('.wasm') && elfArch(file) !== ARCH) fail(`${relative(dest, file)} of ${name} is not a linux-${ARCH} ELF file`);
+  });
+  record(name, readPackage(dest).version, 'carried', relative(ROOT, dest));
+}
+for (const result of [mainResult, workerResult]) {
+  for (const input of Object.keys(result.metafile.inputs)) {
+    const root = packageRootOf(join(ROOT, input));
+    if (!root || input.includes(':')) continue;
+    const pkg = readPackage(root);
+    if (!contents.has(`${pkg.name}@${pkg.version}`)) record(pkg.name, pkg.version, 'bundled', relative(ROOT, root).split(sep).join('/'));
+  }
 }
 
 const files = [];
@@ -312,13 +403,26 @@ const assets = { [MANIFEST_KEY]: join(WORK, 'manifest.json') };
 for (const path of files) assets[path] = join(TREE, path);
 writeFileSync(
   join(WORK, 'sea-config.json'),
-  JSON.stringify({ main: join(WORK, 'main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }),
+  JSON.stringify({ main: join(WORK, 'main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: ARCH === 'x64', assets }),
 );
 const prepared = spawnSync(node.binary, ['--experimental-sea-config', join(WORK, 'sea-config.json')], { encoding: 'utf8' });
 if (prepared.status !== 0) fail(`node ${node.version} could not write the SEA blob:\n${prepared.stderr}`);
 
+let targetBinary = node.binary;
+let targetCheck = nodeCheck;
+if (ARCH !== 'x64') {
+  const dir = join(WORK, TARGET_NODE_PACKAGE);
+  locked(() => unpackLocked(ROOT, TARGET_NODE_PACKAGE, dir, ['bin/node', 'LICENSE', 'package.json']));
+  targetBinary = join(dir, 'bin', 'node');
+  if (elfArch(targetBinary) !== ARCH) fail(`bin/node of ${TARGET_NODE_PACKAGE} is not a linux-${ARCH} ELF executable`);
+  targetCheck = `${TARGET_NODE_PACKAGE} tarball equals package-lock.json's integrity`;
+  record(TARGET_NODE_PACKAGE, node.version.slice(1), 'node', relative(ROOT, dir));
+} else {
+  record(EMBEDDED_NODE_PACKAGE, node.version.slice(1), 'node', `node_modules/${EMBEDDED_NODE_PACKAGE}`);
+}
+
 const staging = join(OUT, `.compressd-${process.pid}`);
-copyFileSync(node.binary, staging);
+copyFileSync(targetBinary, staging);
 chmodSync(staging, 0o755);
 const postject = join(dirname(require.resolve('postject')), 'cli.js');
 const injected = spawnSync(node.binary, [postject, staging, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { encoding: 'utf8' });
@@ -326,11 +430,16 @@ const injected = spawnSync(node.binary, [postject, staging, 'NODE_SEA_BLOB', blo
 const noise = /^warning: Can't find string offset for section name/;
 const said = `${injected.stdout}${injected.stderr}`.split('\n').filter((l) => l.trim() && !noise.test(l));
 if (injected.status !== 0) fail(`postject failed:\n${said.join('\n')}`);
-renameSync(staging, join(OUT, 'compressd'));
+renameSync(staging, EXECUTABLE);
+writeFileSync(
+  join(WORK, 'contents.json'),
+  JSON.stringify({ arch: ARCH, executable: relative(ROOT, EXECUTABLE), node: node.version, packages: [...contents.values()].sort((a, b) => a.name.localeCompare(b.name)) }, null, 2),
+);
 
 const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
 const treeBytes = manifest.files.reduce((s, f) => s + f.size, 0);
+const carriedNames = [...contents.values()].filter((p) => p.how === 'carried').map((p) => p.name);
 console.log(
-  `build: dist/compressd ${mb(statSync(join(OUT, 'compressd')).size)} (node ${node.version}, ${nodeCheck}; runtime tree ${manifest.id}: ` +
-    `${files.length} files, ${mb(treeBytes)}; carried: ${[...closure].map((r) => relative(join(ROOT, 'node_modules'), r)).sort().join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  `build: ${relative(ROOT, EXECUTABLE)} ${mb(statSync(EXECUTABLE).size)} (node ${node.version}, ${targetCheck}; runtime tree ${manifest.id}: ` +
+    `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

@@ -11,6 +11,8 @@ import { PreviewLimiter } from '../src/server/preview-limit.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 
 const PREVIEW_EDGE = 1200;
+const FULL_EDGE = 7000;
+const FULL_PAGE_EDGE = 3000;
 
 let s: TestServer;
 before(async () => {
@@ -26,13 +28,13 @@ async function finishedJob(server: TestServer, file: string, options?: object): 
 }
 
 /** Decodes a preview and checks it is what the response says it is. */
-async function checkPreview(base64: string, mimeType: string, width: number, height: number): Promise<void> {
+async function checkPreview(base64: string, mimeType: string, width: number, height: number, edge = PREVIEW_EDGE): Promise<void> {
   assert.match(mimeType, /^image\/(jpeg|webp)$/);
   const meta = await sharp(Buffer.from(base64, 'base64')).metadata();
   assert.equal(meta.format, mimeType === 'image/jpeg' ? 'jpeg' : 'webp');
   assert.equal(meta.width, width);
   assert.equal(meta.height, height);
-  assert.ok(Math.max(width, height) <= PREVIEW_EDGE);
+  assert.ok(Math.max(width, height) <= edge);
 }
 
 /** A preview of `w`×`h` keeps the aspect ratio of `fw`×`fh` (to the pixel rounding of its edges). */
@@ -40,8 +42,9 @@ function assertAspect(w: number, h: number, fw: number, fh: number): void {
   assert.ok(Math.abs(w - (h * fw) / fh) <= 1 || Math.abs(h - (w * fh) / fw) <= 1, `${w}×${h} is not the shape of ${fw}×${fh}`);
 }
 
-async function compare(job: Record<string, any>): Promise<Record<string, any>> {
-  const res = await s.api(`/compress/job/${job.id}/compare`);
+/** The compare response (checked against the spec's shape) and its headers; `query` e.g. `?size=full&page=2`. */
+async function compareWithHeaders(job: Record<string, any>, query = ''): Promise<{ body: Record<string, any>; headers: Headers }> {
+  const res = await s.api(`/compress/job/${job.id}/compare${query}`);
   const body = await json(res);
   assert.equal(res.status, 200, JSON.stringify(body));
   assert.equal(res.headers.get('cache-control'), 'private, no-store');
@@ -52,11 +55,22 @@ async function compare(job: Record<string, any>): Promise<Record<string, any>> {
   assert.equal(body.originalBytes, job.metrics.inputBytes);
   assert.equal(body.compressedBytes, job.metrics.outputBytes);
   assert.equal(body.wasResized, body.inputWidth !== body.outputWidth || body.inputHeight !== body.outputHeight);
-  await checkPreview(body.beforeImage, body.beforeMimeType, body.previewWidth, body.previewHeight);
-  await checkPreview(body.afterImage, body.afterMimeType, body.afterPreviewWidth, body.afterPreviewHeight);
+  const edge = query.includes('size=full') ? Math.max(FULL_EDGE, FULL_PAGE_EDGE) : PREVIEW_EDGE;
+  await checkPreview(body.beforeImage, body.beforeMimeType, body.previewWidth, body.previewHeight, edge);
+  await checkPreview(body.afterImage, body.afterMimeType, body.afterPreviewWidth, body.afterPreviewHeight, edge);
   assertAspect(body.previewWidth, body.previewHeight, body.inputWidth, body.inputHeight);
   assertAspect(body.afterPreviewWidth, body.afterPreviewHeight, body.outputWidth, body.outputHeight);
-  return body;
+  assert.deepEqual(Object.keys(body).sort(), SPEC_FIELDS, 'the body keeps the spec\'s fields, no more');
+  return { body, headers: res.headers };
+}
+
+const SPEC_FIELDS = [
+  'afterImage', 'afterMimeType', 'afterPreviewHeight', 'afterPreviewWidth', 'beforeImage', 'beforeMimeType', 'compressedBytes', 'inputHeight',
+  'inputWidth', 'originalBytes', 'outputHeight', 'outputWidth', 'previewHeight', 'previewWidth', 'wasResized',
+];
+
+async function compare(job: Record<string, any>, query = ''): Promise<Record<string, any>> {
+  return (await compareWithHeaders(job, query)).body;
 }
 
 /** Displayed size of an image file or download (EXIF orientation applied). */
@@ -86,7 +100,7 @@ const jobOf = async (kind: keyof typeof KINDS): Promise<Record<string, any>> => 
 };
 
 /** Size of the largest picture (by stored bytes) in an Office package, read independently of the service. */
-async function largestPictureSize(path: string): Promise<[number, number]> {
+async function largestPicture(path: string): Promise<{ name: string; size: [number, number] }> {
   const zip = await yauzl.openPromise(path, { lazyEntries: true, autoClose: false });
   try {
     let largest: yauzl.Entry | null = null;
@@ -96,7 +110,7 @@ async function largestPictureSize(path: string): Promise<[number, number]> {
     assert.ok(largest, 'the package has a picture');
     const chunks: Buffer[] = [];
     for await (const chunk of await zip.openReadStreamPromise(largest)) chunks.push(chunk as Buffer);
-    return displayed(Buffer.concat(chunks));
+    return { name: largest.fileName, size: await displayed(Buffer.concat(chunks)) };
   } finally {
     zip.close();
   }
@@ -124,6 +138,16 @@ describe('previews for every kind', () => {
 
     const again = await json(await s.api(`/compress/job/${job.id}/compare`));
     assert.deepEqual(again, body, 'a second request is answered from the cache with the same previews');
+  });
+
+  it('size=full: the picture at its own pixels for zooming in, made only when asked', async () => {
+    const job = await jobOf('jpg');
+    const { body, headers } = await compareWithHeaders(job, '?size=full');
+    assert.deepEqual([body.previewWidth, body.previewHeight], [body.inputWidth, body.inputHeight]);
+    assert.deepEqual([body.afterPreviewWidth, body.afterPreviewHeight], [body.outputWidth, body.outputHeight]);
+    assert.equal(headers.get('x-compare-page'), null, 'page headers are for PDFs only');
+    const fit = await compare(job, '?size=fit');
+    assert.equal(Math.max(fit.previewWidth, fit.previewHeight), PREVIEW_EDGE);
   });
 
   it('PNG with transparency previews as WebP that keeps its alpha', async () => {
@@ -166,10 +190,35 @@ describe('previews for every kind', () => {
     assert.ok(stats.channels[0].stdev > 10, `stdev ${stats.channels[0].stdev}`);
   });
 
+  it('PDF pages: X-Compare-Page and X-Compare-Page-Count, ?page=N, a full-size page for small print', async () => {
+    const job = await jobOf('pdf');
+    const first = await compareWithHeaders(job);
+    assert.equal(first.headers.get('x-compare-page'), '1');
+    assert.equal(first.headers.get('x-compare-page-count'), '4');
+    const third = await compareWithHeaders(job, '?page=3&size=full');
+    assert.equal(third.headers.get('x-compare-page'), '3');
+    assert.equal(third.headers.get('x-compare-page-count'), '4');
+    assert.equal(Math.max(third.body.previewWidth, third.body.previewHeight), FULL_PAGE_EDGE);
+    assert.notEqual(third.body.beforeImage, first.body.beforeImage);
+  });
+
+  it('bad compare queries: 400 compare.invalid_query (page past the end, page 0, unknown size)', async () => {
+    const job = await jobOf('pdf');
+    for (const query of ['?page=5', '?page=0', '?page=x', '?size=huge']) {
+      const res = await s.api(`/compress/job/${job.id}/compare${query}`);
+      const body = await json(res);
+      assert.equal(res.status, 400, query);
+      assert.equal(body.error, 'compare.invalid_query', query);
+      assert.match(body.detail, query === '?page=5' ? /between 1 and 4/ : query === '?size=huge' ? /size/ : /page/);
+    }
+  });
+
   it('DOCX: the largest embedded picture before and after', async () => {
     const job = await jobOf('docx');
-    const body = await compare(job);
-    assert.deepEqual([body.inputWidth, body.inputHeight], await largestPictureSize(join(CORPUS, KINDS.docx[0])));
+    const { body, headers } = await compareWithHeaders(job);
+    const largest = await largestPicture(join(CORPUS, KINDS.docx[0]));
+    assert.deepEqual([body.inputWidth, body.inputHeight], largest.size);
+    assert.equal(headers.get('x-compare-picture'), largest.name, 'the picture shown is named');
     assert.ok(body.outputWidth <= body.inputWidth && body.outputHeight <= body.inputHeight);
     assertAspect(body.outputWidth, body.outputHeight, body.inputWidth, body.inputHeight);
   });
@@ -214,7 +263,7 @@ describe('compare errors', () => {
     try {
       const comparer = new Comparer(pool, { timeoutMs: 1, cacheBytes: 1024 * 1024 });
       const pdf = join(CORPUS, 'pdf/derived-photo-heavy-img2pdf.pdf');
-      await assert.rejects(comparer.comparison('slow', { inputPath: pdf, inputFormat: 'pdf', outputPath: pdf, outputFormat: 'pdf' }), (err) => {
+      await assert.rejects(comparer.comparison('slow', { inputPath: pdf, inputFormat: 'pdf', outputPath: pdf, outputFormat: 'pdf', size: 'fit', page: 1 }), (err) => {
         assert.ok(err instanceof ApiError);
         assert.equal(err.code, 'compare.timeout');
         assert.equal(err.status, 504);

@@ -1,29 +1,27 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { chownSync, existsSync, mkdtempSync, openAsBlob, readdirSync, rmSync, statSync } from 'node:fs';
+import { chownSync, mkdtempSync, openAsBlob, readdirSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { EngineFailed, engineUnavailable, makeBaseImages, startEngine, type Engine } from './helpers/docker.ts';
+import { EngineFailed, engineUnavailable, startEngine, type Engine } from './helpers/docker.ts';
+import { IMAGE, RELEASE_DIR, releaseFiles, sharedRelease } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 
 /**
- * The project's Dockerfile on a real Docker engine: built from base images made here without a
- * registry, run read-only as a uid the image does not know with a host directory as its volume,
+ * The release's Docker image (the project's Dockerfile with the release's x64 executable, saved by
+ * `npm run release`) loaded into a fresh engine that has no other image, as at a site without a
+ * registry; run read-only as a uid the image does not know with a host directory as its volume,
  * driven through the API, restarted, and checked for what survived.
  */
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CORPUS = fileURLToPath(new URL('../../shared/corpus/', import.meta.url));
 const SAMPLES = ONE_OF_EACH_KIND;
-const IMAGE = `compressd-test:${process.pid}`;
 const CONTAINER = `compressd-test-${process.pid}`;
 /** A uid the image has no user for: the volume is a host directory chowned to it. */
 const UID = 10123;
-/** The proxy's CA travels into the build as the Dockerfile's documented `extra_ca` secret. */
-const CA_BUNDLE = [process.env.NODE_EXTRA_CA_CERTS, '/etc/ssl/certs/ca-certificates.crt'].find((f) => f && existsSync(f));
 
 const unavailable = engineUnavailable();
 if (unavailable) console.log(`docker test skipped: ${unavailable}`);
@@ -58,6 +56,7 @@ async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<
 before(async () => {
   if (unavailable) return;
   try {
+    await sharedRelease();
     engine = await startEngine();
   } catch (err) {
     if (!(err instanceof EngineFailed)) throw err;
@@ -76,18 +75,16 @@ after(async () => {
 });
 
 describe('Docker image', { skip: unavailable ?? false }, () => {
-  test('builds on Node 24 from registry-free base images, runs read-only as another uid, compresses every kind, keeps jobs over a restart', async (t) => {
+  test("the release's image archive loads into an empty engine, runs read-only as another uid, compresses every kind, keeps jobs over a restart", async (t) => {
     if (!engine) return t.skip(engineFailure);
     const docker = engine.docker;
 
     let since = Date.now();
-    await makeBaseImages(engine, ROOT);
-    t.diagnostic(`base images ready in ${seconds(since)}`);
-
-    since = Date.now();
-    await docker(['build', '--network=host', ...(CA_BUNDLE ? ['--secret', `id=extra_ca,src=${CA_BUNDLE}`] : []), '-t', IMAGE, ROOT]);
+    assert.equal((await docker(['image', 'ls', '-q'])).trim(), '', 'the engine starts with no image');
+    const loaded = await docker(['load', '-i', join(RELEASE_DIR, releaseFiles.image)]);
+    assert.ok(loaded.includes(`Loaded image: ${IMAGE}`), loaded);
     const size = Number((await docker(['image', 'inspect', '-f', '{{.Size}}', IMAGE])).trim());
-    t.diagnostic(`image built in ${seconds(since)}: ${(size / 1e6).toFixed(0)} MB`);
+    t.diagnostic(`image loaded in ${seconds(since)}: ${(size / 1e6).toFixed(0)} MB`);
     assert.match((await docker(['run', '--rm', '--network=none', IMAGE, '--version'])).split('\n')[0]!, /^compressd \S+ \(node v24\.\d+\.\d+\)$/);
 
     volume = mkdtempSync(join(tmpdir(), 'compressd-volume-'));

@@ -43,6 +43,7 @@ export type CompressorFailureCode =
   | 'office.unsafe_entry_name'
   | 'office.encrypted'
   | 'compare.unavailable'
+  | 'compare.invalid_query'
   | 'jobs.unknown_compressor';
 
 /**

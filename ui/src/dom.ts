@@ -21,3 +21,17 @@ export function byId<T extends HTMLElement = HTMLElement>(id: string): T {
 
 let uid = 0;
 export const nextId = (prefix: string) => `${prefix}-${++uid}`;
+
+/** Starts a browser download of a Blob under `name`. */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.rel = 'noopener';
+  document.body.append(a);
+  a.click();
+  a.remove();
+  // Chromium reads the blob asynchronously after click(); revoking at once can cancel the download.
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}

@@ -9,7 +9,8 @@ export function formatBytes(n: number): string {
     unit++;
   }
   if (unit === 0) return `${n} ${n === 1 ? 'byte' : 'bytes'}`;
-  return `${value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0)} ${UNITS[unit]}`;
+  // "1 GB", not "1.00 GB": a limit reads as the round number it was configured as.
+  return `${Number(value.toFixed(value < 10 ? 2 : value < 100 ? 1 : 0))} ${UNITS[unit]}`;
 }
 
 export function savingsText(before: number, after: number): string {
@@ -17,6 +18,13 @@ export function savingsText(before: number, after: number): string {
   const pct = (1 - after / before) * 100;
   if (Math.abs(pct) < 0.05) return 'no change';
   return pct > 0 ? `${pct.toFixed(1)}% smaller` : `${(-pct).toFixed(1)}% larger`;
+}
+
+/** "38.2% saved" style share of bytes saved, for totals. */
+export function percentSaved(before: number, after: number): string {
+  if (before <= 0) return '';
+  const pct = (1 - after / before) * 100;
+  return pct >= 0 ? `${pct.toFixed(1)}% saved` : `${(-pct).toFixed(1)}% larger`;
 }
 
 export function extensionOf(name: string): string {
@@ -37,18 +45,4 @@ export function fileNameFromDisposition(header: string | null): string | null {
   }
   const plain = /filename\s*=\s*"([^"]*)"|filename\s*=\s*([^;]+)/i.exec(header);
   return plain ? (plain[1] ?? plain[2]).trim() : null;
-}
-
-/** Starts a browser download of a Blob under `name`. */
-export function saveBlob(blob: Blob, name: string): void {
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement('a');
-  a.href = url;
-  a.download = name;
-  a.rel = 'noopener';
-  document.body.append(a);
-  a.click();
-  a.remove();
-  // Chromium reads the blob asynchronously after click(); revoking at once can cancel the download.
-  setTimeout(() => URL.revokeObjectURL(url), 60_000);
 }

@@ -1,11 +1,10 @@
 import type { Item } from './batch.ts';
 import { h } from './dom.ts';
-import { formatBytes, savingsText } from './format.ts';
+import { extensionOf, formatBytes, savingsText } from './format.ts';
 
 export type RowAction = 'compare' | 'download' | 'cancel' | 'retry' | 'remove';
 
 const CANCELLABLE = new Set(['pending', 'uploading', 'waiting', 'Queued', 'Running']);
-const RETRYABLE = new Set(['error', 'Failed', 'Canceled']);
 const REMOVABLE = new Set(['ready', 'rejected', 'error', 'Succeeded', 'Failed', 'Canceled']);
 
 function statusText(item: Item): string {
@@ -23,14 +22,26 @@ function statusText(item: Item): string {
     case 'error':
       return 'Not sent';
     case 'Queued':
-      return 'Queued';
+      return 'Waiting on the server';
     case 'Running': {
       const p = item.job?.progress;
-      return `Running ${p?.percent ?? 0}%${p?.phase ? ` · ${p.phase}` : ''}`;
+      return `Compressing ${p?.percent ?? 0}%`;
     }
+    case 'Succeeded':
+      return 'Done';
+    case 'Canceled':
+      return 'Stopped';
     default:
       return item.stage;
   }
+}
+
+/** "HEIC → JPG": the output's type where it differs from the input's (known from the job's output name). */
+function formats(item: Item): string {
+  const input = item.format ? item.format.toUpperCase() : 'No extension';
+  const out = item.job?.output.fileName ? extensionOf(item.job.output.fileName).toUpperCase() : '';
+  const same = (a: string, b: string) => a.replace('JPEG', 'JPG') === b.replace('JPEG', 'JPG');
+  return out && !same(input, out) ? `${input} → ${out}` : input;
 }
 
 /**
@@ -43,13 +54,17 @@ export class JobRow {
   private readonly meta = h('div', { class: 'meta' });
   private readonly progress = h('progress', { max: 100 });
   private readonly message = h('p', { class: 'message', role: 'status' });
+  private readonly location = h('p', {
+    class: 'message location',
+    text: 'Keeps the camera’s location (GPS): anyone you send this photo to can see where it was taken.',
+  });
   private readonly buttons: Record<RowAction, HTMLButtonElement>;
 
   constructor(
     readonly item: Item,
     act: (action: RowAction, row: JobRow) => void,
   ) {
-    const name = item.file.name;
+    const name = item.name;
     const button = (action: RowAction, text: string) => {
       const b = h('button', { type: 'button', class: 'small', 'data-action': action, 'aria-label': `${text} ${name}`, text });
       b.addEventListener('click', () => act(action, this));
@@ -69,6 +84,7 @@ export class JobRow {
       h('div', { class: 'info' }, h('div', { class: 'name', text: name }), this.meta, this.status, this.progress),
       h('div', { class: 'buttons' }, ...Object.values(this.buttons)),
       this.message,
+      this.location,
     );
     this.update();
   }
@@ -81,25 +97,25 @@ export class JobRow {
     this.status.textContent = statusText(item);
 
     const m = item.job?.metrics;
-    const parts = [item.format ? item.format.toUpperCase() : 'no extension', formatBytes(item.file.size)];
-    this.meta.replaceChildren(parts.join(' · '));
+    this.meta.replaceChildren(`${formats(item)} · ${formatBytes(item.size)}`);
     if (item.stage === 'Succeeded' && m) {
       this.meta.append(` → ${formatBytes(m.outputBytes)} · `, h('span', { class: 'savings', text: savingsText(m.inputBytes, m.outputBytes) }));
     }
 
+    // A bar only where something measurable moves; a file that waits says so in words.
     const percent = item.stage === 'uploading' ? item.upload * 100 : item.stage === 'Running' ? (item.job?.progress.percent ?? 0) : null;
-    this.progress.hidden = percent === null && item.stage !== 'Queued';
-    if (percent === null) this.progress.removeAttribute('value');
-    else this.progress.value = Math.round(percent);
+    this.progress.hidden = percent === null;
+    if (percent !== null) this.progress.value = Math.round(percent);
 
     this.message.textContent = item.message ?? '';
     this.message.hidden = !item.message;
     this.message.classList.toggle('info', item.info);
+    this.location.hidden = !(item.stage === 'Succeeded' && item.location);
 
     this.buttons.compare.hidden = item.stage !== 'Succeeded';
     this.buttons.download.hidden = item.stage !== 'Succeeded';
     this.buttons.cancel.hidden = !CANCELLABLE.has(item.stage);
-    this.buttons.retry.hidden = !RETRYABLE.has(item.stage);
+    this.buttons.retry.hidden = !item.retryable;
     this.buttons.remove.hidden = !REMOVABLE.has(item.stage);
 
     // A keyboard user on a button that just disappeared (Cancel when the job ends) stays in the row.

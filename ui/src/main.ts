@@ -1,19 +1,26 @@
 import { Api, ApiProblem, type Entitlements, type Listing } from './api.ts';
-import { Batch, type Item } from './batch.ts';
+import { Batch, TERMINAL, type Item, type SavedJob } from './batch.ts';
 import { CompareDialog } from './compare.ts';
-import { byId } from './dom.ts';
-import { fileNameFromDisposition, formatBytes, saveBlob, savingsText } from './format.ts';
+import { byId, h, saveBlob } from './dom.ts';
+import { jpegHasLocation } from './exif.ts';
+import { extensionOf, fileNameFromDisposition, formatBytes, percentSaved, savingsText } from './format.ts';
 import { JobRow, type RowAction } from './job-row.ts';
 import { messageFor } from './messages.ts';
 import { OptionsForm } from './options-form.ts';
 import { uniqueNames, zip } from './zip.ts';
 
 const KEY_STORAGE = 'compressd.apiKey';
+/** Jobs this browser sent, so the list comes back after a reload while the server still has them. */
+const JOBS_STORAGE = 'compressd.jobs';
+/** EXIF (APP1) is at most 64 KB and comes before the picture data. */
+const EXIF_HEAD_BYTES = 128 * 1024;
 
 const api = new Api();
 const keyForm = byId<HTMLFormElement>('key-form');
 const keyInput = byId<HTMLInputElement>('key-input');
 const keyRemember = byId<HTMLInputElement>('key-remember');
+const keyError = byId('key-error');
+const keyDone = byId('key-done');
 const account = byId('account');
 const drop = byId('drop');
 const fileInput = byId<HTMLInputElement>('file-input');
@@ -22,18 +29,29 @@ const startButton = byId<HTMLButtonElement>('start');
 const zipButton = byId<HTMLButtonElement>('zip');
 const clearButton = byId<HTMLButtonElement>('clear');
 const notice = byId('notice');
+const summary = byId('summary');
 const list = byId<HTMLUListElement>('jobs');
 const live = byId('live');
 
-const options = new OptionsForm(api, byId<HTMLFormElement>('options'), byId('options-fields'), byId('options-title'));
+const options = new OptionsForm(api, byId<HTMLDetailsElement>('options-panel'), byId<HTMLFormElement>('options'), byId('options-fields'), byId('options-title'), byId('options-summary'));
 const compare = new CompareDialog(api);
 const rows = new Map<number, JobRow>();
 let keyAccepted = false;
+let balance: number | null = null;
 
+/** A message about the batch, in the bar that stays in view with the Compress button. */
 function say(text: string, kind: 'error' | 'info' = 'error'): void {
   notice.textContent = text;
   notice.hidden = !text;
   notice.classList.toggle('info', kind === 'info');
+}
+
+/** A message about the key, next to the key field (which is opened to show it). */
+function keyProblem(text: string): void {
+  showKeyForm();
+  keyError.textContent = text;
+  keyError.hidden = !text;
+  if (text) keyInput.focus();
 }
 
 const announce = (text: string) => {
@@ -48,7 +66,52 @@ function refreshButtons(): void {
   const done = batch.succeeded().length;
   zipButton.disabled = done === 0;
   zipButton.textContent = done > 0 ? `Download all (${done}, .zip)` : 'Download all (.zip)';
-  clearButton.disabled = !items.some((i) => ['Succeeded', 'Failed', 'Canceled', 'rejected'].includes(i.stage));
+  clearButton.disabled = !items.some((i) => TERMINAL.has(i.stage) || i.stage === 'rejected');
+}
+
+let estimateRun = 0;
+const estimates = new Map<string, Promise<number | null>>();
+/** Credits for one file by the API's estimate; null when the server cannot say. */
+function estimateOf(item: Item): Promise<number | null> {
+  const key = `${item.format}:${item.size}`;
+  let e = estimates.get(key);
+  if (!e) {
+    e = api.estimate(item.format, item.size).then((r) => r.estimatedCredits, () => null);
+    estimates.set(key, e);
+  }
+  return e;
+}
+
+/** The line above the buttons: what is about to be sent and what it costs, then what the batch saved. */
+function refreshSummary(): void {
+  const items = batch.items;
+  const ready = items.filter((i) => i.stage === 'ready');
+  const done = batch.succeeded();
+  const working = items.filter((i) => !TERMINAL.has(i.stage) && i.stage !== 'ready' && i.stage !== 'rejected' && i.stage !== 'error').length;
+  const parts: (string | Node)[] = [];
+  const files = (n: number) => `${n} ${n === 1 ? 'file' : 'files'}`;
+  if (done.length) {
+    const before = done.reduce((n, i) => n + (i.job?.metrics.inputBytes ?? 0), 0);
+    const after = done.reduce((n, i) => n + (i.job?.metrics.outputBytes ?? 0), 0);
+    parts.push(`Done: ${files(done.length)}, ${formatBytes(before)} → ${formatBytes(after)} · `, h('span', { class: 'savings', text: percentSaved(before, after) }));
+  }
+  if (working) parts.push(`${parts.length ? ' · ' : ''}${working} in progress`);
+  const failed = items.filter((i) => i.stage === 'Failed' || i.stage === 'rejected' || i.stage === 'error').length;
+  if (failed) parts.push(`${parts.length ? ' · ' : ''}${failed} not compressed (see below)`);
+  if (ready.length) {
+    const bytes = ready.reduce((n, i) => n + i.size, 0);
+    const cost = h('span', { id: 'estimate' });
+    parts.push(`${parts.length ? ' · ' : ''}Ready: ${files(ready.length)}, ${formatBytes(bytes)}`, cost);
+    if (keyAccepted) {
+      const run = ++estimateRun;
+      void Promise.all(ready.map(estimateOf)).then((credits) => {
+        if (run !== estimateRun || credits.some((c) => c === null)) return;
+        const total = (credits as number[]).reduce((a, b) => a + b, 0);
+        cost.textContent = ` · about ${total} ${total === 1 ? 'credit' : 'credits'}${balance === null ? '' : ` of your ${balance}`}`;
+      });
+    }
+  }
+  summary.replaceChildren(...parts);
 }
 
 let optionsPending = false;
@@ -71,6 +134,57 @@ function refreshOptions(): void {
   });
 }
 
+let savedIds = '';
+/** Set once the jobs of an earlier visit were looked for: until then the stored list must not be overwritten. */
+let restored = false;
+/** Keeps the ids of the jobs on the list in the browser (only when they changed). */
+function saveJobs(): void {
+  if (!restored) return;
+  const saved: SavedJob[] = batch.items.filter((i) => i.job).map((i) => ({ id: i.job!.id, name: i.name, size: i.size, format: i.format }));
+  const ids = saved.map((s) => s.id).join(',');
+  if (ids === savedIds) return;
+  savedIds = ids;
+  if (saved.length) localStorage.setItem(JOBS_STORAGE, JSON.stringify(saved));
+  else localStorage.removeItem(JOBS_STORAGE);
+}
+
+function readSavedJobs(): SavedJob[] {
+  try {
+    const parsed: unknown = JSON.parse(localStorage.getItem(JOBS_STORAGE) ?? '[]');
+    return Array.isArray(parsed) ? parsed.filter((s): s is SavedJob => typeof s?.id === 'string' && typeof s.name === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+/** Brings back the jobs of an earlier visit that the server still keeps (their outputs not yet deleted). */
+async function restoreJobs(): Promise<void> {
+  const saved = readSavedJobs().filter((s) => !batch.items.some((i) => i.job?.id === s.id));
+  const found = await Promise.all(saved.map((s) => api.status(s.id).then((status) => ({ s, status }), () => null)));
+  for (const f of found) {
+    if (!f || (f.status.expiresAt && Date.parse(f.status.expiresAt) <= Date.now())) continue;
+    batch.restore(f.s, f.status);
+  }
+  restored = true;
+  saveJobs();
+  refreshOptions();
+}
+
+const locationChecked = new WeakSet<Item>();
+/** A JPG output keeps the camera's EXIF, GPS included: say so on the row, read from the output's first bytes. */
+function checkLocation(item: Item): void {
+  if (item.stage !== 'Succeeded' || !item.job || locationChecked.has(item)) return;
+  locationChecked.add(item);
+  if (!/^jpe?g$/.test(extensionOf(item.job.output.fileName))) return;
+  api.outputHead(item.job.id, EXIF_HEAD_BYTES).then(
+    (head) => {
+      item.location = jpegHasLocation(head);
+      rows.get(item.uid)?.update();
+    },
+    () => undefined,
+  );
+}
+
 const batch: Batch = new Batch(api, {
   changed(item) {
     let row = rows.get(item.uid);
@@ -80,30 +194,43 @@ const batch: Batch = new Batch(api, {
       list.append(row.el);
     }
     row.update();
+    checkLocation(item);
     refreshButtons();
+    refreshSummary();
+    saveJobs();
   },
   removed(item) {
     rows.get(item.uid)?.el.remove();
     rows.delete(item.uid);
     refreshButtons();
+    refreshSummary();
     refreshOptions();
+    saveJobs();
   },
   keyRefused(p) {
     keyAccepted = false;
-    account.textContent = '';
-    say(messageFor(p));
-    keyInput.focus();
+    keyProblem(messageFor(p));
   },
   finished(item) {
     const m = item.job?.metrics;
-    announce(item.stage === 'Succeeded' && m ? `${item.file.name}: succeeded, ${savingsText(m.inputBytes, m.outputBytes)}.` : `${item.file.name}: ${item.stage}. ${item.message ?? ''}`);
+    announce(item.stage === 'Succeeded' && m ? `${item.name}: done, ${savingsText(m.inputBytes, m.outputBytes)}.` : `${item.name}: ${item.stage}. ${item.message ?? ''}`);
     scheduleBalance();
   },
 });
 
+function showKeyForm(): void {
+  keyDone.hidden = true;
+  keyForm.hidden = false;
+}
+
+/** The accepted key folds to one line: who, how many credits, and a way to change it. */
 function showAccount(e: Entitlements): void {
   const who = e.account ? `Account ${e.account}${e.guest ? ' (guest)' : ''}` : 'Key accepted';
-  account.textContent = typeof e.balance === 'number' ? `${who} · ${e.balance} credits` : who;
+  balance = typeof e.balance === 'number' ? e.balance : null;
+  account.textContent = balance === null ? who : `${who} · ${balance} credits`;
+  keyError.hidden = true;
+  keyForm.hidden = true;
+  keyDone.hidden = false;
 }
 
 let balanceTimer: ReturnType<typeof setTimeout> | null = null;
@@ -111,7 +238,9 @@ function scheduleBalance(): void {
   if (balanceTimer) return;
   balanceTimer = setTimeout(() => {
     balanceTimer = null;
-    api.entitlements().then(showAccount, () => undefined);
+    api.entitlements().then((e) => {
+      if (keyAccepted) showAccount(e);
+    }, () => undefined);
   }, 500);
 }
 
@@ -124,27 +253,30 @@ function applyLimits(listing: Listing, e: Entitlements): void {
     maxInFlight: Math.max(1, e.limits?.maxQueuedJobs ?? 6),
   };
   fileInput.accept = [...formats].map((f) => `.${f}`).join(',');
-  limitsText.textContent = `Up to ${listing.maxBatchFiles} files, each at most ${formatBytes(listing.maxFileSizeBytes)}. Formats: ${[...formats].sort().join(', ')}.`;
+  limitsText.textContent = ` · up to ${listing.maxBatchFiles} files, each up to ${formatBytes(listing.maxFileSizeBytes)}`;
+  byId('formats-list').textContent = [...formats].sort().map((f) => f.toUpperCase()).join(', ');
+  byId('formats').hidden = false;
 }
 
 /** Checks the key against the server and loads the caller's limits; true when accepted. */
 async function useKey(key: string): Promise<boolean> {
   api.key = key.trim();
-  account.textContent = 'Checking the key…';
+  keyError.hidden = true;
   try {
     const [e, listing] = await Promise.all([api.entitlements(), api.listing()]);
     keyAccepted = true;
+    estimates.clear();
     showAccount(e);
     applyLimits(listing, e);
-    say('');
     batch.recheck();
     batch.resume();
     refreshOptions();
+    refreshSummary();
+    void restoreJobs();
     return true;
   } catch (err) {
     keyAccepted = false;
-    account.textContent = '';
-    say(messageFor(asProblem(err)));
+    keyProblem(messageFor(asProblem(err)));
     return false;
   }
 }
@@ -157,7 +289,15 @@ keyForm.addEventListener('submit', async (ev) => {
     if (keyRemember.checked) localStorage.setItem(KEY_STORAGE, key);
     else localStorage.removeItem(KEY_STORAGE);
     announce('API key accepted.');
+    // The field folded away: the next thing to do is choosing files.
+    fileInput.focus();
   }
+});
+
+byId('key-change').addEventListener('click', () => {
+  showKeyForm();
+  keyInput.select();
+  keyInput.focus();
 });
 
 byId('key-forget').addEventListener('click', () => {
@@ -165,9 +305,7 @@ byId('key-forget').addEventListener('click', () => {
   keyInput.value = '';
   api.key = '';
   keyAccepted = false;
-  account.textContent = '';
-  say('The key was removed from this browser.', 'info');
-  keyInput.focus();
+  keyProblem('The key was removed from this browser.');
 });
 
 function addFiles(files: File[]): void {
@@ -204,8 +342,7 @@ document.addEventListener('drop', (e) => {
 
 startButton.addEventListener('click', async () => {
   if (!keyAccepted) {
-    say('Paste a valid API key first.');
-    keyInput.focus();
+    keyProblem('Paste your API key here first.');
     return;
   }
   if (!options.check()) return;
@@ -226,6 +363,8 @@ startButton.addEventListener('click', async () => {
   say('');
   batch.start((item) => options.optionsFor(schemas.get(item.format)!));
   refreshOptions();
+  // The button just disabled itself; the progress line next to it is where to look (and read) next.
+  summary.focus();
 });
 
 async function downloadOne(row: JobRow): Promise<void> {
@@ -258,7 +397,7 @@ async function downloadZip(): Promise<void> {
         const name = fileNameFromDisposition(res.headers.get('content-disposition')) ?? item.job!.output.fileName;
         entries.push({ item, name, data: await res.blob() });
       } catch (e) {
-        failed.push(`${item.file.name}: ${messageFor(asProblem(e))}`);
+        failed.push(`${item.name}: ${messageFor(asProblem(e))}`);
       }
     }
     if (entries.length > 0) {
@@ -280,7 +419,7 @@ function act(action: RowAction, row: JobRow): void {
   const { item } = row;
   switch (action) {
     case 'compare':
-      void compare.open(item.job!.id, item.file.name);
+      void compare.open(item.job!.id, item.name, () => void downloadOne(row));
       return;
     case 'download':
       void downloadOne(row);

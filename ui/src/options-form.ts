@@ -41,6 +41,8 @@ function initialValue(s: JsonSchema): unknown {
   return undefined;
 }
 
+const OPEN_STORAGE = 'compressd.optionsOpen';
+
 /**
  * The options panel, generated from `GET /compress/schema/{format}` of the formats in the batch.
  * One value per option name is shared by every file whose schema has that option; each file is
@@ -53,11 +55,16 @@ export class OptionsForm {
 
   constructor(
     private readonly api: Api,
+    /** The folding panel around the form: closed until opened, and kept as the person left it. */
+    private readonly panel: HTMLDetailsElement,
     private readonly form: HTMLFormElement,
     private readonly fields: HTMLElement,
     private readonly title: HTMLElement,
+    private readonly summary: HTMLElement,
   ) {
     form.addEventListener('submit', (e) => e.preventDefault());
+    panel.open = localStorage.getItem(OPEN_STORAGE) === 'true';
+    panel.addEventListener('toggle', () => localStorage.setItem(OPEN_STORAGE, String(panel.open)));
   }
 
   /** The format's schema; a failed fetch is forgotten so a later call tries again. */
@@ -88,8 +95,9 @@ export class OptionsForm {
       }
     }
     this.fields.replaceChildren();
-    this.form.hidden = formats.length === 0;
+    this.panel.hidden = formats.length === 0;
     this.title.textContent = forNext ? 'Options for the next files' : 'Options';
+    this.summary.textContent = groups.size === 0 ? '· none for these files, they are compressed automatically' : `· ${[...groups.keys()].map(labelOf).join(', ')}`;
     if (formats.length === 0) return;
     if (groups.size === 0) {
       this.fields.append(h('p', { class: 'none', text: 'These files have no options: they are compressed automatically.' }));
@@ -122,7 +130,8 @@ export class OptionsForm {
 
   /** Shows the browser's message on the first invalid field; false when something is invalid. */
   check(): boolean {
-    if (this.form.hidden) return true;
+    if (this.panel.hidden || this.form.checkValidity()) return true;
+    this.panel.open = true;
     return this.form.reportValidity();
   }
 

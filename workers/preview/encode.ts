@@ -1,9 +1,20 @@
 import sharp, { type Sharp } from 'sharp';
 
-/** Previews fit this box (longest edge), aspect kept, never enlarged. */
+/** Previews fit this box (longest edge), aspect kept, never enlarged: the compare view's first look. */
 export const PREVIEW_EDGE = 1200;
+/**
+ * `size=full` previews fit this box instead: the picture's own pixels for anything up to a
+ * 33-megapixel photo, so the compare view can show it 1:1. Kept below the pixel budget of a
+ * worker and the compare cache's share per entry.
+ */
+export const FULL_EDGE = 7000;
+/** A PDF page drawn for `size=full`: about 250 dpi on an A4 or Letter page, so small print is readable. */
+export const FULL_PAGE_EDGE = 3000;
 const JPEG_QUALITY = 82;
 const WEBP_QUALITY = 82;
+
+/** `fit`: PREVIEW_EDGE; `full`: the compared picture at (up to FULL_EDGE) its own size. */
+export type PreviewSize = 'fit' | 'full';
 
 export interface PreviewImage {
   /** Base64 of the encoded preview. */
@@ -14,13 +25,13 @@ export interface PreviewImage {
 }
 
 /**
- * Encodes an upright picture as a preview: downscaled to fit PREVIEW_EDGE, in sRGB, as JPEG when
+ * Encodes an upright picture as a preview: downscaled to fit `edge`, in sRGB, as JPEG when
  * it is opaque and as WebP (which keeps alpha) when any pixel is transparent. An alpha channel
  * that is fully opaque is dropped, so a PNG saved with a useless alpha still previews as JPEG.
  */
-export async function encodePreview(img: Sharp): Promise<PreviewImage> {
+export async function encodePreview(img: Sharp, edge: number = PREVIEW_EDGE): Promise<PreviewImage> {
   const { data, info } = await img
-    .resize(PREVIEW_EDGE, PREVIEW_EDGE, { fit: 'inside', withoutEnlargement: true, kernel: 'lanczos3' })
+    .resize(edge, edge, { fit: 'inside', withoutEnlargement: true, kernel: 'lanczos3' })
     .toColourspace('srgb')
     .raw({ depth: 'uchar' })
     .toBuffer({ resolveWithObject: true });

@@ -868,6 +868,8 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description "true" when the answer is the first job of this Idempotency-Key, replayed */
+        IdempotentReplayed: "true";
         /** @description Seconds to wait before retrying */
         RetryAfter: number;
     };
@@ -1159,6 +1161,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1205,6 +1208,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1739,6 +1743,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1785,6 +1790,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1907,6 +1913,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -1953,6 +1960,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2245,6 +2253,10 @@ export interface operations {
     compareJob: {
         parameters: {
             query?: {
+                /** @description PDF page to show, from 1 */
+                page?: number;
+                /** @description "fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long) */
+                size?: "fit" | "full";
                 /** @description Endpoint version */
                 version?: components["parameters"]["Version"];
             };
@@ -2262,13 +2274,19 @@ export interface operations {
             /** @description Compare response */
             200: {
                 headers: {
+                    /** @description PDF: the page shown (from 1) */
+                    "X-Compare-Page"?: number;
+                    /** @description PDF: how many pages the input has */
+                    "X-Compare-Page-Count"?: number;
+                    /** @description DOCX/PPTX: the part name of the picture shown, URI-encoded */
+                    "X-Compare-Picture"?: string;
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Compare"];
                 };
             };
-            /** @description request.unsupported_version */
+            /** @description compare.invalid_query, request.unsupported_version */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -2529,6 +2547,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2575,6 +2594,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2697,6 +2717,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2743,6 +2764,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2865,6 +2887,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2911,6 +2934,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3033,6 +3057,7 @@ export interface operations {
             /** @description Job accepted */
             202: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3079,6 +3104,7 @@ export interface operations {
             /** @description request.idempotency_in_progress */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
                     [name: string]: unknown;
                 };
                 content: {

@@ -42,24 +42,28 @@ export class Comparer {
     });
   }
 
-  /** Previews for `key`; rejects with ApiError `compare.timeout` (504) or `compare.unavailable` (422). */
-  comparison(key: string, job: PreviewJob): Promise<Comparison> {
+  /**
+   * Previews for `key`, kept at most `ttlMs` (the rest of the job's retention); rejects with
+   * ApiError `compare.timeout` (504), `compare.invalid_query` (400) or `compare.unavailable` (422).
+   */
+  comparison(key: string, job: PreviewJob, ttlMs?: number): Promise<Comparison> {
     const hit = this.cache.get(key);
     if (hit) return Promise.resolve(hit);
     let run = this.running.get(key);
     if (!run) {
-      run = this.make(key, job).finally(() => this.running.delete(key));
+      run = this.make(key, job, ttlMs).finally(() => this.running.delete(key));
       this.running.set(key, run);
     }
     return run;
   }
 
-  private async make(key: string, job: PreviewJob): Promise<Comparison> {
+  private async make(key: string, job: PreviewJob, ttlMs?: number): Promise<Comparison> {
     const outcome = await this.pool.preview(job, AbortSignal.timeout(this.settings.timeoutMs));
     if (outcome.ok) {
-      this.cache.set(key, outcome.comparison);
+      this.cache.set(key, outcome.comparison, ttlMs && ttlMs > 0 ? { ttl: ttlMs } : {});
       return outcome.comparison;
     }
+    if (outcome.code === 'compare.invalid_query') throw new ApiError('compare.invalid_query', 400, outcome.detail);
     if (outcome.code === 'compare.timeout') {
       throw new ApiError('compare.timeout', 504, `Making the previews took longer than ${this.settings.timeoutMs / 1000} s.`);
     }
@@ -88,6 +92,20 @@ export function compareView(job: Job, c: Comparison): Record<string, unknown> {
   };
 }
 
+/**
+ * The page's own extension of the spec's compare request (the response shape stays the spec's):
+ * `size=fit` (default, PREVIEW_EDGE) or `size=full` (made only when asked, for zooming in), and
+ * `page` (1-based, PDFs). What was shown is told in headers, outside the spec's body:
+ * `X-Compare-Page` and `X-Compare-Page-Count` for a PDF, `X-Compare-Picture` for DOCX/PPTX.
+ */
+function previewQuery(q: Record<string, string>): Pick<PreviewJob, 'size' | 'page'> {
+  const size = q.size ?? 'fit';
+  if (size !== 'fit' && size !== 'full') throw new ApiError('compare.invalid_query', 400, 'size must be "fit" or "full".');
+  const page = q.page === undefined ? 1 : Number(q.page);
+  if (!Number.isInteger(page) || page < 1 || page > 100_000) throw new ApiError('compare.invalid_query', 400, 'page must be a whole number from 1.');
+  return { size, page };
+}
+
 const expired = () => new ApiError('compare.expired', 410, 'The files were deleted after their retention period.');
 
 /** `GET /compress/job/{id}/compare`: before/after previews of a Succeeded job. */
@@ -96,6 +114,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
   const limiter = new PreviewLimiter(previewLimits(pool.previewThreads));
   const app = new Hono<AppEnv>();
   app.get('/compress/job/:id/compare', async (c) => {
+    const query = previewQuery(c.req.query());
     const job = await ownedJob(engine, c);
     if (job.status !== 'Succeeded' || !job.output) {
       throw new ApiError('compare.not_ready', 409, `The job is ${job.status}; previews exist only for a Succeeded job.`);
@@ -109,8 +128,9 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
     try {
       const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', scratch), blobs.localFile(job.id, 'output', scratch)]);
       if (!inputPath || !outputPath) throw expired();
-      const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format };
-      comparison = await comparer.comparison(`${job.id}/${job.completedAt}`, files);
+      const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format, ...query };
+      const ttl = job.expiresAt ? Date.parse(job.expiresAt) - Date.now() : undefined;
+      comparison = await comparer.comparison(`${job.id}/${job.completedAt}/${query.size}/${query.page}`, files, ttl);
     } catch (err) {
       // Files deleted while the previews were being made (retention, DELETE) read as unreadable.
       if (err instanceof ApiError) throw err;
@@ -121,6 +141,11 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
       await spool.discardCopies(job.id);
     }
     c.header('cache-control', 'private, no-store');
+    if (comparison.page) {
+      c.header('x-compare-page', String(comparison.page.number));
+      c.header('x-compare-page-count', String(comparison.page.count));
+    }
+    if (comparison.picture) c.header('x-compare-picture', encodeURI(comparison.picture));
     return c.json(compareView(job, comparison));
   });
   return app;
