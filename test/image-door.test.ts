@@ -21,7 +21,8 @@ import { recompressImage } from '../workers/office/media.ts';
 import { compress as pdf } from '../workers/pdf.ts';
 import { compress as png } from '../workers/png.ts';
 import { compress as universal } from '../workers/universal.ts';
-import { greyPictures, picturesPdf, profiledSmallJpeg } from './helpers/made-files.ts';
+import { compress as office } from '../workers/office.ts';
+import { greyPictures, picturesPdf, profiledSmallJpeg, smallXmlDocx } from './helpers/made-files.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 const DEDICATED: Record<string, { kind: ImageKind; compress: Compress }> = {
@@ -214,5 +215,18 @@ describe('embedded ICC profiles', () => {
     const meta = await sharp(input).metadata();
     const decision = await profileDecision(sharp(input), meta.icc, 10 * 40_000);
     assert.equal(decision.keep, true);
+  });
+});
+
+describe('small documents', () => {
+  it('a small XML-heavy DOCX: its small PNG becomes a clean palette, the document loses a fifth', async () => {
+    const input = await smallXmlDocx(join(work, 'small.docx'));
+    const png = await sharp(await readFile(join(corpus, 'jpg/jpeg420exif.jpg'))).rotate().resize(64, 64, { fit: 'inside' }).png().toBuffer();
+    const palette = await recompressImage(png, null);
+    assert.ok(palette && palette.data.length < png.length / 2, `${png.length} → ${palette?.data.length}`);
+    assert.equal((await sharp(palette.data).metadata()).isPalette, true);
+    const out = await outcome(office, input);
+    const [a, b] = [(await readFile(input)).length, (await readFile(out.path!)).length];
+    assert.ok(b < a * 0.8, `${a} → ${b}`);
   });
 });
