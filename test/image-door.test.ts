@@ -175,6 +175,18 @@ describe('grey pictures are one-component JPEGs on every path', () => {
     assert.deepEqual(await pdfJpegs(out.path!), [{ components: 1, colourSpace: '/DeviceGray' }]);
   });
 
+  it('a grey picture stored as an RGB PNG leaves the PNG compressor as a grey (or palette) PNG', async () => {
+    const input = join(work, 'grey-rgb.png');
+    await sharp(grey.photo).resize(400).toColourspace('srgb').png().toFile(input);
+    assert.equal(await components(input), 3);
+    for (const mode of ['lossless', 'lossy'] as const) {
+      const dir = await mkdtemp(join(work, 'job-'));
+      const r = await png({ inputPath: input, format: 'png', options: { compression: { enabled: true, mode } } }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+      const meta = await sharp(r.path).metadata();
+      assert.ok(meta.channels === 1 || meta.isPalette, `${mode}: ${meta.channels} channels`);
+    }
+  });
+
   it('grey detection allows the decoder rounding (one code value), not colour', () => {
     const px = (data: number[]) => ({ data: Uint8Array.from(data), width: data.length / 3, height: 1, channels: 3 });
     assert.equal(isGrey(px([10, 10, 10, 200, 201, 200])), true);
