@@ -242,3 +242,18 @@ describe('small documents', () => {
     assert.ok(b < a * 0.8, `${a} → ${b}`);
   });
 });
+
+describe('small pictures', () => {
+  it('a 64×43 photo as PNG becomes a palette at the PNG target (a small photo is not noise)', async () => {
+    const input = join(work, 'tiny-photo.png');
+    await sharp(join(corpus, 'jpg/jpeg420exif.jpg')).rotate().resize(64, 64, { fit: 'inside' }).png().toFile(input);
+    const out = await outcome(png, input);
+    const [a, b] = [await readFile(input), await readFile(out.path!)];
+    assert.ok(b.length < a.length / 2, `${a.length} → ${b.length}`);
+    const px = async (x: Buffer) => {
+      const { data, info } = await sharp(x).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+      return { data, width: info.width, height: info.height, channels: 4 };
+    };
+    assert.ok(ssim(await px(a), await px(b)) >= 0.98);
+  });
+});
