@@ -239,7 +239,7 @@ describe('engine refusals', () => {
     const job = await r.submit('alice', { webhook: WEBHOOK });
     await until(() => r.runner.runs.length === 1);
     const running = (await r.engine.get(job.id))!;
-    await r.backend.jobs.cancel(job.id, new Date());
+    await r.backend.jobs.move(job.id, { move: 'cancel', at: new Date() });
     assert.equal(await r.engine.lifecycle.fail(running, { code: 'jobs.internal_error', detail: 'x' }), undefined);
     release();
     await until(async () => (await r.backend.blobs.ids()).length === 0);

@@ -6,7 +6,8 @@ import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, MB, norm
 import { ApiError } from '../../errors.ts';
 import type { FetchedInput, FetchToFileOptions } from '../../fetch/fetch-input.ts';
 import { validateInputUrl } from '../../fetch/validate-url.ts';
-import type { BlobStore, Ledger } from '../../jobs/backend.ts';
+import type { Ledger } from '../../accounts/credits.ts';
+import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import { insufficientCredits } from '../../jobs/lifecycle.ts';
 import type { Spool } from '../../jobs/spool.ts';
