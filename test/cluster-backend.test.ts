@@ -190,11 +190,12 @@ describe('cluster backend on PostgreSQL', () => {
       await accounts.ensureAccount('acct', 100);
       const job = newJob('acct', 7);
       assert.ok((await a.jobs.admit(job, OPEN)).ok);
-      const onA = (await a.jobs.claim('A', LIMITS, new Date(), 300))!;
+      const t0 = new Date();
+      const onA = (await a.jobs.claim('A', LIMITS, t0, 300))!;
       assert.equal(onA.attempts, 1);
-      assert.deepEqual(await b.jobs.requeueInterrupted(new Date()), [], 'a live lease is left alone');
-      await new Promise((r) => setTimeout(r, 400));
-      const requeued = await b.jobs.requeueInterrupted(new Date());
+      assert.deepEqual(await b.jobs.requeueInterrupted(until(299, t0)), [], 'a live lease is left alone');
+      // B's clock is past A's lease: no waiting, the lease is compared with the time each call is given.
+      const requeued = await b.jobs.requeueInterrupted(until(400, t0));
       assert.deepEqual(requeued.map((j) => [j.id, j.status, j.lease]), [[job.id, 'Queued', null]]);
       assert.equal(await a.jobs.renew(job.id, 'A', 1, until(300)), false, 'the old node learns it lost the job');
 

@@ -337,10 +337,11 @@ export function backendConformance(name: string, harness: BackendHarness): void 
     it('the attempt number fences a node whose lease expired: its renew and finish are refused', async () => {
       const { b } = await fresh();
       const job = await admitted(b, newJob('alice'));
-      const stale = await b.jobs.claim(NODE, LIMITS, new Date(), 1);
+      const t0 = new Date();
+      const stale = await b.jobs.claim(NODE, LIMITS, t0, 1_000);
       assert.equal(stale?.attempts, 1);
-      await new Promise((r) => setTimeout(r, 10));
-      const requeued = await b.jobs.requeueInterrupted(new Date());
+      assert.deepEqual(await b.jobs.requeueInterrupted(until(999, t0)), [], 'a live lease stays');
+      const requeued = await b.jobs.requeueInterrupted(until(1_001, t0));
       assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease]), [[job.id, 'Queued', 1, null]]);
       assert.equal((await b.ledger.summary('alice')).reserved, 1, 'a requeued job keeps its hold');
       const fresh2 = await b.jobs.claim(OTHER, LIMITS, new Date(), LEASE);
