@@ -87,6 +87,16 @@ backendConformance('cluster', {
     return backend;
   },
   crashSteps: [],
+  // The account counters a move adjusts agree with the job rows after every move.
+  async invariants(b) {
+    const { rows } = await (b as ClusterBackend).pool.query<{ name: string; open_jobs: number; running_jobs: number; open: number; running: number }>(
+      `SELECT a.name, a.open_jobs, a.running_jobs,
+         (SELECT count(*)::int FROM jobs j WHERE j.account = a.name AND j.status IN ('Queued', 'Running')) AS open,
+         (SELECT count(*)::int FROM jobs j WHERE j.account = a.name AND j.status = 'Running') AS running
+       FROM accounts a`,
+    );
+    for (const r of rows) assert.deepEqual([r.name, r.open_jobs, r.running_jobs], [r.name, r.open, r.running], `${r.name}: open_jobs / running_jobs = COUNT(*) of its job rows`);
+  },
   async destroy() {},
 });
 

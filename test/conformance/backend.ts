@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { after, describe, it } from 'node:test';
-import type { Backend, ClaimLimits, Ending, OwedWebhook } from '../../src/jobs/backend.ts';
+import type { CreditSummary } from '../../src/accounts/credits.ts';
+import type { Backend, ClaimLimits, Ending, MoveResult, OwedWebhook } from '../../src/jobs/backend.ts';
 import { TRANSITIONS, type MoveName } from '../../src/jobs/moves.ts';
 import { queuedJob, type Job, type JobStatus, type Submission } from '../../src/jobs/types.ts';
 import { cancel, expire, finish, forget, until } from './moves.ts';
@@ -21,6 +22,8 @@ export interface BackendHarness {
   open(state: string, opts: { grants: Record<string, number>; crashAt?: string }): Promise<Backend>;
   /** The steps between two writes of a move where this backend can be killed (none for a backend whose moves are single transactions). */
   crashSteps: readonly string[];
+  /** Asserts what the backend keeps beside the job records agrees with them (cluster: the account counters); run after every move of the table's suite. */
+  invariants?(b: Backend): Promise<void>;
   destroy(state: string): Promise<void>;
 }
 
@@ -392,42 +395,117 @@ export function backendConformance(name: string, harness: BackendHarness): void 
   });
 
   describe(`${name} backend: the transition table`, () => {
-    /** A job in each status, for trying every move on. */
+    /** A job in each status, for trying every move on; each of a job type of its own (see `start`). */
     async function oneOfEach(b: Backend): Promise<Record<JobStatus, Job>> {
-      const r = await running(b, newJob('bob'));
-      const s = await running(b, newJob('carol'));
+      const r = await running(b, newJob('bob', { jobType: 'type.running' }));
+      const s = await running(b, newJob('carol', { creditCost: 2, jobType: 'type.succeeded' }));
       await finish(b, s.id, NODE, 1, succeeded(), null);
-      const f = await running(b, newJob('carol'));
+      const f = await running(b, newJob('carol', { creditCost: 3, jobType: 'type.failed' }));
       await finish(b, f.id, NODE, 1, failed(), null);
-      const c = await admitted(b, newJob('carol'));
+      const c = await admitted(b, newJob('carol', { creditCost: 4, jobType: 'type.canceled' }));
       await cancel(b, c.id, new Date());
-      const q = await admitted(b, newJob('alice'));
+      const q = await admitted(b, newJob('alice', { creditCost: 5, jobType: 'type.queued' }));
       const get = async (j: Job) => structuredClone((await b.jobs.get(j.id))!);
       // Running first: requeueInterrupted moves every job of the node at once.
       return { Running: await get(r), Queued: await get(q), Succeeded: await get(s), Failed: await get(f), Canceled: await get(c) };
     }
 
-    const attempts: Record<Exclude<MoveName, 'admit' | 'start'>, (b: Backend, job: Job) => Promise<boolean>> = {
-      succeed: async (b, job) => (await finish(b, job.id, NODE, job.attempts, succeeded(), null)).ok && job.status !== 'Succeeded',
-      fail: async (b, job) => (await finish(b, job.id, NODE, job.attempts, failed(), null)).ok && job.status !== 'Failed',
-      cancel: async (b, job) => (await cancel(b, job.id, new Date())) !== undefined,
-      requeueInterrupted: async (b, job) => (await b.jobs.requeueInterrupted(new Date(), NODE)).some((j) => j.id === job.id),
-      requeue: async (b, job) => (await b.jobs.move(job.id, { move: 'requeue' })).ok,
-      expire: async (b, job) => (await expire(b, job.id)) !== undefined,
-      forget: async (b, job) => (await forget(b, job.id)) && (await b.jobs.get(job.id)) === undefined,
+    const AT = new Date(Date.UTC(2026, 5, 1));
+    /** Each move tried on one job: whether it was made, and the refusal when it was not. */
+    const tries: Record<Exclude<MoveName, 'admit'>, (b: Backend, job: Job) => Promise<{ done: boolean; refusal?: string }>> = {
+      // Claims limited to the job's own type: only that job may be picked.
+      start: async (b, job) => ({ done: (await b.jobs.claim(NODE, onlyType(job.jobType), AT, LEASE))?.id === job.id }),
+      succeed: (b, job) => answer(finish(b, job.id, NODE, job.attempts, succeeded(AT), owedFor(job))),
+      fail: (b, job) => answer(finish(b, job.id, NODE, job.attempts, failed(AT), owedFor(job, 'job.failed'))),
+      cancel: (b, job) => answer(b.jobs.move(job.id, { move: 'cancel', at: AT })),
+      requeueInterrupted: async (b, job) => ({ done: (await b.jobs.requeueInterrupted(AT, NODE)).some((j) => j.id === job.id) }),
+      requeue: (b, job) => answer(b.jobs.move(job.id, { move: 'requeue' })),
+      expire: (b, job) => answer(b.jobs.move(job.id, { move: 'expire' })),
+      forget: (b, job) => answer(b.jobs.move(job.id, { move: 'forget' })),
     };
+    const TYPES = ['type.running', 'type.queued', 'type.succeeded', 'type.failed', 'type.canceled'];
+    const onlyType = (jobType: string): ClaimLimits => ({ maxRunningPerAccount: 6, maxRunningPerJobType: Object.fromEntries(TYPES.map((t) => [t, t === jobType ? 6 : 0])) });
+    async function answer(r: Promise<MoveResult>): Promise<{ done: boolean; refusal?: string }> {
+      const got = await r;
+      return got.ok ? { done: !got.replay } : { done: false, refusal: got.refusal };
+    }
 
-    for (const [move, attempt] of Object.entries(attempts) as [keyof typeof attempts, (b: Backend, job: Job) => Promise<boolean>][]) {
-      it(`${move}: allowed exactly from ${TRANSITIONS[move].from.join(', ')}`, async () => {
+    /** The fields a move leaves, by the table's `to`, beyond what its own arguments set. */
+    function expectFields(move: MoveName, before: Job, after: Job | undefined): void {
+      const t = TRANSITIONS[move];
+      if (t.to === 'gone') return assert.equal(after, undefined, `${move} deletes the record`);
+      assert.ok(after);
+      assert.equal(after.status, t.to === 'same' ? before.status : t.to);
+      assert.equal(after.lease === null, after.status !== 'Running', 'a lease exactly while Running');
+      assert.equal(after.attempts, before.attempts + (move === 'start' ? 1 : 0), 'only start counts an attempt');
+      if (move === 'start') assert.deepEqual([after.startedAt, after.lease?.nodeId, after.lease?.expiresAt], [AT.toISOString(), NODE, new Date(AT.getTime() + LEASE).toISOString()]);
+      if (t.to === 'Queued') assert.deepEqual(after.progress, { percent: 0, phase: null });
+      if (t.to === 'Canceled') assert.deepEqual([after.completedAt, after.progress.phase], [AT.toISOString(), null]);
+      if (t.to === 'Succeeded') assert.deepEqual([after.completedAt, after.output, after.error], [AT.toISOString(), (succeeded(AT) as Extract<Ending, { status: 'Succeeded' }>).output, null]);
+      if (t.to === 'Failed') assert.deepEqual([after.completedAt, after.output, after.error], [AT.toISOString(), null, (failed(AT) as Extract<Ending, { status: 'Failed' }>).error]);
+      if (move === 'expire') assert.equal(after.expired, true);
+    }
+
+    /** The ledger moves exactly as the table's credit effect says, for the job's cost. */
+    function expectCredits(move: MoveName, job: Job, before: CreditSummary, after: CreditSummary): void {
+      const c = job.creditCost;
+      const expected = {
+        hold: { spent: before.spent, reserved: before.reserved + c },
+        charge: { spent: before.spent + c, reserved: before.reserved - c },
+        release: { spent: before.spent, reserved: before.reserved - c },
+        none: { spent: before.spent, reserved: before.reserved },
+      }[TRANSITIONS[move].credits];
+      assert.deepEqual({ spent: after.spent, reserved: after.reserved }, expected, `${move}: credits ${TRANSITIONS[move].credits}`);
+    }
+
+    for (const [move, attempt] of Object.entries(tries) as [Exclude<MoveName, 'admit'>, (b: Backend, job: Job) => Promise<{ done: boolean; refusal?: string }>][]) {
+      const t = TRANSITIONS[move];
+      it(`${move}: allowed exactly from ${t.from.join(', ')}; fields → ${t.to}, credits ${t.credits}, webhook ${t.owesWebhook ? 'owed' : 'none'}; refused as ${t.refusal}`, async () => {
         const { b } = await fresh();
         const jobs = await oneOfEach(b);
+        await harness.invariants?.(b);
         for (const [status, job] of Object.entries(jobs) as [JobStatus, Job][]) {
-          const done = await attempt(b, job);
-          assert.equal(done, TRANSITIONS[move].from.includes(status), `${move} from ${status}`);
-          if (!done) assert.deepEqual(await b.jobs.get(job.id), job, `a refused ${move} from ${status} changes nothing`);
+          const credits = await b.ledger.summary(job.account);
+          const pending = await b.outbox.pendingCount();
+          const got = await attempt(b, job);
+          await harness.invariants?.(b);
+          const allowedHere = t.from.includes(status);
+          assert.equal(got.done, allowedHere, `${move} from ${status}`);
+          const after = await b.jobs.get(job.id);
+          if (!allowedHere) {
+            if (got.refusal !== undefined) assert.equal(got.refusal, t.refusal, `${move} from ${status}: the move's named refusal`);
+            assert.deepEqual(after, job, `a refused ${move} from ${status} changes nothing`);
+            assert.deepEqual(await b.ledger.summary(job.account), credits);
+            assert.equal(await b.outbox.pendingCount(), pending);
+            continue;
+          }
+          expectFields(move, job, after);
+          expectCredits(move, job, credits, await b.ledger.summary(job.account));
+          assert.equal(await b.outbox.pendingCount(), pending + (t.owesWebhook ? 1 : 0), `${move}: webhook ${t.owesWebhook ? 'owed' : 'not owed'}`);
         }
       });
     }
+
+    it('admit: creates a Queued job holding its cost, owing nothing', async () => {
+      const { b } = await fresh();
+      const before = await b.ledger.summary('alice');
+      const job = await admitted(b, newJob('alice', { creditCost: 7 }));
+      await harness.invariants?.(b);
+      assert.equal(job.status, TRANSITIONS.admit.to);
+      expectCredits('admit', job, before, await b.ledger.summary('alice'));
+      assert.equal(await b.outbox.pendingCount(), 0);
+    });
+
+    it('a finish from a node that does not hold the lease is fenced, whatever the attempt', async () => {
+      const { b } = await fresh();
+      const job = await running(b, newJob('alice'));
+      for (const [node, attempt] of [[OTHER, 1], [NODE, 2], [OTHER, 2]] as const) {
+        const r = await finish(b, job.id, node, attempt, succeeded(), owedFor(job));
+        assert.deepEqual([r.ok, !r.ok && r.refusal], [false, 'fenced'], `${node} attempt ${attempt}`);
+      }
+      assert.deepEqual(await b.jobs.get(job.id), job);
+      await harness.invariants?.(b);
+    });
   });
 
   describe(`${name} backend: durability and recovery`, () => {
