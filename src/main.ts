@@ -1,16 +1,19 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
+import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
 import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
-import { migrate, openPool } from './jobs/cluster/database.ts';
+import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
+import { checkDataFormat, DATA_FORMAT } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
+import { backup, restore } from './ops/backup.ts';
 import { startService } from './service.ts';
-import packageJson from '../package.json' with { type: 'json' };
+import { VERSION } from './version.ts';
 
 /** The whole help; every line under 80 columns (test/cli-help.test.ts holds it to that). */
 const USAGE = `compressd — self-hosted file compression service
@@ -25,7 +28,9 @@ Usage:
   compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
   compressd credits add --account NAME --amount N
       [--data-dir D | --database-url URL]
-  compressd migrate --database-url URL
+  compressd migrate --database-url URL [--check]
+  compressd backup --data-dir D --out FILE
+  compressd restore FILE --data-dir NEW
 
   --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts,
   keys and credits live in that PostgreSQL database, shared by every node.
@@ -109,7 +114,9 @@ async function serveCommand(args: string[]): Promise<void> {
 async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: string }, fn: (registry: AccountRegistry | PgAccountRegistry) => Promise<void>): Promise<void> {
   const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
   if (!databaseUrl) {
-    const registry = new AccountRegistry(dataDirOf(values['data-dir']));
+    const dataDir = dataDirOf(values['data-dir']);
+    checkDataFormat(dataDir);
+    const registry = new AccountRegistry(dataDir);
     try {
       return await fn(registry);
     } finally {
@@ -126,16 +133,48 @@ async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: stri
 }
 
 async function migrateCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { 'database-url': { type: 'string' } } });
+  const { values } = parseArgs({ args, options: { 'database-url': { type: 'string' }, check: { type: 'boolean' } } });
   const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
   if (!databaseUrl) fail('migrate needs --database-url URL (or COMPRESSD_DATABASE_URL)');
   const pool = openPool(databaseUrl);
   try {
+    if (values.check) {
+      const { state, steps } = await planMigration(pool);
+      const changes = [...state.bookkeeping.map((st) => `  bookkeeping: ${st}`), ...steps.flatMap((step) => step.statements.map((st) => `  version ${step.version}: ${st}`))];
+      if (changes.length === 0) {
+        console.log(`schema is version ${state.version}: nothing to change`);
+        return;
+      }
+      console.log(`schema is version ${state.version}; migrate would bring it to ${Math.max(state.version, SCHEMA_VERSION)} with:`);
+      for (const line of changes) console.log(line);
+      process.exitCode = 1;
+      return;
+    }
     const { from, to } = await migrate(pool);
     console.log(from === to ? `schema is up to date (version ${to})` : `migrated the schema from version ${from} to ${to}`);
   } finally {
     await pool.end();
   }
+}
+
+async function backupCommand(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { 'data-dir': { type: 'string' }, out: { type: 'string' } } });
+  if (!values.out) fail('backup needs --out FILE');
+  const dataDir = dataDirOf(values['data-dir']);
+  const started = Date.now();
+  const m = await backup(dataDir, resolve(values.out));
+  const bytes = (await stat(resolve(values.out))).size;
+  console.log(`backed up ${dataDir} as of ${m.at}: ${m.jobs} jobs, ${m.blobs} files, ${bytes} bytes in ${Date.now() - started} ms to ${resolve(values.out)}`);
+  if (m.missing.length > 0) console.error(`compressd: ${m.missing.length} files were deleted by retention before they could be kept: ${m.missing.join(', ')}`);
+}
+
+async function restoreCommand(args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, options: { 'data-dir': { type: 'string' } }, allowPositionals: true });
+  if (positionals.length !== 1) fail('restore needs the backup FILE');
+  if (!values['data-dir']) fail('restore needs --data-dir NEW (a directory that does not exist yet, or is empty)');
+  const dataDir = resolve(values['data-dir']);
+  const m = await restore(resolve(positionals[0]!), dataDir);
+  console.log(`restored ${dataDir} as of ${m.at} (written by compressd ${m.compressd}): ${m.jobs} jobs, ${m.blobs} files`);
 }
 
 async function keysCommand(args: string[]): Promise<void> {
@@ -206,11 +245,17 @@ async function main(argv: string[]): Promise<void> {
       return creditsCommand(args);
     case 'migrate':
       return migrateCommand(args);
+    case 'backup':
+      return backupCommand(args);
+    case 'restore':
+      return restoreCommand(args);
     case '--version':
     case '-v':
     case 'version':
       // The Node that runs us: inside the single executable, the one it embeds.
-      console.log(`compressd ${packageJson.version} (node ${process.version})`);
+      console.log(`compressd ${VERSION} (node ${process.version})`);
+      console.log(`data directory format ${DATA_FORMAT} (opens formats 1 to ${DATA_FORMAT}, upgrading them to ${DATA_FORMAT})`);
+      console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; also runs on a newer schema marked compatible from ${SCHEMA_VERSION} or earlier; marks its own compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
       return;
     case undefined:
     case 'help':

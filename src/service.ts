@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { defaultPlan } from './accounts/plan.ts';
 import type { ServeConfig } from './config.ts';
+import { migrateDataDir } from './durable/data-format.ts';
 import { acquireServerLock } from './durable/lock.ts';
 import { FETCH_DEFAULTS, parseDnsOverrides, parseUrlAllow, type FetchConfig } from './fetch/config.ts';
 import { guardedDispatcher } from './fetch/egress.ts';
@@ -46,6 +47,15 @@ export async function startService(
   // Users' files live below it: private even when the directory existed before (a volume made 0755).
   chmodSync(config.dataDir, 0o700);
   const releaseLock = acquireServerLock(join(config.dataDir, 'server.lock'));
+  if (!config.databaseUrl) {
+    try {
+      const format = await migrateDataDir(config.dataDir);
+      if (format.from !== format.to) log.info(format, 'data directory format upgraded');
+    } catch (err) {
+      releaseLock();
+      throw err;
+    }
+  }
 
   const node = await openNodeBackend(config, log);
   const { backend, accounts, spool, tokens } = node;

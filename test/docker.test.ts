@@ -85,7 +85,7 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
     assert.ok(loaded.includes(`Loaded image: ${IMAGE}`), loaded);
     const size = Number((await docker(['image', 'inspect', '-f', '{{.Size}}', IMAGE])).trim());
     t.diagnostic(`image loaded in ${seconds(since)}: ${(size / 1e6).toFixed(0)} MB`);
-    assert.match((await docker(['run', '--rm', '--network=none', IMAGE, '--version'])).trim(), /^compressd \S+ \(node v24\.\d+\.\d+\)$/);
+    assert.match((await docker(['run', '--rm', '--network=none', IMAGE, '--version'])).split('\n')[0]!, /^compressd \S+ \(node v24\.\d+\.\d+\)$/);
 
     volume = mkdtempSync(join(tmpdir(), 'compressd-volume-'));
     chownSync(volume, UID, UID);

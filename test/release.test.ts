@@ -8,12 +8,12 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { Spec, Validation } from '@cyclonedx/cyclonedx-library';
 import sharp, { type Sharp } from 'sharp';
-import yauzl from 'yauzl';
 import { decodeImage } from '../workers/decoders/index.ts';
 import { MAX_PIXELS } from '../workers/decoders/limits.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { ALL_RELEASE_FILES, RELEASE_DIR, releaseFiles, releaseUnavailable, sharedRelease, VERSION } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
+import { unzip } from './helpers/zip.ts';
 
 /**
  * `npm run release` as an operator at an air-gapped site meets it: the checksums verify, each bundle
@@ -101,29 +101,6 @@ async function sourcePixels(bytes: Buffer, name: string, like: Pixels): Promise<
   const rotate = { 3: 180, 6: 90, 8: 270 }[decoded.orientation];
   const upright = rotate ? decoded.image.rotate(rotate) : decoded.image;
   return rgba(upright.resize(like.width, like.height, { fit: 'fill' }));
-}
-
-function unzip(bytes: Buffer): Promise<Map<string, Buffer>> {
-  return new Promise((resolve, reject) => {
-    yauzl.fromBuffer(bytes, { lazyEntries: true, validateEntrySizes: true }, (err, zip) => {
-      if (err) return reject(err);
-      const files = new Map<string, Buffer>();
-      zip.on('entry', (entry: yauzl.Entry) =>
-        zip.openReadStream(entry, (e, stream) => {
-          if (e) return reject(e);
-          const chunks: Buffer[] = [];
-          stream.on('data', (c: Buffer) => chunks.push(c));
-          stream.on('end', () => {
-            files.set(entry.fileName, Buffer.concat(chunks));
-            zip.readEntry();
-          });
-        }),
-      );
-      zip.on('end', () => resolve(files));
-      zip.on('error', reject);
-      zip.readEntry();
-    });
-  });
 }
 
 async function pdfPage(bytes: Buffer): Promise<Pixels> {

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { chromium, type Browser, type BrowserContext, type Download, type Page } from 'playwright-core';
 import sharp from 'sharp';
-import yauzl from 'yauzl';
 import { jpegHasLocation } from '../ui/src/exif.ts';
 import { CORPUS, json, startTestServer, type TestServer } from './helpers/server.ts';
+import { unzip } from './helpers/zip.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = new URL('./artifacts/', import.meta.url).pathname;
@@ -95,29 +95,6 @@ async function apiBytes(jobId: string): Promise<Buffer> {
 }
 
 const downloadedBytes = async (d: Download): Promise<Buffer> => readFile((await d.path())!);
-
-function unzip(buffer: Buffer): Promise<Map<string, Buffer>> {
-  return new Promise((resolve, reject) => {
-    yauzl.fromBuffer(buffer, { lazyEntries: true, validateEntrySizes: true }, (err, zip) => {
-      if (err) return reject(err);
-      const files = new Map<string, Buffer>();
-      zip.on('entry', (entry: yauzl.Entry) => {
-        zip.openReadStream(entry, (e, stream) => {
-          if (e) return reject(e);
-          const chunks: Buffer[] = [];
-          stream.on('data', (c: Buffer) => chunks.push(c));
-          stream.on('end', () => {
-            files.set(entry.fileName, Buffer.concat(chunks));
-            zip.readEntry();
-          });
-        });
-      });
-      zip.on('end', () => resolve(files));
-      zip.on('error', reject);
-      zip.readEntry();
-    });
-  });
-}
 
 async function useKey(key: string): Promise<void> {
   await page.fill('#key-input', key);

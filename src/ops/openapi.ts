@@ -1,5 +1,6 @@
 import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../catalog/index.ts';
 import { SUPPORTED_VERSIONS } from '../server/middleware/versioning.ts';
+import { VERSION } from '../version.ts';
 
 export interface RouteInfo {
   method: string;
@@ -385,7 +386,8 @@ export function openApiDocument(routes: RouteInfo[]) {
     openapi: '3.1.0',
     info: {
       title: 'compressd',
-      version: '1',
+      // The release (the document changes with it); the API's own version is the endpoint version below.
+      version: VERSION,
       description:
         'Self-hosted asynchronous file compression. Every endpoint is at version 1. A version is chosen by a `/v<N>` path suffix ' +
         '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence.',

@@ -16,7 +16,8 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
-function binDir(): string {
+/** The directory of the newest installed PostgreSQL's programs (initdb, pg_dump, psql). */
+export function pgBin(): string {
   const root = '/usr/lib/postgresql';
   const versions = readdirSync(root)
     .filter((v) => /^\d+$/.test(v))
@@ -31,7 +32,7 @@ function binDir(): string {
  * (PostgreSQL refuses root), so the scratch dir gets o+x for that user to reach it.
  */
 export async function startPostgres(): Promise<TestPostgres> {
-  const bin = binDir();
+  const bin = pgBin();
   const tmp = await scratchDir('compressd-pg-');
   const scratch = tmp.path;
   await chmod(scratch, 0o711);

@@ -97,8 +97,8 @@ export interface TestHttpsServer {
   close(): Promise<void>;
 }
 
-/** An HTTPS server on 127.0.0.1 (or `bind`) with a certificate from the test CA. */
-export async function startTestHttpsServer(handler: Handler, opts: { bind?: string; hosts?: string[] } = {}): Promise<TestHttpsServer> {
+/** An HTTPS server on 127.0.0.1 (or `bind`), on a free port (or `port`), with a certificate from the test CA. */
+export async function startTestHttpsServer(handler: Handler, opts: { bind?: string; hosts?: string[]; port?: number } = {}): Promise<TestHttpsServer> {
   const ca = await makeTestCA(opts.hosts);
   const requests: TestHttpsServer['requests'] = [];
   let connections = 0;
@@ -113,7 +113,10 @@ export async function startTestHttpsServer(handler: Handler, opts: { bind?: stri
     s.once('close', () => sockets.delete(s));
   });
   const bind = opts.bind ?? '127.0.0.1';
-  await new Promise<void>((resolve) => server.listen(0, bind, resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, bind, resolve);
+  });
   const { port } = server.address() as AddressInfo;
   return {
     server,

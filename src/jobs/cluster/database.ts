@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { VERSION } from '../../version.ts';
 
 /** Advisory lock keys (class, id): one cluster-wide mutex per purpose. */
 const LOCK_CLASS = 0x636d7064; // 'cmpd'
@@ -104,6 +105,15 @@ const MIGRATIONS: readonly string[] = [
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
+/**
+ * The oldest schema version whose compressd can run on this release's schema, recorded with each
+ * step applied. Schema changes are expand-then-contract so that the previous release runs beside
+ * this one during a rolling upgrade: an expand step only adds (tables, indexes, columns that are
+ * nullable or have a default) and leaves this alone; a contract step (dropping or changing what an
+ * older release uses) raises it, and ships only once no node of those releases can be running.
+ */
+export const OLDEST_COMPATIBLE_SCHEMA = 1;
+
 export type Queryable = pg.Pool | pg.PoolClient;
 
 export function openPool(databaseUrl: string): pg.Pool {
@@ -148,23 +158,78 @@ export async function withLock<T>(pool: pg.Pool, key: number, fn: () => Promise<
   }
 }
 
+/** The bookkeeping table, and its column for what older releases may run on (added after 0.1.0). */
+const BOOKKEEPING = [
+  'CREATE TABLE IF NOT EXISTS compressd_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+  'ALTER TABLE compressd_schema ADD COLUMN IF NOT EXISTS compatible_from integer',
+];
+
+export interface SchemaState {
+  /** Steps applied (0: an empty database). */
+  version: number;
+  /** The oldest schema version whose compressd can run on it (a row without it, as 0.1.0 writes, only its own). */
+  compatibleFrom: number;
+  /** Bookkeeping changes still to make (BOOKKEEPING statements). */
+  bookkeeping: string[];
+}
+
+/** Reads the schema's state without changing anything. */
+export async function schemaState(db: Queryable): Promise<SchemaState> {
+  const { rows: tables } = await db.query<{ has_table: boolean; has_column: boolean }>(
+    `SELECT to_regclass('compressd_schema') IS NOT NULL AS has_table,
+       EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'compressd_schema' AND column_name = 'compatible_from') AS has_column`,
+  );
+  const { has_table, has_column } = tables[0]!;
+  if (!has_table) return { version: 0, compatibleFrom: 0, bookkeeping: BOOKKEEPING };
+  const { rows } = await db.query<{ version: number; compatible_from: number | null }>(
+    `SELECT version, ${has_column ? 'compatible_from' : 'NULL::integer AS compatible_from'} FROM compressd_schema ORDER BY version DESC LIMIT 1`,
+  );
+  const version = rows[0]?.version ?? 0;
+  return { version, compatibleFrom: rows[0]?.compatible_from ?? version, bookkeeping: has_column ? [] : BOOKKEEPING.slice(1) };
+}
+
+/** Throws the one-line refusal when the schema is newer than this compressd and not compatible with it. */
+function refuseIncompatible(state: SchemaState): void {
+  if (state.version > SCHEMA_VERSION && state.compatibleFrom > SCHEMA_VERSION) {
+    throw new Error(`the database schema is version ${state.version} (compatible from ${state.compatibleFrom}), newer than this compressd ${VERSION} uses (version ${SCHEMA_VERSION}): upgrade compressd`);
+  }
+}
+
+/** What `migrate` would do, without doing it: the statements of each step still to apply. */
+export async function planMigration(pool: pg.Pool): Promise<{ state: SchemaState; steps: { version: number; statements: string[] }[] }> {
+  const state = await schemaState(pool);
+  refuseIncompatible(state);
+  const steps = [];
+  for (let v = state.version + 1; v <= SCHEMA_VERSION; v++) steps.push({ version: v, statements: statementHeads(MIGRATIONS[v - 1]!) });
+  return { state, steps };
+}
+
+/** The first line of each statement of a step: enough to say what it changes. */
+function statementHeads(sql: string): string[] {
+  return sql
+    .split(';')
+    .map((st) => st.trim().split('\n')[0]!.replace(/\s*\($/, '').trim())
+    .filter(Boolean);
+}
+
 /**
  * Brings the schema to this version, idempotently: under the migrate lock, so nodes starting
- * together apply each step once. Refuses a database migrated by a newer compressd.
+ * together apply each step once. A newer schema that is still compatible with this release (a
+ * rolling upgrade in progress) is used as it is; an incompatible one is refused.
  */
 export async function migrate(pool: pg.Pool): Promise<{ from: number; to: number }> {
   const result = await withLock(pool, LOCKS.migrate, async () => {
-    await pool.query('CREATE TABLE IF NOT EXISTS compressd_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
-    const { rows } = await pool.query<{ v: number }>('SELECT coalesce(max(version), 0) AS v FROM compressd_schema');
-    const from = rows[0]!.v;
-    if (from > SCHEMA_VERSION) throw new Error(`the database schema is version ${from}, newer than this compressd knows (${SCHEMA_VERSION}): upgrade compressd`);
+    const state = await schemaState(pool);
+    refuseIncompatible(state);
+    for (const statement of state.bookkeeping) await pool.query(statement);
+    const from = state.version;
     for (let v = from + 1; v <= SCHEMA_VERSION; v++) {
       await transaction(pool, async (c) => {
         await c.query(MIGRATIONS[v - 1]!);
-        await c.query('INSERT INTO compressd_schema (version) VALUES ($1)', [v]);
+        await c.query('INSERT INTO compressd_schema (version, compatible_from) VALUES ($1, $2)', [v, OLDEST_COMPATIBLE_SCHEMA]);
       });
     }
-    return { from, to: SCHEMA_VERSION };
+    return { from, to: Math.max(from, SCHEMA_VERSION) };
   });
   return result!;
 }

@@ -1,0 +1,268 @@
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { link, lstat, mkdir, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import yauzl from 'yauzl';
+import yazl from 'yazl';
+import { fsyncDir } from '../durable/fsync-dir.ts';
+import { parseFramed } from '../durable/framing.ts';
+import { checkDataFormat, DATA_FORMAT, DataFormatError, FORMAT_FILE, readDataFormat } from '../durable/data-format.ts';
+import { SAFE_ID } from '../jobs/spool.ts';
+import type { Job } from '../jobs/types.ts';
+import { VERSION } from '../version.ts';
+
+/** The data dir's journals, append-only between the compactions that replace them whole. */
+const JOURNALS = ['accounts.log', 'ledger.log', 'jobs.log', 'webhooks/outbox.jsonl'] as const;
+const TOKEN_KEY = 'download-token.key';
+const MANIFEST = 'compressd-backup.json';
+/** Files a job may own in the spool: its blobs, and the output layout of releases before fixed blob names. */
+const BLOB = /^spool\/([A-Za-z0-9-]+)\/(input|output|out\/[^/]+)$/;
+/** How long `backup` looks for an instant between two journal writes before it gives up. */
+const CUT_TIMEOUT_MS = 60_000;
+
+export interface BackupManifest {
+  compressd: string;
+  dataFormat: number;
+  /** When the journals were cut. */
+  at: string;
+  /** Bytes of each journal up to the cut. */
+  journals: Record<string, number>;
+  jobs: number;
+  blobs: number;
+  /** Blobs a job at the cut named that were gone before they could be kept (deleted by retention just then). */
+  missing: string[];
+}
+
+type Cut = Map<string, { ino: number; size: number }>;
+
+async function observe(dataDir: string): Promise<Cut> {
+  const cut: Cut = new Map();
+  for (const name of JOURNALS) {
+    const st = await stat(join(dataDir, name)).catch(() => null);
+    cut.set(name, { ino: st?.ino ?? -1, size: st?.size ?? 0 });
+  }
+  return cut;
+}
+
+const same = (a: Cut, b: Cut) => [...a].every(([name, x]) => b.get(name)!.ino === x.ino && b.get(name)!.size === x.size);
+
+/**
+ * The journals as they stood at one instant, as a crash at that instant would have left them
+ * (which every start already recovers from: holds without their job, a finished job whose charge
+ * or webhook is not yet written, are completed by `Backend.recover`).
+ *
+ * The writers (the server, and the CLI for accounts.log) only append to a journal, or replace it
+ * whole by a rename when they compact it. So each journal's (inode, length) is the whole of its
+ * state, and two successive observations of every journal that agree prove that nothing was
+ * written between the end of the first and the start of the second: at any instant in that gap
+ * every journal had exactly those bytes. The bytes are then read from descriptors opened on those
+ * same inodes: a later append does not change a file's first `size` bytes, and a later compaction
+ * renames another file over the name while the descriptor keeps the old one.
+ */
+async function cutJournals(dataDir: string): Promise<{ at: Date; journals: Map<string, Buffer> }> {
+  const deadline = Date.now() + CUT_TIMEOUT_MS;
+  let before = await observe(dataDir);
+  for (;;) {
+    const after = await observe(dataDir);
+    const at = new Date();
+    if (same(before, after)) {
+      const journals = await readCut(dataDir, after);
+      if (journals) return { at, journals };
+    }
+    if (Date.now() > deadline) throw new Error(`the journals of ${dataDir} never stood still between two looks for ${CUT_TIMEOUT_MS / 1000} s`);
+    before = after;
+  }
+}
+
+/** The first `size` bytes of each journal, or null when one was replaced since it was observed. */
+async function readCut(dataDir: string, cut: Cut): Promise<Map<string, Buffer> | null> {
+  const journals = new Map<string, Buffer>();
+  for (const [name, { ino, size }] of cut) {
+    if (ino === -1) continue;
+    const handle = await open(join(dataDir, name), 'r').catch(() => null);
+    if (!handle) return null;
+    try {
+      if ((await handle.stat()).ino !== ino) return null;
+      const buf = Buffer.alloc(size);
+      let got = 0;
+      while (got < size) {
+        const { bytesRead } = await handle.read(buf, got, size - got, got);
+        if (bytesRead === 0) return null;
+        got += bytesRead;
+      }
+      journals.set(name, buf);
+    } finally {
+      await handle.close();
+    }
+  }
+  return journals;
+}
+
+/** What backup reads of jobs.log's records (the job store's journal): which jobs exist, in what state. */
+type JobRecord = { op: 'put'; job: Job } | { op: 'patch'; id: string; patch: Partial<Job> } | { op: 'handed'; id: string } | { op: 'remove'; id: string };
+
+/** The jobs a cut of jobs.log holds, by id. */
+function jobsAt(journal: Buffer | undefined): Map<string, Pick<Job, 'status' | 'expired'>> {
+  const jobs = new Map<string, Pick<Job, 'status' | 'expired'>>();
+  for (const r of parseFramed<JobRecord>(journal?.toString('utf8') ?? '').records) {
+    if (r.op === 'put') jobs.set(r.job.id, { status: r.job.status, expired: r.job.expired ?? false });
+    else if (r.op === 'patch') Object.assign(jobs.get(r.id) ?? {}, r.patch);
+    else if (r.op === 'remove') jobs.delete(r.id);
+  }
+  return jobs;
+}
+
+/** The spool files each live job at the cut needs: its input, and its output once it succeeded. */
+async function blobsOf(dataDir: string, jobs: Map<string, Pick<Job, 'status' | 'expired'>>): Promise<{ wanted: string[]; missing: string[] }> {
+  const wanted: string[] = [];
+  const missing: string[] = [];
+  for (const [id, job] of jobs) {
+    if (job.expired || !SAFE_ID.test(id)) continue;
+    const names = ['input'];
+    if (job.status === 'Succeeded') {
+      const legacy = await readdir(join(dataDir, 'spool', id, 'out')).catch(() => []);
+      names.push(...(legacy.length === 1 ? [`out/${legacy[0]}`] : ['output']));
+    }
+    for (const name of names) {
+      const path = `spool/${id}/${name}`;
+      const found = await lstat(join(dataDir, path)).catch(() => null);
+      if (found?.isFile()) wanted.push(path);
+      else if (name !== 'input' || job.status === 'Queued' || job.status === 'Running') missing.push(path);
+    }
+  }
+  return { wanted, missing };
+}
+
+/**
+ * Writes a consistent snapshot of a data dir, running server or not, to `out` (a zip, mode 0600):
+ * the journals cut at one instant, the blobs the jobs at that instant own, the download-token key
+ * and the FORMAT file. Blobs are hard-linked into a private staging directory inside the data dir
+ * right after the cut, so retention deleting one while the archive is written does not lose it.
+ */
+export async function backup(dataDir: string, out: string): Promise<BackupManifest> {
+  checkDataFormat(dataDir);
+  const dataFormat = await readDataFormat(dataDir);
+  if (!(await stat(join(dataDir, 'accounts.log')).catch(() => null))) throw new Error(`${dataDir} is not a compressd data directory (no accounts.log)`);
+  const { at, journals } = await cutJournals(dataDir);
+  const jobs = jobsAt(journals.get('jobs.log'));
+  const staging = join(dataDir, `.backup-${process.pid}-${randomBytes(4).toString('hex')}`);
+  await mkdir(staging, { mode: 0o700 });
+  try {
+    const { wanted, missing } = await blobsOf(dataDir, jobs);
+    const kept: string[] = [];
+    for (const path of wanted) {
+      await mkdir(join(staging, dirname(path)), { recursive: true, mode: 0o700 });
+      try {
+        await link(join(dataDir, path), join(staging, path));
+        kept.push(path);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        missing.push(path);
+      }
+    }
+    const manifest: BackupManifest = {
+      compressd: VERSION,
+      dataFormat,
+      at: at.toISOString(),
+      journals: Object.fromEntries([...journals].map(([name, buf]) => [name, buf.length])),
+      jobs: jobs.size,
+      blobs: kept.length,
+      missing,
+    };
+    const zip = new yazl.ZipFile();
+    const file = { mode: 0o100600, mtime: at };
+    zip.addBuffer(Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`), MANIFEST, file);
+    for (const [name, buf] of journals) zip.addBuffer(buf, name, file);
+    for (const name of [TOKEN_KEY, FORMAT_FILE]) {
+      const buf = await readFile(join(dataDir, name)).catch(() => null);
+      if (buf) zip.addBuffer(buf, name, { ...file, compress: false });
+    }
+    // Pictures and documents are compressed already: stored as they are.
+    for (const path of kept) zip.addFile(join(staging, path), path, { ...file, compress: false });
+    zip.end();
+    const tmp = `${out}.${randomBytes(4).toString('hex')}.tmp`;
+    await pipeline(zip.outputStream, createWriteStream(tmp, { mode: 0o600, flags: 'wx' }));
+    const handle = await open(tmp, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(tmp, out);
+    await fsyncDir(dirname(out));
+    return manifest;
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** Names a backup may hold; anything else (or a path escaping the data dir) is refused. */
+function allowed(name: string): boolean {
+  return name === MANIFEST || name === TOKEN_KEY || name === FORMAT_FILE || (JOURNALS as readonly string[]).includes(name) || (BLOB.test(name) && !name.includes('..'));
+}
+
+function openZip(file: string): Promise<yauzl.ZipFile> {
+  return new Promise((resolve, reject) => yauzl.open(file, { lazyEntries: true, strictFileNames: true }, (err, zip) => (err ? reject(err) : resolve(zip!))));
+}
+
+/**
+ * Makes the data dir `dataDir` (which must not exist, or be empty) from a backup: extracted into a
+ * private sibling directory, every file synced, then renamed into place, so an interrupted restore
+ * leaves no half data dir under the name. Directories 0700, files 0600.
+ */
+export async function restore(file: string, dataDir: string): Promise<BackupManifest> {
+  const existing = await readdir(dataDir).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (existing && existing.length > 0) throw new Error(`${dataDir} is not empty: restore makes a new data directory`);
+  const zip = await openZip(file);
+  const tmp = join(dirname(dataDir), `.${basename(dataDir)}.restore-${randomBytes(4).toString('hex')}`);
+  let manifest: BackupManifest | null = null;
+  const dirs = new Set<string>([tmp]);
+  try {
+    await mkdir(tmp, { mode: 0o700 });
+    await new Promise<void>((resolve, reject) => {
+      zip.on('error', reject);
+      zip.on('end', resolve);
+      zip.on('entry', (entry: yauzl.Entry) => {
+        void (async () => {
+          const name = entry.fileName;
+          if (!allowed(name)) throw new Error(`${file} is not a compressd backup: unexpected entry ${JSON.stringify(name)}`);
+          const body = await new Promise<NodeJS.ReadableStream>((res, rej) => zip.openReadStream(entry, (err, s) => (err ? rej(err) : res(s!))));
+          if (name === MANIFEST) {
+            const chunks: Buffer[] = [];
+            for await (const c of body) chunks.push(c as Buffer);
+            manifest = JSON.parse(Buffer.concat(chunks).toString('utf8')) as BackupManifest;
+            if (manifest.dataFormat > DATA_FORMAT) throw new DataFormatError(`the backup ${file} holds data format version ${manifest.dataFormat}, newer than this compressd ${VERSION} reads (1 to ${DATA_FORMAT}): upgrade compressd`);
+          } else {
+            const target = join(tmp, name);
+            for (let d = dirname(target); !dirs.has(d); d = dirname(d)) dirs.add(d);
+            await mkdir(dirname(target), { recursive: true, mode: 0o700 });
+            await pipeline(body, createWriteStream(target, { mode: 0o600, flags: 'wx' }));
+            const handle = await open(target, 'r');
+            try {
+              await handle.sync();
+            } finally {
+              await handle.close();
+            }
+          }
+          zip.readEntry();
+        })().catch(reject);
+      });
+      zip.readEntry();
+    });
+    if (!manifest) throw new Error(`${file} is not a compressd backup: no ${MANIFEST}`);
+    for (const dir of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(dir);
+    if (existing) await rmdir(dataDir);
+    await rename(tmp, dataDir);
+    await fsyncDir(dirname(dataDir));
+    return manifest;
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true });
+    throw err;
+  } finally {
+    zip.close();
+  }
+}

@@ -1,0 +1,172 @@
+// Issue 28 item 4: `compressd backup` of a running data dir under load, `compressd restore`, and a
+// restored server that holds exactly what the data dir held at the snapshot.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import sharp from 'sharp';
+import { AccountRegistry } from '../src/accounts/registry.ts';
+import { scratchDir } from './helpers/daemons.ts';
+import { json, startTestServer, type TestServer } from './helpers/server.ts';
+
+const run = promisify(execFile);
+const cli = (...args: string[]) => run(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], { env: { ...process.env, COMPRESSD_DATA_DIR: '' } });
+const sha256 = (b: ArrayBuffer) => createHash('sha256').update(Buffer.from(b)).digest('hex');
+const ENDED = ['Succeeded', 'Failed', 'Canceled'];
+
+async function picture(seed: number): Promise<Buffer> {
+  const raw = Buffer.alloc(48 * 48 * 3, 0).map((_, i) => (i * 7 + seed * 13 + ((i * seed) % 29)) & 255);
+  return sharp(raw, { raw: { width: 48, height: 48, channels: 3 } }).png().toBuffer();
+}
+
+/** Every entry under `dir` with its permission bits. */
+async function modes(dir: string): Promise<{ path: string; dir: boolean; mode: number }[]> {
+  const out = [{ path: dir, dir: true, mode: (await stat(dir)).mode & 0o777 }];
+  for (const name of await readdir(dir, { recursive: true })) {
+    const st = await stat(join(dir, name));
+    out.push({ path: name, dir: st.isDirectory(), mode: st.mode & 0o777 });
+  }
+  return out;
+}
+
+describe('backup and restore', () => {
+  let scratch: { path: string; remove(): Promise<void> };
+  let s: TestServer;
+  before(async () => {
+    scratch = await scratchDir('compressd-backup-');
+    s = await startTestServer({ dataDir: join(scratch.path, 'live'), workers: '2' });
+  });
+  after(async () => {
+    await s.stop();
+    await scratch.remove();
+  });
+
+  it('a snapshot taken while jobs are submitted and finishing restores to exactly that moment', async () => {
+    const registry = new AccountRegistry(s.dataDir);
+    registry.ensureAccount('alice', 100_000);
+    registry.ensureAccount('bob', 100_000);
+    const keys = { alice: registry.createKey('alice').key, bob: registry.createKey('bob').key };
+    const revoked = registry.createKey('alice').key;
+    registry.revokeKey(revoked);
+    registry.addCredits('bob', 7);
+
+    /** Every submission: its job id, its account, and when its request began and was answered. */
+    const submitted: { id: string; account: 'alice' | 'bob'; sentAt: number; acceptedAt: number }[] = [];
+    let loading = true;
+    const pictures = await Promise.all([1, 2, 3, 4, 5].map(picture));
+    const submitter = async (account: 'alice' | 'bob', n: number) => {
+      for (let i = 0; loading; i++) {
+        const form = new FormData();
+        form.set('file', new Blob([pictures[(i + n) % pictures.length]!]), `p${n}-${i}.png`);
+        const sentAt = Date.now();
+        const res = await s.api('/compress', { method: 'POST', body: form, key: keys[account] });
+        if (res.status === 202) submitted.push({ id: (await json(res)).id, account, sentAt, acceptedAt: Date.now() });
+        else {
+          const body = await res.text();
+          assert.equal(res.status, 429, body);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+    };
+    const load = Promise.all([submitter('alice', 0), submitter('alice', 1), submitter('bob', 2)]);
+    const statusOf = async (id: string, account: 'alice' | 'bob', server = s) => json(await server.api(`/compress/job/${id}`, { key: keys[account] }));
+    /** Polls until `probe` returns a value (generous deadline: the machine may be loaded). */
+    const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
+      for (const deadline = Date.now() + 180_000; ; ) {
+        const got = await probe();
+        if (got !== undefined) return got;
+        assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const ended = (j: (typeof submitted)[number], server = s) =>
+      until(`job ${j.id}`, async () => {
+        const st = await statusOf(j.id, j.account, server);
+        return ENDED.includes(st.status) ? st : undefined;
+      });
+    // Under way: some jobs have ended, others are queued and running.
+    await until('the first jobs to end', async () => (submitted.length >= 3 ? true : undefined));
+    for (const j of submitted.slice(0, 3)) await ended(j);
+
+    const file = join(scratch.path, 'snapshot.zip');
+    const endedBefore = new Map<string, string>();
+    for (const j of [...submitted]) {
+      const st = await statusOf(j.id, j.account);
+      if (ENDED.includes(st.status)) endedBefore.set(j.id, st.status);
+    }
+    const snapshotFrom = Date.now();
+    const { stdout } = await cli('backup', '--data-dir', s.dataDir, '--out', file);
+    const backupEnded = Date.now();
+    const jobsAtCut = Number(/: (\d+) jobs, /.exec(stdout)?.[1]);
+    const afterwards = registry.createKey('alice').key;
+    await new Promise((r) => setTimeout(r, 500));
+    loading = false;
+    await load;
+    assert.ok(endedBefore.size > 0 && submitted.some((j) => j.sentAt > backupEnded), 'jobs finished before the snapshot and were submitted after it');
+
+    const outputs = new Map<string, string>();
+    for (const j of submitted) {
+      const st = await ended(j);
+      if (st.status === 'Succeeded') outputs.set(j.id, sha256(await (await s.api(`/compress/job/${j.id}/download`, { key: keys[j.account] })).arrayBuffer()));
+    }
+    registry.close();
+    assert.equal((await stat(file)).mode & 0o777, 0o600);
+
+    const restoredDir = join(scratch.path, 'restored');
+    await cli('restore', file, '--data-dir', restoredDir);
+    for (const entry of await modes(restoredDir)) assert.equal(entry.mode, entry.dir ? 0o700 : 0o600, `mode of ${entry.path}`);
+    await assert.rejects(cli('restore', file, '--data-dir', restoredDir), /is not empty/);
+
+    const r = await startTestServer({ dataDir: restoredDir, workers: '2' });
+    try {
+      const present: typeof submitted = [];
+      for (const j of submitted) {
+        const res = await r.api(`/compress/job/${j.id}`, { key: keys[j.account] });
+        if (res.status === 404) {
+          await res.arrayBuffer();
+          assert.ok(!endedBefore.has(j.id), `job ${j.id} ended before the snapshot and is lost`);
+          assert.ok(j.acceptedAt > snapshotFrom, `job ${j.id} accepted before the snapshot and is lost`);
+          continue;
+        }
+        assert.equal(res.status, 200);
+        await res.arrayBuffer();
+        assert.ok(j.sentAt < backupEnded, `job ${j.id} submitted after the snapshot is in it`);
+        present.push(j);
+      }
+      assert.equal(present.length, jobsAtCut, 'the restored jobs are the jobs of the snapshot');
+      assert.ok(present.some((j) => !endedBefore.has(j.id)), 'jobs were in flight at the snapshot');
+      const spent = { alice: 0, bob: 0 };
+      for (const j of present) {
+        const st = await ended(j, r);
+        if (endedBefore.has(j.id)) assert.equal(st.status, endedBefore.get(j.id), `status of ${j.id}`);
+        else assert.equal(st.status, 'Succeeded', `job ${j.id}, in flight at the snapshot, finishes after the restore`);
+        if (st.status === 'Succeeded') {
+          spent[j.account] += st.metrics.creditCost;
+          const res = await r.api(`/compress/job/${j.id}/download`, { key: keys[j.account] });
+          assert.equal(res.status, 200);
+          const sum = sha256(await res.arrayBuffer());
+          if (endedBefore.has(j.id)) assert.equal(sum, outputs.get(j.id), `output of ${j.id}`);
+        }
+      }
+      for (const account of ['alice', 'bob'] as const) {
+        const me = await json(await r.api('/compress/entitlements/me', { key: keys[account] }));
+        assert.equal(me.balance, 100_000 + (account === 'bob' ? 7 : 0) - spent[account], `balance of ${account}: one charge per job of the snapshot`);
+      }
+      assert.equal((await r.api('/compress/entitlements/me', { key: revoked })).status, 401);
+      assert.equal((await r.api('/compress/entitlements/me', { key: afterwards })).status, 401, 'a key made after the snapshot');
+      assert.equal((await r.api('/compress/entitlements/me', { key: s.key })).status, 200);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('restore refuses a file that is not a compressd backup', async () => {
+    const bogus = join(scratch.path, 'bogus.zip');
+    await writeFile(bogus, 'not a zip');
+    await assert.rejects(cli('restore', bogus, '--data-dir', join(scratch.path, 'nowhere')), /compressd: /);
+    await assert.rejects(stat(join(scratch.path, 'nowhere')));
+  });
+});
