@@ -126,6 +126,28 @@ const until = async (check: () => Promise<boolean> | boolean) => {
 };
 
 describe('engine moves', () => {
+  it('requeue by an operator: a Running job goes back to the queue with its hold, the old attempt is fenced, it runs again', async () => {
+    const r = await rig();
+    let release!: () => void;
+    r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'small'))));
+    const job = await r.submit('alice', { webhook: WEBHOOK, creditCost: 3 });
+    await until(() => r.runner.runs.length === 1);
+    const requeued = await r.engine.lifecycle.requeue(job.id);
+    assert.ok('status' in requeued);
+    assert.deepEqual([requeued.status, requeued.lease, requeued.attempts], ['Queued', null, 1]);
+    assert.deepEqual(await r.engine.lifecycle.requeue(job.id), { refusal: 'not_running' }, 'a queued job is not requeued');
+    assert.deepEqual(await r.engine.lifecycle.requeue('job-none'), { refusal: 'not_found' });
+    assert.equal((await r.backend.ledger.summary('alice')).reserved, 3, 'the hold stays');
+    release();
+    await until(() => r.runner.runs.length === 2);
+    release();
+    const [done] = await r.endings(1);
+    assert.deepEqual([done!.status, done!.attempts], ['Succeeded', 2]);
+    assert.deepEqual(await r.backend.ledger.summary('alice'), { granted: 100, spent: 3, reserved: 0, available: 97 });
+    assert.equal(await r.backend.outbox.pendingCount(), 1, 'one webhook');
+    await r.close();
+  });
+
   it('reads time from the lifecycle clock: a lease expires and retention passes when the clock moves, without waiting', async () => {
     const r = await rig();
     let release!: () => void;

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { ApiError, truncateDetail } from '../errors.ts';
 import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
-import { TRANSITIONS } from './moves.ts';
+import { TRANSITIONS, type Refusal } from './moves.ts';
 import { idempotencyMismatch } from './idempotency.ts';
 import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
 
@@ -155,7 +155,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
    * node learns at its next renew and stops the worker (the next claim's attempt fences it).
    * Resolves the requeued job, or the refusal (`not_running`, `not_found`).
    */
-  async requeue(id: string): Promise<Job | { refusal: string }> {
+  async requeue(id: string): Promise<Job | { refusal: Refusal }> {
     const result = await this.backend.jobs.move(id, { move: 'requeue' });
     return result.ok ? result.job : { refusal: result.refusal };
   }
