@@ -11,14 +11,14 @@ import {
   type MoveResult,
   type RememberedKey,
 } from '../backend.ts';
-import { decide, isOpen, TRANSITIONS, type Move } from '../moves.ts';
-import type { Job, JobStatus } from '../types.ts';
+import { decide, isOpen, type Move } from '../moves.ts';
+import { TERMINAL, type Job, type JobStatus } from '../types.ts';
 import { isUniqueViolation, transaction, type Queryable } from './database.ts';
 import { settleHold } from './ledger.ts';
 import { enqueueOwed } from './outbox.ts';
 
 const CANCEL_CHANNEL = 'compressd_job_canceled';
-const ENDED = TRANSITIONS.forget.from;
+const ENDED = [...TERMINAL];
 
 interface JobRow {
   id: string;
