@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Spec, Validation } from '@cyclonedx/cyclonedx-library';
 import sharp, { type Sharp } from 'sharp';
 import { decodeImage } from '../workers/decoders/index.ts';
-import { MAX_PIXELS } from '../workers/decoders/limits.ts';
+import { MAX_PIXELS } from '../workers/image/door.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { ALL_RELEASE_FILES, RELEASE_DIR, releaseFiles, releaseUnavailable, sharedRelease, VERSION } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';

@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { smallestLossyGif } from './image/gif/lossy.ts';
-import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
+import { imageError } from './image/door.ts';
+import { inputOptions, probeImage } from './image/probe.ts';
 import { targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
@@ -29,7 +30,7 @@ export const compress: Compress = async (job, out, ctx) => {
     ctx.progress(20, 'optimizing');
     result = await smallestLossyGif(source, (f) => ctx.progress(20 + Math.round(65 * f), 'optimizing'));
   } catch (err) {
-    throw decodeFailed(err);
+    throw imageError(err);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');

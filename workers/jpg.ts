@@ -1,11 +1,12 @@
-import { copyFile, readFile, writeFile } from 'node:fs/promises';
+import { copyFile, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto, type JpegSetting } from './image/encode.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { alreadyAsCoarse } from './image/jpeg-quant.ts';
-import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
+import { imageError, profileDecision } from './image/door.ts';
+import { inputOptions, probeImage } from './image/probe.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
@@ -21,22 +22,26 @@ export const compress: Compress = async (job, out, ctx) => {
   const meta = await probeImage(job.inputPath, 'jpeg');
   const resized = targetSize(meta.width, meta.height, job.options.resize);
   const path = join(out.dir, 'output.jpg');
-  if (!resized && (await jpegOrigin(await readFile(job.inputPath))) !== 'other') {
+  const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
+  // A profile that costs more than the picture is converted into (image/door.ts).
+  const profile = await profileDecision(img, meta.icc, (await stat(job.inputPath)).size).catch((err: unknown) => {
+    throw imageError(err);
+  });
+  if (!resized && profile.keep && (await jpegOrigin(await readFile(job.inputPath))) !== 'other') {
     // Already encoded by this encoder (or one with its tables) at a chosen quality: a second pass
     // would compound the loss (measured: 0.98 becomes 0.96-0.97 against the original).
     await copyFile(job.inputPath, path);
     ctx.progress(100, 'finalizing');
     return { path, format: 'jpg', contentType: 'image/jpeg', ...displayed(meta.width, meta.height, meta.orientation) };
   }
-  const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
   let encoded;
   try {
     // Whether the input is already about as coarse as the chosen quality is known before the
-    // full-size encode, which is then skipped.
-    const worthEncoding = resized ? undefined : async (setting: JpegSetting) => !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
-    encoded = await encodeJpegAuto(img, { keepMetadata: true, worthEncoding, progress: (p, phase) => ctx.progress(p, phase) });
+    // full-size encode, which is then skipped (unless the gain is the profile).
+    const worthEncoding = resized || !profile.keep ? undefined : async (setting: JpegSetting) => !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
+    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: (p, phase) => ctx.progress(p, phase) });
   } catch (err) {
-    throw decodeFailed(err);
+    throw imageError(err);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');

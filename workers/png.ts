@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodePng } from './image/png-encode.ts';
-import { decodeFailed, inputOptions, probeImage } from './image/probe.ts';
+import { imageError } from './image/door.ts';
+import { inputOptions, probeImage } from './image/probe.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
@@ -25,7 +26,7 @@ export const compress: Compress = async (job, out, ctx) => {
   try {
     encoded = await encodePng(img, mode, { colourChunksFrom: input, unchanged: targetSize(meta.width, meta.height, resize) === null });
   } catch (err) {
-    throw decodeFailed(err);
+    throw imageError(err);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');

@@ -5,10 +5,9 @@ import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
-import { MAX_PIXELS } from './decoders/limits.ts';
-import { sharpError } from './decoders/sharp-native.ts';
-import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, MIN_QUALITY, probesOf, reaches, type JpegSetting, type JudgedAt } from './image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, jpegPipeline, MIN_QUALITY, PROXY_MARGIN, probesOf, reaches, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
+import { imageError, isGrey, MAX_PIXELS, toGrey } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
@@ -53,7 +52,8 @@ export const compress: Compress = async (job, out, ctx) => {
   } else if (format === 'jpg') {
     // Developed from sensor data: judged at the sensor's colour resolution (image/encode.ts).
     const judgedAt = decoded.via === 'libraw' ? 'sensor' : 'full';
-    const jpeg = await encodeJpegWithin(pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
+    // A grey picture becomes a one-component JPEG (image/door.ts).
+    const jpeg = await encodeJpegWithin(isGrey(pixels) ? toGrey(pixels) : pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
     await writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed);
@@ -97,7 +97,7 @@ async function normalise(decoded: Decoded, resize: ResizeOptions | undefined): P
     const resized = targetSize(shown.width, shown.height, resize) !== null;
     return { data, width: info.width, height: info.height, channels: info.channels === 4 ? 4 : 3, resized };
   } catch (err) {
-    throw sharpError(err);
+    throw imageError(err);
   }
 }
 
@@ -136,8 +136,6 @@ export const JPEG_FLOOR_SSIM = 0.95;
 const CLEAR_MISS = 1.02;
 /** A first prediction under this share of the limit is trusted without the plain-encode calibration. */
 const FAR_UNDER = 0.8;
-/** The quality search scores a tile proxy, which reads a little higher than the full image (≤ 0.0006 measured). */
-const PROXY_MARGIN = 0.001;
 
 export interface SizedJpeg extends JpegSetting {
   data: Buffer;
@@ -242,9 +240,9 @@ export async function encodeJpegWithin(
 /** Bytes of a plain baseline encode (no trellis, no progressive scans) at the quantisation of a setting: a cheap size probe. */
 async function plainSize(p: Pixels, setting: JpegSetting): Promise<number> {
   const { chromaSubsampling, quantisationTable } = jpegOptionsFor(p, setting);
-  return (await sharp(p.data, { raw: rawOf(p) }).jpeg({ quality: setting.quality, chromaSubsampling, quantisationTable, optimiseCoding: true }).toBuffer()).length;
+  return (await jpegPipeline(p).jpeg({ quality: setting.quality, chromaSubsampling, quantisationTable, optimiseCoding: true }).toBuffer()).length;
 }
 
 function encode(p: Pixels, setting: JpegSetting): Promise<Buffer> {
-  return sharp(p.data, { raw: rawOf(p) }).jpeg(jpegOptionsFor(p, setting)).toBuffer();
+  return jpegPipeline(p).jpeg(jpegOptionsFor(p, setting)).toBuffer();
 }

@@ -344,3 +344,119 @@ export async function reportDocx(out: string, pictures: Buffer[], widthInches = 
     ...media,
   ]);
 }
+
+// Files with the properties of issue 30 (one door for every image).
+
+/**
+ * An ICC profile of `bytes` bytes that converts like the Display P3 profile libvips ships: P3's
+ * own tags plus one private tag of padding, the size of the large LUT-based profiles some scanner
+ * and print software embed. A JPEG carries it in many APP2 segments (64 KB each).
+ */
+export async function paddedP3Profile(bytes: number): Promise<Buffer> {
+  const p3 = (await sharp({ create: { width: 1, height: 1, channels: 3, background: '#808080' } }).withIccProfile('p3').jpeg().toBuffer().then((j) => sharp(j).metadata())).icc!;
+  const count = p3.readUInt32BE(128);
+  const table = 132 + count * 12;
+  const pad = Math.max(0, bytes - p3.length - 12);
+  const out = Buffer.alloc(p3.length + 12 + pad);
+  p3.copy(out, 0, 0, 128);
+  out.writeUInt32BE(count + 1, 128);
+  for (let i = 0; i < count; i++) {
+    const at = 132 + i * 12;
+    p3.copy(out, at, at, at + 12);
+    out.writeUInt32BE(p3.readUInt32BE(at + 4) + 12, at + 4);
+  }
+  out.write('pad ', table, 'latin1');
+  out.writeUInt32BE(p3.length + 12, table + 4);
+  out.writeUInt32BE(pad, table + 8);
+  p3.copy(out, table + 12, table);
+  out.writeUInt32BE(out.length, 0);
+  out.fill(0, 84, 100);
+  return out;
+}
+
+/**
+ * A small photo (200×130, about 20 KB of image data) with an embedded profile: `profileBytes`
+ * large (1.6 MB by default: the profile costs far more than the picture), or the plain Display P3
+ * profile (`profileBytes` 0: a few hundred bytes, a profile to keep).
+ */
+export async function profiledSmallJpeg(path: string, profileBytes = 1_600_000): Promise<string> {
+  const icc = `${path}.icc`;
+  const profile = profileBytes > 0 ? await paddedP3Profile(profileBytes) : null;
+  if (profile) await writeFile(icc, profile);
+  const pixels = sharp(await photo('craft-beer.jpg', 200)).resize(200, 130, { fit: 'cover' });
+  await pixels.withIccProfile(profile ? icc : 'p3').jpeg({ quality: 92 }).toFile(path);
+  return path;
+}
+
+/**
+ * Grey pictures stored as colour (R = G = B): a black-and-white photo and a grey text scan as
+ * three-component JPEGs, and an 8×8 grey 24-bit BMP.
+ */
+export async function greyPictures(dir: string): Promise<{ photo: string; scan: string; bmp: string }> {
+  const paths = { photo: join(dir, 'grey-photo.jpg'), scan: join(dir, 'grey-scan.jpg'), bmp: join(dir, 'grey-8x8.bmp') };
+  await sharp(await photo('canon-dslr.jpg', 1200)).greyscale().toColourspace('srgb').jpeg({ quality: 92 }).toFile(paths.photo);
+  const [scan] = await scannedPages(1, 100, 90);
+  await sharp(scan).toColourspace('srgb').jpeg({ quality: 90, chromaSubsampling: '4:4:4' }).toFile(paths.scan);
+  await exec('convert', ['-size', '8x8', 'gradient:gray20-gray90', '-type', 'TrueColor', `BMP3:${paths.bmp}`]);
+  return paths;
+}
+
+/**
+ * A small, mostly-XML DOCX (about 20 KB): a few pages of styled paragraphs (Word's run markup, as
+ * Word writes it) with two small inline pictures, a JPEG and a PNG; parts deflated at zlib's
+ * default level, as most writers do.
+ */
+export async function smallXmlDocx(out: string): Promise<string> {
+  const t = await unzipAll(`${corpus}docx/python-docx-inline-shapes.docx`);
+  const jpeg = await sharp(await photo('craft-beer.jpg', 120)).jpeg({ quality: 90 }).toBuffer();
+  const png = await sharp(await photo('jpeg420exif.jpg', 64)).png().toBuffer();
+  const random = seeded(30);
+  const words = 'the of survey site report water level measured north south bank erosion sample station observed flow'.split(' ');
+  const sentence = () => Array.from({ length: 8 + Math.floor(random() * 10) }, () => words[Math.floor(random() * words.length)]).join(' ');
+  const run = (text: string, bold = false) => `<w:r><w:rPr><w:rFonts w:ascii="Calibri" w:hAnsi="Calibri" w:cs="Calibri"/>${bold ? '<w:b/>' : ''}<w:sz w:val="22"/><w:szCs w:val="22"/><w:lang w:val="en-GB"/></w:rPr><w:t xml:space="preserve">${text} </w:t></w:r>`;
+  const para = () => `<w:p w:rsidR="00A1${Math.floor(random() * 9000 + 1000)}" w:rsidRDefault="00B2C3D4"><w:pPr><w:spacing w:after="120"/><w:jc w:val="both"/></w:pPr>${Array.from({ length: 3 }, (_, i) => run(sentence(), i === 0 && random() < 0.2)).join('')}</w:p>`;
+  const picture = (n: number, cx: number, cy: number) =>
+    `<w:p><w:r><w:drawing><wp:inline><wp:extent cx="${cx}" cy="${cy}"/><wp:docPr id="${n}" name="Picture ${n}"/><a:graphic xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><a:graphicData uri="http://schemas.openxmlformats.org/drawingml/2006/picture"><pic:pic xmlns:pic="http://schemas.openxmlformats.org/drawingml/2006/picture"><pic:nvPicPr><pic:cNvPr id="${n}" name="image${n}"/><pic:cNvPicPr/></pic:nvPicPr><pic:blipFill><a:blip r:embed="rIdP${n}"/><a:stretch><a:fillRect/></a:stretch></pic:blipFill><pic:spPr><a:xfrm><a:off x="0" y="0"/><a:ext cx="${cx}" cy="${cy}"/></a:xfrm><a:prstGeom prst="rect"/></pic:spPr></pic:pic></a:graphicData></a:graphic></wp:inline></w:drawing></w:r></w:p>`;
+  const body = [...Array.from({ length: 30 }, para), picture(1, 2011680, 1371600), ...Array.from({ length: 30 }, para), picture(2, 1005840, 1371600), ...Array.from({ length: 20 }, para)].join('');
+  const document = `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"><w:body>${body}<w:sectPr><w:pgSz w:w="11906" w:h="16838"/><w:pgMar w:top="1440" w:right="1440" w:bottom="1440" w:left="1440" w:header="708" w:footer="708" w:gutter="0"/></w:sectPr></w:body></w:document>`;
+  const rels = `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rIdS" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles" Target="styles.xml"/><Relationship Id="rIdP1" Type="${IMAGE_REL}" Target="media/image1.jpeg"/><Relationship Id="rIdP2" Type="${IMAGE_REL}" Target="media/image2.png"/></Relationships>`;
+  const types = `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/><Default Extension="xml" ContentType="application/xml"/><Default Extension="jpeg" ContentType="image/jpeg"/><Default Extension="png" ContentType="image/png"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/><Override PartName="/word/styles.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.styles+xml"/></Types>`;
+  const rootRels = `<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>`;
+  return writeZip(out, [
+    ['[Content_Types].xml', Buffer.from(types)],
+    ['_rels/.rels', Buffer.from(rootRels)],
+    ['word/document.xml', Buffer.from(document)],
+    ['word/_rels/document.xml.rels', Buffer.from(rels)],
+    ['word/styles.xml', t.get('word/styles.xml')!],
+    ['word/media/image1.jpeg', jpeg],
+    ['word/media/image2.png', png],
+  ]);
+}
+
+/** A photo-album PPTX of four large camera photos (2400×1600, JPEG quality 95), about 4 MB. */
+export async function fourPhotoAlbumPptx(out: string): Promise<string> {
+  return albumPptx(out, await cameraPhotos(4, 2400, 1600, 95));
+}
+
+/**
+ * A 10-bit 4:4:4 AVIF with alpha (a photo with a soft transparent vignette), made with avifenc,
+ * like the HDR-capable phone and editor exports.
+ */
+export async function tenBitAlphaAvif(path: string, edge = 1070): Promise<string> {
+  const png = `${path}.png`;
+  const rgb = await sharp(await photo('phone-IMG_20180725_163423.jpg', edge)).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  const { width, height } = rgb.info;
+  const mask = await sharp(Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><defs><radialGradient id="v"><stop offset="0.6" stop-color="#fff"/><stop offset="1" stop-color="#000"/></radialGradient></defs><rect width="100%" height="100%" fill="url(#v)"/></svg>`))
+    .removeAlpha()
+    .extractChannel(0)
+    .raw()
+    .toBuffer();
+  const rgba = Buffer.alloc(width * height * 4);
+  for (let i = 0; i < width * height; i++) {
+    rgb.data.copy(rgba, i * 4, i * 3, i * 3 + 3);
+    rgba[i * 4 + 3] = mask[i];
+  }
+  await sharp(rgba, { raw: { width, height, channels: 4 } }).png().toFile(png);
+  await exec('avifenc', ['--speed', '8', '--depth', '10', '--yuv', '444', '--min', '10', '--max', '20', png, path]);
+  return path;
+}

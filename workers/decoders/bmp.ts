@@ -1,5 +1,5 @@
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from './limits.ts';
+import { checkPixelBudget } from '../image/door.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from './limits.ts';
+import { checkPixelBudget } from '../image/door.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 

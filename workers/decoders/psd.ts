@@ -1,7 +1,7 @@
 import Psd from '@webtoon/psd';
 import { initializeCanvas, readPsd } from 'ag-psd';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from './limits.ts';
+import { checkPixelBudget } from '../image/door.ts';
 import { sharpFromPixels } from './pixels.ts';
 import { compositeLayers } from './psd-layers.ts';
 import type { Decoded, DecodeLimits } from './types.ts';

@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Metadata as ImageMetadata } from 'sharp';
 import type { LibRawSettings, Metadata as RawMetadata } from 'libraw-wasm';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from './limits.ts';
+import { checkPixelBudget, decodeOptions } from '../image/door.ts';
 import { wasm, type WasmInstance, type WasmMemory, type WasmModule } from './wasm.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
@@ -167,7 +167,7 @@ async function embeddedPreview(raw: LibRawInstance, meta: RawMetadata): Promise<
   const long = Math.max(w, h);
   const short = Math.min(w, h);
   if (long < Math.max(meta.width, meta.height) || short < Math.min(meta.width, meta.height)) return null;
-  return { image: sharp(data, { failOn: 'error' }), width: w, height: h, orientation: info.orientation ?? 1, exif: info.exif ?? exifOf(meta), via: 'raw-preview' };
+  return { image: sharp(data, decodeOptions()), width: w, height: h, orientation: info.orientation ?? 1, exif: info.exif ?? exifOf(meta), via: 'raw-preview' };
 }
 
 /** The shooting facts LibRaw read, as an EXIF block for the JPG (the RAW's own EXIF sits in maker-specific places). */

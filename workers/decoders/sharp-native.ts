@@ -2,38 +2,27 @@ import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
 import { withColrRange } from './av1-colour.ts';
-import { checkPixelBudget } from './limits.ts';
+import { checkPixelBudget, decodeOptions, imageError } from '../image/door.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
 /**
  * JPEG, PNG, WebP, AVIF, TIFF and GIF: formats sharp's prebuilt libvips decodes correctly.
  * Only the first frame or page is decoded (animated WebP/GIF/AVIF, multi-page TIFF); the pixel
- * budget is checked on that page from the header. Strict decoding: corrupt or truncated pixel
- * data fails the job instead of producing a half-grey picture.
+ * budget is checked on that page from the header. Decoded with the image door's strictness
+ * (image/door.ts): corrupt or truncated pixel data fails the job instead of producing a half-grey picture.
  */
 export async function decodeWithSharp(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
   let meta: Metadata;
   try {
     meta = await sharp(bytes, { limitInputPixels: false }).metadata();
   } catch (err) {
-    throw sharpError(err);
+    throw imageError(err);
   }
   const width = meta.width ?? 0;
   const height = meta.pageHeight ?? meta.height ?? 0;
   checkPixelBudget(width, height, limits.maxPixels);
-  const image = sharp(bytes, { failOn: 'error', limitInputPixels: limits.maxPixels, page: 0, pages: 1 });
+  const image = sharp(bytes, decodeOptions({ limitInputPixels: limits.maxPixels, page: 0, pages: 1 }));
   return { image, width, height, orientation: meta.orientation ?? 1, exif: meta.exif, via: `sharp:${meta.format}` };
-}
-
-/** Maps a libvips error to a job failure: cut files get their own code. */
-export function sharpError(err: unknown): JobError {
-  if (err instanceof JobError) return err;
-  const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
-  if (/truncat|premature end|unexpected end|end of (file|data)|not enough data|short read/i.test(message)) {
-    return new JobError('image.truncated', `The image data is cut short: ${message}`);
-  }
-  if (/unsupported image format/i.test(message)) return new JobError('image.unsupported_variant', `This variant of the format cannot be decoded: ${message}`);
-  return new JobError('image.decode_failed', `The image could not be decoded: ${message}`);
 }
 
 /**

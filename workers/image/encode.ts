@@ -1,8 +1,9 @@
 import sharp from 'sharp';
-import type { CreateRaw, JpegOptions, OutputInfo, Sharp } from 'sharp';
+import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
 import { spareCore } from '../shared/spare-core.ts';
+import { isGrey, toGrey } from './door.ts';
 import { bin2x2, ssimOfLuma, luma, type Pixels } from './ssim.ts';
 
 /**
@@ -12,10 +13,14 @@ import { bin2x2, ssimOfLuma, luma, type Pixels } from './ssim.ts';
 export const JPEG_TARGET_SSIM = 0.98;
 /**
  * The proxy scores a little higher than the full image (its tiles miss some of the hardest
- * areas); measured gap on camera photos ≤ 0.0006, so the search aims this much higher.
+ * areas); measured gap on camera photos ≤ 0.0006, so every search on it (the JPG compressor's,
+ * the universal compressor's target and floor) aims this much higher.
  */
-const PROXY_MARGIN = 0.0007;
-/** Quality bounds of the search: below 40 blocking shows whatever SSIM says; above 95 bytes explode for nothing. */
+export const PROXY_MARGIN = 0.0007;
+/**
+ * Quality bounds of every JPEG search (images, PDF and Office pictures): below 40 blocking shows
+ * whatever SSIM says (or when a reader zooms into a page); above 95 bytes explode for nothing.
+ */
 export const MIN_QUALITY = 40;
 export const MAX_QUALITY = 95;
 /**
@@ -57,6 +62,8 @@ const STANDARD_TABLES_FROM = 88;
 export interface JpegAutoOptions {
   /** Carry EXIF, ICC and XMP over from the pipeline's input. */
   keepMetadata?: boolean;
+  /** With keepMetadata: the embedded ICC profile is converted into (sRGB pixels, no profile) instead of kept (door.ts: profileDecision). */
+  convertProfile?: boolean;
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
   /** Full-resolution luma SSIM to reach instead of JPEG_TARGET_SSIM. */
   targetSsim?: number;
@@ -181,17 +188,29 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
   progress(30, 'analyzing');
   const target = (opts.targetSsim ?? JPEG_TARGET_SSIM) + PROXY_MARGIN;
-  const pixels = { data, width: info.width, height: info.height, channels: info.channels };
+  const rgb = { data, width: info.width, height: info.height, channels: info.channels };
+  // Grey pictures (door.ts) are searched and encoded as one component.
+  const grey = isGrey(rgb);
+  const pixels = grey ? toGrey(rgb) : rgb;
   const setting = await chooseJpeg(pixels, target);
   if (opts.worthEncoding && !(await opts.worthEncoding(setting))) return null;
   progress(55, 'encoding');
-  const encoder = opts.keepMetadata ? base.clone().keepMetadata() : sharp(data, { raw: rawOf(info) });
+  const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
+  if (grey) encoder.toColourspace('b-w');
   const out = await encoder.jpeg(jpegOptionsFor(pixels, setting)).toBuffer({ resolveWithObject: true });
   return { data: out.data, ...setting, width: out.info.width, height: out.info.height };
 }
 
-function rawOf(info: OutputInfo): CreateRaw {
+function rawOf(info: { width: number; height: number; channels: number }): CreateRaw {
   return { width: info.width, height: info.height, channels: info.channels as 1 | 2 | 3 | 4 };
+}
+
+/**
+ * The input's metadata on the output: everything, or EXIF and XMP without the ICC profile (the
+ * pixels then leave in sRGB, the profile-less default; an RGB profile cannot describe grey pixels).
+ */
+function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
+  return dropProfile ? img.keepExif().keepXmp() : img.keepMetadata();
 }
 
 /**
@@ -413,7 +432,6 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   const known = byTiles.get(tiles);
   if (known) return known;
   const proxy = proxyOf(pixels, tiles);
-  const raw = { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 };
   const encodes = new Map<string, Promise<Buffer>>();
   const scores = new Map<string, Promise<number>>();
   const references = new Map<JudgedAt, Float32Array>();
@@ -423,7 +441,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
     const key = `${s.table}:${s.quality}`;
     let jpeg = encodes.get(key);
     if (!jpeg) {
-      jpeg = sharp(proxy.data, { raw }).jpeg(probeOptions(jpegOptionsFor(pixels, s))).toBuffer();
+      jpeg = jpegPipeline(proxy).jpeg(probeOptions(jpegOptionsFor(pixels, s))).toBuffer();
       encodes.set(key, jpeg);
     }
     return jpeg;
@@ -452,6 +470,12 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   };
   byTiles.set(tiles, probes);
   return probes;
+}
+
+/** A sharp pipeline over raw 1- or 3-channel pixels that encodes as many JPEG components (sharp writes one channel as three unless told it is grey). */
+export function jpegPipeline(p: Pixels): Sharp {
+  const img = sharp(p.data, { raw: rawOf(p) });
+  return p.channels === 1 ? img.toColourspace('b-w') : img;
 }
 
 export { encodePng, type PngEncoded } from './png-encode.ts';

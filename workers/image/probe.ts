@@ -2,16 +2,7 @@ import { open } from 'node:fs/promises';
 import sharp from 'sharp';
 import type { Metadata, SharpOptions } from 'sharp';
 import { JobError } from '../contract.ts';
-
-/**
- * Failure codes of the image compressors (a Failed job carries one of these):
- * - `image.empty`: the file has no bytes.
- * - `image.format_mismatch`: the bytes are not the format the job is for (e.g. a PDF named .jpg).
- * - `image.decode_failed`: the header or the pixel data is corrupt or truncated.
- * - `image.too_many_pixels`: the header declares more pixels (all frames counted) than MAX_PIXELS,
- *   checked before any pixel is decoded (decompression bombs).
- */
-export const MAX_PIXELS = 100_000_000;
+import { checkPixelBudget, decodeOptions, imageError } from './door.ts';
 
 export type ImageKind = 'jpeg' | 'png' | 'gif';
 
@@ -28,12 +19,18 @@ export interface Probed extends Metadata {
   frames: number;
 }
 
-/** Sharp input options every image compressor uses: strict decoding, the pixel cap as a second guard. */
+/** The door's decode options, every frame for an animation. */
 export function inputOptions(animated = false): SharpOptions {
-  return { failOn: 'warning', limitInputPixels: MAX_PIXELS, animated };
+  return decodeOptions({ animated });
 }
 
-/** Reads only the header: format by magic bytes, then dimensions and frame count, then the pixel budget. */
+/**
+ * The dedicated compressors' header check, in front of the one image door (door.ts: options,
+ * budget and failure codes). Reads only the header: format by magic bytes, then dimensions and
+ * frame count, then the pixel budget. Besides the door's codes:
+ * - `image.empty`: the file has no bytes.
+ * - `image.format_mismatch`: the bytes are not the format the job is for (e.g. a PDF named .jpg).
+ */
 export async function probeImage(path: string, kind: ImageKind): Promise<Probed> {
   const head = await readHead(path, 16);
   if (head.length === 0) throw new JobError('image.empty', 'The file is empty.');
@@ -45,26 +42,13 @@ export async function probeImage(path: string, kind: ImageKind): Promise<Probed>
   try {
     meta = await sharp(path, { ...inputOptions(kind === 'gif'), limitInputPixels: false }).metadata();
   } catch (err) {
-    throw decodeFailed(err);
+    throw imageError(err);
   }
   const width = meta.width ?? 0;
   const height = meta.pageHeight ?? meta.height ?? 0;
   const frames = meta.pages ?? 1;
-  if (width < 1 || height < 1) throw new JobError('image.decode_failed', 'The image header declares no dimensions.');
-  if (width * height * frames > MAX_PIXELS) {
-    throw new JobError(
-      'image.too_many_pixels',
-      `The image declares ${width}×${height}${frames > 1 ? `×${frames} frames` : ''} pixels, more than the limit of ${MAX_PIXELS / 1e6} megapixels.`,
-    );
-  }
+  checkPixelBudget(width, height, undefined, frames);
   return { ...meta, width, height, frames };
-}
-
-/** Turns a codec error into the job failure users see; JobErrors pass through. */
-export function decodeFailed(err: unknown): JobError {
-  if (err instanceof JobError) return err;
-  const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
-  return new JobError('image.decode_failed', `The image could not be decoded: ${message}`);
 }
 
 async function readHead(path: string, n: number): Promise<Buffer> {

@@ -4,6 +4,7 @@ import type { Pixels } from '../image/ssim.ts';
 import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
 import { encodeFlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
+import { isGrey, toGrey } from '../image/door.ts';
 import { encodePhoto } from './jpeg.ts';
 import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
 import { Lanes } from '../shared/lanes.ts';
@@ -11,7 +12,7 @@ import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
 import { resamplingLoss, VIEW_TARGET_SSIM } from './quality.ts';
 import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
 import type { DisplaySize } from './placements.ts';
-import { decodeJpeg, expandPalette, isGrey, looksPhotographic, resample, toGrey } from './pixels.ts';
+import { decodeJpeg, expandPalette, looksPhotographic, resample } from './pixels.ts';
 
 /**
  * Images drawn above TRIGGER_PPI on the page are resampled to TARGET_PPI (the /ebook class, fine
@@ -164,13 +165,16 @@ async function recompress(
     const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
     // Under a reduced budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain: not even decoded.
     if (reduced && !placement.size && known.quality !== undefined && (await alreadyAsCoarse(jpeg, known.quality))) return undefined;
-    const pixels = await decodeJpeg(jpeg, info.components);
+    let pixels = await decodeJpeg(jpeg, info.components);
     if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
+    // A grey picture stored as a colour JPEG becomes a one-component JPEG (image/door.ts).
+    const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels);
+    if (grey) pixels = toGrey(pixels);
     const fitted = await fitInClass(pixels, placement, budget);
     const { data, quality } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim, search);
     budget.found({ quality, loss: fitted.loss });
     if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
-    return jpegOutcome(data, fitted.pixels);
+    return grey ? withColourSpace(jpegOutcome(data, fitted.pixels), PDFName.of('DeviceGray')) : jpegOutcome(data, fitted.pixels);
   }
   if (!filters.every(isGeneric)) return undefined;
 
@@ -199,7 +203,8 @@ async function recompress(
     if (flate.data.length >= old) return undefined;
     return flateOutcome(ctx, flate.data, flate.predictor, info.width, info.height);
   }
-  if (pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels)) {
+  // Samples stored losslessly have no decoder rounding: grey means exactly R = G = B here.
+  if (pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels, 0)) {
     pixels = toGrey(pixels);
     colourSpace = PDFName.of('DeviceGray');
   }

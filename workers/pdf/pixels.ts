@@ -1,4 +1,5 @@
 import sharp from 'sharp';
+import { decodeOptions } from '../image/door.ts';
 import type { Pixels } from '../image/ssim.ts';
 import type { Palette } from './image-info.ts';
 
@@ -11,9 +12,9 @@ export async function resample(p: Pixels, width: number, height: number): Promis
   return { data, width: info.width, height: info.height, channels: info.channels };
 }
 
-/** Decoded JPEG samples exactly as stored (no colour management: the PDF's ColorSpace rules). */
+/** Decoded JPEG samples exactly as stored (no colour management: the PDF's ColorSpace rules), with the image door's strictness. */
 export async function decodeJpeg(jpeg: Uint8Array, channels: 1 | 3): Promise<Pixels> {
-  const img = sharp(jpeg, { ignoreIcc: true, failOn: 'none' });
+  const img = sharp(jpeg, decodeOptions({ ignoreIcc: true }));
   // sharp hands grey JPEGs out as three equal channels unless asked for one.
   if (channels === 1) img.toColourspace('b-w');
   const { data, info } = await img.raw().toBuffer({ resolveWithObject: true });
@@ -60,19 +61,4 @@ export function looksPhotographic(p: Pixels): boolean {
     }
   }
   return same / total < 0.5;
-}
-
-/** Every RGB pixel has R = G = B. */
-export function isGrey(p: Pixels): boolean {
-  const d = p.data;
-  for (let o = 0; o + 2 < d.length; o += 3) if (d[o] !== d[o + 1] || d[o] !== d[o + 2]) return false;
-  return true;
-}
-
-/** One channel of an RGB image whose channels are equal. */
-export function toGrey(p: Pixels): Pixels {
-  const n = p.width * p.height;
-  const out = new Uint8Array(n);
-  for (let i = 0; i < n; i++) out[i] = p.data[i * 3];
-  return { data: out, width: p.width, height: p.height, channels: 1 };
 }

@@ -1,5 +1,5 @@
 import sharp from 'sharp';
-import { jpegOptions, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
+import { jpegOptions, MAX_QUALITY, MIN_QUALITY, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
 import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
 import { ssimOfLuma, type Pixels } from '../image/ssim.ts';
 
@@ -16,9 +16,6 @@ export const VIEW_PPI = 100;
  * whose resampling differs from the box average modelled here.
  */
 export const VIEW_TARGET_SSIM = 0.96;
-/** Below 40 blocking shows when the reader zooms in, whatever the 100 % view says. */
-const MIN_QUALITY = 40;
-const MAX_QUALITY = 95;
 
 /** Magnification beyond this adds nothing to judge (each image pixel is already a block of screen pixels). */
 const MAX_MAGNIFICATION = 3;

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Sharp } from 'sharp';
 import { decodeImage, type Decoded } from '../decoders/index.ts';
-import { MAX_PIXELS } from '../decoders/limits.ts';
+import { MAX_PIXELS } from '../image/door.ts';
 import { decodeWithSharp } from '../decoders/sharp-native.ts';
 
 /** An upright picture (EXIF orientation applied) and its displayed size. */

@@ -1,0 +1,259 @@
+// Issue 30: one door for every image. The same bytes get the same decision and the same failure
+// code whichever way they arrive: the dedicated JPG/PNG/GIF compressor, the universal compressor,
+// and as a picture inside a DOCX or a PDF. Grey pictures leave as one-component JPEGs on every
+// path; a profile that costs more than the picture is converted into, a small one is kept.
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { extname, join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { PDFDocument, PDFName, PDFRawStream } from 'pdf-lib';
+import sharp from 'sharp';
+import { JobError, type Compress } from '../workers/contract.ts';
+import { decodeImage } from '../workers/decoders/index.ts';
+import { compress as gif } from '../workers/gif.ts';
+import { decodeOptions, imageError, isGrey, MAX_PIXELS, profileDecision, SMALL_PROFILE_BYTES } from '../workers/image/door.ts';
+import { frameComponents } from '../workers/image/jpeg-quant.ts';
+import { ssim } from '../workers/image/ssim.ts';
+import { inputOptions, probeImage, type ImageKind } from '../workers/image/probe.ts';
+import { compress as jpg } from '../workers/jpg.ts';
+import { recompressImage } from '../workers/office/media.ts';
+import { compress as pdf } from '../workers/pdf.ts';
+import { compress as png } from '../workers/png.ts';
+import { compress as universal } from '../workers/universal.ts';
+import { compress as office } from '../workers/office.ts';
+import { greyPictures, picturesPdf, profiledSmallJpeg, smallXmlDocx } from './helpers/made-files.ts';
+
+const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
+const DEDICATED: Record<string, { kind: ImageKind; compress: Compress }> = {
+  jpg: { kind: 'jpeg', compress: jpg },
+  png: { kind: 'png', compress: png },
+  gif: { kind: 'gif', compress: gif },
+};
+
+let work: string;
+before(async () => {
+  work = await mkdtemp(join(tmpdir(), 'image-door-test-'));
+});
+after(() => rm(work, { recursive: true, force: true }));
+
+/** `ok` or the failure code of a compressor on a file. */
+async function outcome(compress: Compress, path: string): Promise<{ code: string; path?: string }> {
+  const dir = await mkdtemp(join(work, 'job-'));
+  try {
+    const r = await compress({ inputPath: path, format: extname(path).slice(1), options: {} }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+    return { code: 'ok', path: r.path };
+  } catch (err) {
+    assert.ok(err instanceof JobError, `expected a JobError, got ${String(err)}`);
+    return { code: err.code };
+  }
+}
+
+/** The dedicated compressors' entry: header probe, then the full decode with the door's options. */
+async function dedicatedDecode(path: string, kind: ImageKind): Promise<string> {
+  try {
+    const meta = await probeImage(path, kind);
+    const { info } = await sharp(path, inputOptions(kind === 'gif')).raw().toBuffer({ resolveWithObject: true });
+    return `ok ${meta.width}×${info.height / (kind === 'gif' ? meta.frames : 1)}`;
+  } catch (err) {
+    return imageError(err).code;
+  }
+}
+
+/** The universal compressor's entry: the decoder table, then the full decode. */
+async function universalDecode(path: string): Promise<string> {
+  try {
+    const { decoded } = await decodeImage(await readFile(path), extname(path).slice(1), { maxPixels: MAX_PIXELS, signal: new AbortController().signal });
+    const { info } = await decoded.image.raw().toBuffer({ resolveWithObject: true });
+    return `ok ${decoded.width}×${info.height}`;
+  } catch (err) {
+    return imageError(err).code;
+  }
+}
+
+/** What a DOCX does with a picture part: `kept` (the door refused it or nothing was gained) or `re-encoded`. */
+async function inDocument(path: string): Promise<string> {
+  const data = await readFile(path);
+  return (await recompressImage(data, null)) ? 're-encoded' : 'kept';
+}
+
+/** [file under the corpus, the one code every door gives ('ok' for a good file)]. */
+const TABLE: [string, string][] = [
+  ['jpg/baiona_cmyk.jpg', 'ok'],
+  ['jpg/canon-dslr.jpg', 'ok'],
+  ['jpg/craft-beer.jpg', 'ok'],
+  ['jpg/jpeg420exif.jpg', 'ok'],
+  ['jpg/phone-IMG_20180725_163423.jpg', 'ok'],
+  ['png/baiona_alpha.png', 'ok'],
+  ['png/baiona_colormapped.png', 'ok'],
+  ['png/density_plot.png', 'ok'],
+  ['png/exifr-logo-black-highres.png', 'ok'],
+  ['png/linn-scan.png', 'ok'],
+  ['gif/exifr-readme-animated.gif', 'ok'],
+  ['gif/file-type-fixture.gif', 'ok'],
+  ['gif/lena.gif', 'ok'],
+  ['bad/actually-pdf.jpg', 'image.format_mismatch'],
+  ['bad/bad-crc.png', 'image.decode_failed'],
+  ['bad/empty.jpg', 'image.empty'],
+  ['bad/huge-dimensions.png', 'image.too_many_pixels'],
+  ['bad/truncated.jpg', 'image.truncated'],
+];
+
+describe('one door: the same bytes, the same decision and code on every path', () => {
+  for (const [rel, code] of TABLE) {
+    const path = join(corpus, rel);
+    const { kind, compress } = DEDICATED[extname(rel).slice(1)];
+    if (code === 'ok') {
+      it(`${rel}: the dedicated and the universal entry both decode it, to the same size`, async () => {
+        const [dedicated, general] = await Promise.all([dedicatedDecode(path, kind), universalDecode(path)]);
+        assert.match(dedicated, /^ok /);
+        // Animated GIFs: the dedicated path decodes every frame, the universal one the first.
+        if (kind !== 'gif') assert.equal(general, dedicated);
+        else assert.match(general, /^ok /);
+      });
+    } else {
+      it(`${rel}: ${code} from the dedicated compressor and from the universal one; kept inside a document`, async () => {
+        assert.equal((await outcome(compress, path)).code, code);
+        assert.equal((await outcome(universal, path)).code, code);
+        assert.equal(await inDocument(path), 'kept');
+      });
+    }
+  }
+
+  it('the strictness is one setting: warnings pass, errors and truncation fail', () => {
+    assert.equal(decodeOptions().failOn, 'error');
+    assert.equal(inputOptions().failOn, 'error');
+  });
+});
+
+/** Components of every JPEG image XObject in a PDF, with its ColorSpace. */
+async function pdfJpegs(path: string): Promise<{ components: number; colourSpace: string }[]> {
+  const doc = await PDFDocument.load(await readFile(path));
+  const out: { components: number; colourSpace: string }[] = [];
+  for (const [, obj] of doc.context.enumerateIndirectObjects()) {
+    if (!(obj instanceof PDFRawStream) || obj.dict.get(PDFName.of('Subtype')) !== PDFName.of('Image')) continue;
+    if (String(obj.dict.get(PDFName.of('Filter'))) !== '/DCTDecode') continue;
+    out.push({ components: frameComponents(Buffer.from(obj.contents)) ?? 0, colourSpace: String(obj.dict.get(PDFName.of('ColorSpace'))) });
+  }
+  return out;
+}
+
+describe('grey pictures are one-component JPEGs on every path', () => {
+  let grey: { photo: string; scan: string; bmp: string };
+  before(async () => {
+    grey = await greyPictures(work);
+  });
+  const components = async (path: string) => (await sharp(path).metadata()).channels;
+
+  for (const which of ['photo', 'scan'] as const) {
+    it(`a black-and-white ${which} stored as colour: dedicated, universal and inside a DOCX`, async () => {
+      const input = grey[which];
+      assert.equal(await components(input), 3);
+      const dedicated = await outcome(jpg, input);
+      const general = await outcome(universal, input);
+      assert.equal(await components(dedicated.path!), 1);
+      assert.equal(await components(general.path!), 1);
+      const inDocx = await recompressImage(await readFile(input), null);
+      assert.ok(inDocx, 'the document path re-encodes it');
+      assert.equal(frameComponents(inDocx.data), 1);
+      assert.ok((await readFile(dedicated.path!)).length < (await readFile(input)).length, 'smaller than the colour JPEG');
+    });
+  }
+
+  it('an 8×8 grey BMP: a one-component JPEG, about half the three-component one', async () => {
+    const out = await outcome(universal, grey.bmp);
+    assert.equal(await components(out.path!), 1);
+    const { decoded } = await decodeImage(await readFile(grey.bmp), 'bmp', { maxPixels: MAX_PIXELS, signal: new AbortController().signal });
+    const colour = await decoded.image.toColourspace('srgb').jpeg({ mozjpeg: true, quality: 90 }).toBuffer();
+    assert.ok((await readFile(out.path!)).length < colour.length * 0.7, 'well under a three-component encode');
+  });
+
+  it('a grey picture stored as a colour JPEG inside a PDF becomes a DeviceGray one-component JPEG', async () => {
+    const input = await picturesPdf(join(work, 'grey.pdf'), [await readFile(grey.photo)]);
+    assert.deepEqual(await pdfJpegs(input), [{ components: 3, colourSpace: '/DeviceRGB' }]);
+    const out = await outcome(pdf, input);
+    assert.deepEqual(await pdfJpegs(out.path!), [{ components: 1, colourSpace: '/DeviceGray' }]);
+  });
+
+  it('a grey picture stored as an RGB PNG leaves the PNG compressor as a grey (or palette) PNG', async () => {
+    const input = join(work, 'grey-rgb.png');
+    await sharp(grey.photo).resize(400).toColourspace('srgb').png().toFile(input);
+    assert.equal(await components(input), 3);
+    for (const mode of ['lossless', 'lossy'] as const) {
+      const dir = await mkdtemp(join(work, 'job-'));
+      const r = await png({ inputPath: input, format: 'png', options: { compression: { enabled: true, mode } } }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+      const meta = await sharp(r.path).metadata();
+      assert.ok(meta.channels === 1 || meta.isPalette, `${mode}: ${meta.channels} channels`);
+    }
+  });
+
+  it('grey detection allows the decoder rounding (one code value), not colour', () => {
+    const px = (data: number[]) => ({ data: Uint8Array.from(data), width: data.length / 3, height: 1, channels: 3 });
+    assert.equal(isGrey(px([10, 10, 10, 200, 201, 200])), true);
+    assert.equal(isGrey(px([10, 10, 10, 200, 202, 200])), false);
+    assert.equal(isGrey(px([200, 201, 200]), 0), false);
+  });
+});
+
+describe('embedded ICC profiles', () => {
+  it('a 1.6 MB profile on a 200×130 picture is converted into sRGB: the JPG is a few KB, no profile, same look', async () => {
+    const input = await profiledSmallJpeg(join(work, 'huge-icc.jpg'));
+    const before = await sharp(input).metadata();
+    assert.ok(before.icc && before.icc.length > 1_500_000);
+    const out = await outcome(jpg, input);
+    const bytes = await readFile(out.path!);
+    assert.ok(bytes.length < 20_000, `${bytes.length} bytes`);
+    const after = await sharp(bytes).metadata();
+    assert.equal(after.icc, undefined);
+    // Seen on an sRGB screen, the output shows what the input showed, to the JPEG target.
+    const shown = async (b: Buffer | string) => {
+      const { data, info } = await sharp(b).toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
+      return { data, width: info.width, height: info.height, channels: info.channels };
+    };
+    assert.ok(ssim(await shown(input), await shown(bytes)) >= 0.975);
+  });
+
+  it('the Display P3 profile (480 bytes) is kept', async () => {
+    const input = await profiledSmallJpeg(join(work, 'p3.jpg'), 0);
+    const icc = (await sharp(input).metadata()).icc!;
+    assert.ok(icc.length < SMALL_PROFILE_BYTES);
+    const out = await outcome(jpg, input);
+    assert.deepEqual((await sharp(out.path!).metadata()).icc, icc);
+    assert.equal((await profileDecision(sharp(input), icc, (await readFile(input)).length)).keep, true);
+  });
+
+  it('a large profile on a picture larger than it is kept', async () => {
+    const input = await profiledSmallJpeg(join(work, 'mid-icc.jpg'), 40_000);
+    const meta = await sharp(input).metadata();
+    const decision = await profileDecision(sharp(input), meta.icc, 10 * 40_000);
+    assert.equal(decision.keep, true);
+  });
+});
+
+describe('small documents', () => {
+  it('a small XML-heavy DOCX: its small PNG becomes a clean palette, the document loses a fifth', async () => {
+    const input = await smallXmlDocx(join(work, 'small.docx'));
+    const png = await sharp(await readFile(join(corpus, 'jpg/jpeg420exif.jpg'))).rotate().resize(64, 64, { fit: 'inside' }).png().toBuffer();
+    const palette = await recompressImage(png, null);
+    assert.ok(palette && palette.data.length < png.length / 2, `${png.length} → ${palette?.data.length}`);
+    assert.equal((await sharp(palette.data).metadata()).isPalette, true);
+    const out = await outcome(office, input);
+    const [a, b] = [(await readFile(input)).length, (await readFile(out.path!)).length];
+    assert.ok(b < a * 0.8, `${a} → ${b}`);
+  });
+});
+
+describe('small pictures', () => {
+  it('a 64×43 photo as PNG becomes a palette at the PNG target (a small photo is not noise)', async () => {
+    const input = join(work, 'tiny-photo.png');
+    await sharp(join(corpus, 'jpg/jpeg420exif.jpg')).rotate().resize(64, 64, { fit: 'inside' }).png().toFile(input);
+    const out = await outcome(png, input);
+    const [a, b] = [await readFile(input), await readFile(out.path!)];
+    assert.ok(b.length < a.length / 2, `${a.length} → ${b.length}`);
+    const px = async (x: Buffer) => {
+      const { data, info } = await sharp(x).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+      return { data, width: info.width, height: info.height, channels: 4 };
+    };
+    assert.ok(ssim(await px(a), await px(b)) >= 0.98);
+  });
+});
