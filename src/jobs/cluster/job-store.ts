@@ -91,8 +91,9 @@ const COLUMNS: { [K in keyof Job]?: (v: Job[K]) => [string, unknown][] } = {
 };
 
 /**
- * Writes a move's fields to the job row and moves the account's `open_jobs` / `running_jobs`
- * counters by the status change (they count the account's Queued + Running and Running rows).
+ * Writes a move's fields to the job row and, in the same statement, moves the account's
+ * `open_jobs` / `running_jobs` counters by the status change (they count the account's Queued +
+ * Running and Running rows).
  */
 async function writeMove(c: Queryable, before: Job, patch: Partial<Job>): Promise<Job> {
   const sets: string[] = [];
@@ -105,14 +106,21 @@ async function writeMove(c: Queryable, before: Job, patch: Partial<Job>): Promis
       sets.push(`${column} = $${values.length}`);
     }
   }
-  const { rows } = await c.query<JobRow>(`UPDATE jobs SET ${sets.join(', ')} WHERE id = $1 RETURNING *`, values);
-  const after = toJob(rows[0]!);
-  const open = Number(isOpen(after.status)) - Number(isOpen(before.status));
-  const running = Number(after.status === 'Running') - Number(before.status === 'Running');
-  if (open !== 0 || running !== 0) {
-    await c.query('UPDATE accounts SET open_jobs = open_jobs + $2, running_jobs = running_jobs + $3 WHERE name = $1', [before.account, open, running]);
-  }
-  return after;
+  const status = patch.status ?? before.status;
+  const open = Number(isOpen(status)) - Number(isOpen(before.status));
+  const running = Number(status === 'Running') - Number(before.status === 'Running');
+  values.push(open, running);
+  const [o, r] = [values.length - 1, values.length];
+  const { rows } = await c.query<JobRow>(
+    `WITH moved AS (UPDATE jobs SET ${sets.join(', ')} WHERE id = $1 RETURNING *),
+     counted AS (
+       UPDATE accounts SET open_jobs = open_jobs + $${o}::int, running_jobs = running_jobs + $${r}::int
+       WHERE name = (SELECT account FROM moved) AND ($${o}::int <> 0 OR $${r}::int <> 0)
+     )
+     SELECT * FROM moved`,
+    values,
+  );
+  return toJob(rows[0]!);
 }
 
 interface KeyRow {
