@@ -80,7 +80,7 @@ export function submitRoutes(deps: SubmitDeps) {
     maxFileSizeBytes: (account) => deps.planOf(account).maxFileSizeBytes,
   });
 
-  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined) {
+  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined, leaveQueue: () => void) {
     const principal = c.get('principal');
     if (body.outputUrl !== undefined) throw new ApiError('url_fetch.output_url_reserved', 400, 'outputUrl is reserved and must not be sent.', { isRetryable: false });
     if (principal.guest) throw new ApiError('url_fetch.guest_not_allowed', 403, 'URL input needs a signed-in account; upload the file instead.', { isRetryable: false });
@@ -96,12 +96,13 @@ export function submitRoutes(deps: SubmitDeps) {
     const plan = deps.planOf(principal.account);
     const destPath = await deps.spool.prepare(id);
     const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
-    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook });
+    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook }, leaveQueue);
   }
 
   async function admit(
     c: Context<AppEnv>,
     a: { id: string; entry: CompressorEntry; format: string; fileName: string; path: string; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
+    leaveQueue: () => void,
   ) {
     const bytes = await deps.blobs.putFile(a.id, 'input', a.path);
     const admitted = await deps.engine.submit({
@@ -115,6 +116,8 @@ export function submitRoutes(deps: SubmitDeps) {
       creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
     }, idempotency.claim(c));
+    // Admitted, it counts as an open job now: its upload's place goes at once, not with the response.
+    leaveQueue();
     return idempotency.accepted(c, admitted);
   }
 
@@ -174,7 +177,7 @@ export function submitRoutes(deps: SubmitDeps) {
     }
     const release = await checkBeforeBody(c, dedicated);
     try {
-      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated);
+      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, release);
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
@@ -189,13 +192,13 @@ export function submitRoutes(deps: SubmitDeps) {
       const { fields, file } = upload;
       if (file && fields.inputUrl !== undefined) throw new ApiError('url_fetch.mutually_exclusive', 400, 'Send either file or inputUrl, not both.', { isRetryable: false });
       if (!file) {
-        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated);
+        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated, release);
         throw new ApiError('request.no_files', 400, 'No file was attached (form field "file").');
       }
       if (file.bytes === 0) throw new ApiError('request.empty_file', 400, 'The file is empty.');
       const options = validateOptions(entry!, fields.options);
       const webhook = validateWebhook(fields);
-      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), path: file.path, options, webhook });
+      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), path: file.path, options, webhook }, release);
     } catch (err) {
       await Promise.all([deps.spool.discard(id), deps.blobs.delete(id)]);
       throw err;
