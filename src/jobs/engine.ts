@@ -81,7 +81,7 @@ export class JobEngine {
   }
 
   /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full (`alsoOpen`: uploads in progress). */
-  assertQueueRoom(account: string, alsoOpen = 0): Promise<void> {
+  assertQueueRoom(account: string, alsoOpen?: () => number): Promise<void> {
     return this.lifecycle.assertRoom(account, alsoOpen);
   }
 

@@ -61,11 +61,12 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
 
   /**
    * Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides),
-   * counting `alsoOpen` submissions not yet admitted as open jobs.
+   * counting as open jobs the submissions not yet admitted that `alsoOpen` gives once the counts
+   * are in (read then, an upload admitted meanwhile is counted once, as a job).
    */
-  async assertRoom(account: string, alsoOpen = 0): Promise<void> {
+  async assertRoom(account: string, alsoOpen: () => number = () => 0): Promise<void> {
     const { queued, running } = await this.backend.jobs.counts(account);
-    if (queued + running + alsoOpen >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
+    if (queued + running + alsoOpen() >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
   }
 
   /**

@@ -121,8 +121,9 @@ export function submitRoutes(deps: SubmitDeps) {
     return idempotency.accepted(c, admitted);
   }
 
-  /** Submissions of each account whose body is still arriving: open jobs until admitted or abandoned. */
-  const inFlight = new Map<string, number>();
+  /** Tickets of each account's submissions whose body is still arriving: open jobs until admitted or abandoned. */
+  const inFlight = new Map<string, Set<number>>();
+  let tickets = 0;
 
   /**
    * What is checked before a byte of the body is read, so that the body of an account that cannot
@@ -143,21 +144,23 @@ export function submitRoutes(deps: SubmitDeps) {
     const required = minimumCost(dedicated);
     const { available } = await deps.ledger.summary(account);
     if (available < required) throw insufficientCredits(required, available);
-    // The place is taken before any await, so of uploads racing in each counts those before it.
-    const ahead = inFlight.get(account) ?? 0;
-    inFlight.set(account, ahead + 1);
+    // The place is taken before any await, so of uploads racing in each counts those before it
+    // still uploading once the counts are in (one admitted meanwhile is counted as a job).
+    const ticket = ++tickets;
+    const places = inFlight.get(account) ?? new Set<number>();
+    places.add(ticket);
+    inFlight.set(account, places);
     let held = true;
     let releaseDisk = () => {};
     const release = () => {
       if (!held) return;
       held = false;
-      const left = (inFlight.get(account) ?? 1) - 1;
-      if (left > 0) inFlight.set(account, left);
-      else inFlight.delete(account);
+      places.delete(ticket);
+      if (places.size === 0 && inFlight.get(account) === places) inFlight.delete(account);
       releaseDisk();
     };
     try {
-      await deps.engine.assertQueueRoom(account, ahead);
+      await deps.engine.assertQueueRoom(account, () => [...places].filter((t) => t < ticket).length);
       releaseDisk = await deps.disk.reserve(declared !== null && Number.isFinite(declared) ? declared : plan.maxFileSizeBytes);
     } catch (err) {
       release();
