@@ -298,12 +298,11 @@ export class PgJobStore implements JobStore {
   }
 
   async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
+    const due = `status = 'Running' AND (lease_expires_at < $1 OR lease_node = $2)`;
+    // Every node asks this at each poll: one statement when nothing is due, a transaction when something is.
+    if ((await this.pool.query(`SELECT 1 FROM jobs WHERE ${due} LIMIT 1`, [now, nodeId ?? null])).rowCount === 0) return [];
     return transaction(this.pool, async (c) => {
-      const { rows } = await c.query<JobRow>(
-        `SELECT * FROM jobs WHERE status = 'Running' AND (lease_expires_at < $1 OR lease_node = $2)
-         ORDER BY created_at, id FOR UPDATE SKIP LOCKED`,
-        [now, nodeId ?? null],
-      );
+      const { rows } = await c.query<JobRow>(`SELECT * FROM jobs WHERE ${due} ORDER BY created_at, id FOR UPDATE SKIP LOCKED`, [now, nodeId ?? null]);
       const requeued: Job[] = [];
       for (const row of rows) {
         const job = toJob(row);
