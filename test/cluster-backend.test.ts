@@ -19,6 +19,7 @@ import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import { queuedJob, type Job } from '../src/jobs/types.ts';
 import { s3ClientFromEnv, S3BlobStore } from '../src/storage/s3.ts';
 import { backendConformance } from './conformance/backend.ts';
+import { cancel, expire, finish, forget, until } from './conformance/moves.ts';
 import { scratchDir } from './helpers/daemons.ts';
 import { startPostgres, type TestPostgres } from './helpers/pg.ts';
 import { startSwift, type TestSwift } from './helpers/swift.ts';
@@ -86,6 +87,16 @@ backendConformance('cluster', {
     return backend;
   },
   crashSteps: [],
+  // The account counters a move adjusts agree with the job rows after every move.
+  async invariants(b) {
+    const { rows } = await (b as ClusterBackend).pool.query<{ name: string; open_jobs: number; running_jobs: number; open: number; running: number }>(
+      `SELECT a.name, a.open_jobs, a.running_jobs,
+         (SELECT count(*)::int FROM jobs j WHERE j.account = a.name AND j.status IN ('Queued', 'Running')) AS open,
+         (SELECT count(*)::int FROM jobs j WHERE j.account = a.name AND j.status = 'Running') AS running
+       FROM accounts a`,
+    );
+    for (const r of rows) assert.deepEqual([r.name, r.open_jobs, r.running_jobs], [r.name, r.open, r.running], `${r.name}: open_jobs / running_jobs = COUNT(*) of its job rows`);
+  },
   async destroy() {},
 });
 
@@ -164,19 +175,19 @@ describe('cluster backend on PostgreSQL', () => {
       for (let i = 0; i < 8; i++) assert.ok((await a.jobs.admit(newJob('first', 1, new Date(t0 + i)), OPEN)).ok);
       for (let i = 0; i < 8; i++) assert.ok((await b.jobs.admit(newJob('second', 1, new Date(t0 + 100 + i)), OPEN)).ok);
       const order: string[] = [];
-      for (let i = 0; i < 4; i++) order.push((await (i % 2 ? a : b).jobs.claim(`node-${i % 2}`, LIMITS, 30_000))!.account);
+      for (let i = 0; i < 4; i++) order.push((await (i % 2 ? a : b).jobs.claim(`node-${i % 2}`, LIMITS, new Date(), 30_000))!.account);
       assert.deepEqual(order, ['first', 'second', 'first', 'second'], 'accounts take turns although first queued all its jobs earlier');
 
-      const claims = await Promise.all(Array.from({ length: 16 }, (_, i) => (i % 2 ? a : b).jobs.claim(`node-${i % 2}`, LIMITS, 30_000)));
+      const claims = await Promise.all(Array.from({ length: 16 }, (_, i) => (i % 2 ? a : b).jobs.claim(`node-${i % 2}`, LIMITS, new Date(), 30_000)));
       const claimed = claims.filter((j): j is Job => j !== null);
       const ids = claimed.map((j) => j.id);
       assert.equal(new Set(ids).size, ids.length, 'no job is claimed twice');
       assert.deepEqual(await a.jobs.counts('first'), { queued: 2, running: 6 });
       assert.deepEqual(await a.jobs.counts('second'), { queued: 2, running: 6 });
-      assert.equal(await a.jobs.claim('node-0', LIMITS, 30_000), null);
+      assert.equal(await a.jobs.claim('node-0', LIMITS, new Date(), 30_000), null);
       assert.ok(claimed.every((j) => j.status === 'Running' && j.attempts === 1 && j.lease?.nodeId.startsWith('node-')));
 
-      const typeLimited = await a.jobs.claim('node-0', { maxRunningPerAccount: 10, maxRunningPerJobType: { 'image.jpg-compress': 6 } }, 30_000);
+      const typeLimited = await a.jobs.claim('node-0', { maxRunningPerAccount: 10, maxRunningPerJobType: { 'image.jpg-compress': 6 } }, new Date(), 30_000);
       assert.equal(typeLimited, null, 'the per-job-type limit holds too');
     } finally {
       await close();
@@ -189,26 +200,27 @@ describe('cluster backend on PostgreSQL', () => {
       await accounts.ensureAccount('acct', 100);
       const job = newJob('acct', 7);
       assert.ok((await a.jobs.admit(job, OPEN)).ok);
-      const onA = (await a.jobs.claim('A', LIMITS, 300))!;
+      const t0 = new Date();
+      const onA = (await a.jobs.claim('A', LIMITS, t0, 300))!;
       assert.equal(onA.attempts, 1);
-      assert.deepEqual(await b.jobs.requeueInterrupted(new Date()), [], 'a live lease is left alone');
-      await new Promise((r) => setTimeout(r, 400));
-      const requeued = await b.jobs.requeueInterrupted(new Date());
+      assert.deepEqual(await b.jobs.requeueInterrupted(until(299, t0)), [], 'a live lease is left alone');
+      // B's clock is past A's lease: no waiting, the lease is compared with the time each call is given.
+      const requeued = await b.jobs.requeueInterrupted(until(400, t0));
       assert.deepEqual(requeued.map((j) => [j.id, j.status, j.lease]), [[job.id, 'Queued', null]]);
-      assert.equal(await a.jobs.renew(job.id, 'A', 1, 300), false, 'the old node learns it lost the job');
+      assert.equal(await a.jobs.renew(job.id, 'A', 1, until(300)), false, 'the old node learns it lost the job');
 
-      const onB = (await b.jobs.claim('B', LIMITS, 30_000))!;
+      const onB = (await b.jobs.claim('B', LIMITS, new Date(), 30_000))!;
       assert.equal(onB.id, job.id);
       assert.equal(onB.attempts, 2);
-      const late = await a.jobs.finish(job.id, 'A', 1, succeeded(), owed(job));
+      const late = await finish(a, job.id, 'A', 1, succeeded(), owed(job));
       assert.equal(late.ok, false);
       assert.equal(!late.ok && late.refusal, 'fenced');
 
-      const done = await b.jobs.finish(job.id, 'B', 2, succeeded(), owed(job));
+      const done = await finish(b, job.id, 'B', 2, succeeded(), owed(job));
       assert.ok(done.ok && done.job.status === 'Succeeded' && done.job.lease === null);
-      const replay = await b.jobs.finish(job.id, 'B', 2, succeeded(), owed(job));
+      const replay = await finish(b, job.id, 'B', 2, succeeded(), owed(job));
       assert.ok(replay.ok, 'a replayed finish answers ok');
-      const lateAgain = await a.jobs.finish(job.id, 'A', 1, succeeded(), owed(job));
+      const lateAgain = await finish(a, job.id, 'A', 1, succeeded(), owed(job));
       assert.equal(!lateAgain.ok && lateAgain.refusal, 'not_running');
       assert.deepEqual(await a.ledger.summary('acct'), { granted: 100, spent: 7, reserved: 0, available: 93 });
       assert.equal(await a.outbox.pendingCount(), 1);
@@ -224,11 +236,11 @@ describe('cluster backend on PostgreSQL', () => {
       await accounts.ensureAccount('acct', 100);
       const job = newJob('acct');
       await a.jobs.admit(job, OPEN);
-      await a.jobs.claim('A', LIMITS, 60_000);
+      await a.jobs.claim('A', LIMITS, new Date(), 60_000);
       const requeued = await a.jobs.requeueInterrupted(new Date(), 'A');
       assert.deepEqual(requeued.map((j) => j.id), [job.id]);
       assert.deepEqual(await a.jobs.counts('acct'), { queued: 1, running: 0 });
-      assert.equal((await a.jobs.claim('A', LIMITS, 60_000))!.attempts, 2);
+      assert.equal((await a.jobs.claim('A', LIMITS, new Date(), 60_000))!.attempts, 2);
     } finally {
       await close();
     }
@@ -240,19 +252,19 @@ describe('cluster backend on PostgreSQL', () => {
       await accounts.ensureAccount('acct', 100);
       const job = newJob('acct', 5);
       await a.jobs.admit(job, OPEN);
-      const running = (await b.jobs.claim('B', LIMITS, 30_000))!;
+      const running = (await b.jobs.claim('B', LIMITS, new Date(), 30_000))!;
       const heard = new Promise<string>((resolve) => b.jobs.onCancel(resolve));
       await b.jobs.listeningReady();
       const t0 = Date.now();
-      const canceled = await a.jobs.cancel(job.id, new Date());
+      const canceled = await cancel(a, job.id, new Date());
       assert.equal(canceled?.status, 'Canceled');
       assert.equal(await heard, job.id);
       assert.ok(Date.now() - t0 < 1000, `heard after ${Date.now() - t0} ms`);
-      assert.equal(await b.jobs.renew(job.id, 'B', running.attempts, 30_000), false);
-      const finish = await b.jobs.finish(job.id, 'B', running.attempts, succeeded(), owed(job));
-      assert.equal(!finish.ok && finish.refusal, 'not_running');
+      assert.equal(await b.jobs.renew(job.id, 'B', running.attempts, until(30_000)), false);
+      const late = await finish(b, job.id, 'B', running.attempts, succeeded(), owed(job));
+      assert.equal(!late.ok && late.refusal, 'not_running');
       assert.deepEqual(await a.ledger.summary('acct'), { granted: 100, spent: 0, reserved: 0, available: 100 });
-      assert.equal(await a.jobs.cancel(job.id, new Date()), undefined, 'an ended job cannot be canceled');
+      assert.equal(await cancel(a, job.id, new Date()), undefined, 'an ended job cannot be canceled');
       assert.deepEqual(await a.jobs.counts('acct'), { queued: 0, running: 0 });
     } finally {
       await close();
@@ -265,8 +277,8 @@ describe('cluster backend on PostgreSQL', () => {
       await accounts.ensureAccount('acct', 100);
       const job = newJob('acct');
       await a.jobs.admit(job, OPEN);
-      await a.jobs.claim('A', LIMITS, 30_000);
-      assert.ok((await a.jobs.finish(job.id, 'A', 1, succeeded(), owed(job))).ok);
+      await a.jobs.claim('A', LIMITS, new Date(), 30_000);
+      assert.ok((await finish(a, job.id, 'A', 1, succeeded(), owed(job))).ok);
       assert.equal(await b.outbox.enqueue(owed(job)), false, 'the same event is never owed twice');
 
       const claim = { now: new Date(), limit: 10, ttlMs: 500, retryDelaysMs: [0, 200, 200] };
@@ -303,16 +315,16 @@ describe('cluster backend on PostgreSQL', () => {
       const open = newJob('acct', 1, new Date(Date.now() - 1000));
       await a.jobs.admit(ended, OPEN);
       await a.jobs.admit(open, OPEN);
-      await a.jobs.claim('A', LIMITS, 30_000);
-      await a.jobs.finish(ended.id, 'A', 1, succeeded(), null);
+      await a.jobs.claim('A', LIMITS, new Date(), 30_000);
+      await finish(a, ended.id, 'A', 1, succeeded(), null);
       assert.deepEqual((await a.jobs.ended({ completedBefore: new Date(Date.now() + 1000), limit: 10 })).map((j) => j.id), [ended.id]);
-      assert.equal(await a.jobs.expire(open.id), undefined);
-      assert.equal((await a.jobs.expire(ended.id))?.expired, true);
+      assert.equal(await expire(a, open.id), undefined);
+      assert.equal((await expire(a, ended.id))?.expired, true);
       assert.deepEqual(await a.jobs.ended({ completedBefore: new Date(Date.now() + 1000), unexpired: true, limit: 10 }), []);
-      assert.equal(await a.jobs.forget(open.id), false);
-      assert.equal(await a.jobs.forget(ended.id), true);
+      assert.equal(await forget(a, open.id), false);
+      assert.equal(await forget(a, ended.id), true);
       assert.equal(await a.jobs.get(ended.id), undefined);
-      assert.equal(await a.jobs.forget(ended.id), true, 'forgetting again is fine');
+      assert.equal(await forget(a, ended.id), true, 'forgetting again is fine');
 
       // A hold left by hand without its job (as after an operator deleted rows) is released by recovery.
       await a.pool.query("INSERT INTO credit_holds (job_id, account, amount) VALUES ('ghost', 'acct', 4)");

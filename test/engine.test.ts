@@ -58,6 +58,8 @@ interface Rig {
   runner: FakeRunner;
   ended: Job[];
   started: string[];
+  /** The lifecycle's clock: tests move it forward instead of waiting. */
+  clock: { now: number };
   submit(account?: string, opts?: Partial<Submission>): Promise<Job>;
   /** Resolves once `n` jobs have ended (in all). */
   endings(n: number): Promise<Job[]>;
@@ -73,7 +75,9 @@ async function rig(opts: { slots?: number; timeoutSeconds?: number; grants?: Rec
   // The journals' durability is the conformance suite's subject; here fsyncs would only cost time.
   const backend = await openFilesBackend(dir, { granted: (a) => grants[a] ?? 100, sync: false });
   const notifier = webhookNotifier({ site: 'test', downloadUrl: (id) => `https://c.example.com/api/compress/job/${id}/download?token=t` });
+  const clock = { now: Date.now() };
   const lifecycle = new Lifecycle(backend, notifier, {
+    clock: () => new Date(clock.now),
     nodeId: 'local',
     retentionSeconds: 3600,
     admission: { maxOpenPerAccount: 18 },
@@ -99,6 +103,7 @@ async function rig(opts: { slots?: number; timeoutSeconds?: number; grants?: Rec
     runner,
     ended,
     started,
+    clock,
     async submit(account = 'alice', extra = {}) {
       const id = `job-${++seq}`;
       await backend.blobs.put(id, 'input', Readable.from([Buffer.from('input bytes')]));
@@ -121,6 +126,53 @@ const until = async (check: () => Promise<boolean> | boolean) => {
 };
 
 describe('engine moves', () => {
+  it('requeue by an operator: a Running job goes back to the queue with its hold, the old attempt is fenced, it runs again', async () => {
+    const r = await rig();
+    let release!: () => void;
+    r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'small'))));
+    const job = await r.submit('alice', { webhook: WEBHOOK, creditCost: 3 });
+    await until(() => r.runner.runs.length === 1);
+    const requeued = await r.engine.lifecycle.requeue(job.id);
+    assert.ok('status' in requeued);
+    assert.deepEqual([requeued.status, requeued.lease, requeued.attempts], ['Queued', null, 1]);
+    assert.deepEqual(await r.engine.lifecycle.requeue(job.id), { refusal: 'not_running' }, 'a queued job is not requeued');
+    assert.deepEqual(await r.engine.lifecycle.requeue('job-none'), { refusal: 'not_found' });
+    assert.equal((await r.backend.ledger.summary('alice')).reserved, 3, 'the hold stays');
+    release();
+    await until(() => r.runner.runs.length === 2);
+    release();
+    const [done] = await r.endings(1);
+    assert.deepEqual([done!.status, done!.attempts], ['Succeeded', 2]);
+    assert.deepEqual(await r.backend.ledger.summary('alice'), { granted: 100, spent: 3, reserved: 0, available: 97 });
+    assert.equal(await r.backend.outbox.pendingCount(), 1, 'one webhook');
+    await r.close();
+  });
+
+  it('reads time from the lifecycle clock: a lease expires and retention passes when the clock moves, without waiting', async () => {
+    const r = await rig();
+    let release!: () => void;
+    r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'small'))));
+    const job = await r.submit('alice');
+    await until(() => r.runner.runs.length === 1);
+    const running = (await r.engine.get(job.id))!;
+    assert.equal(Date.parse(running.lease!.expiresAt), r.clock.now + 30_000, 'the lease runs from the clock');
+    r.clock.now += 30_001;
+    const requeued = await r.engine.lifecycle.requeueInterrupted(false);
+    assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts]), [[job.id, 'Queued', 1]]);
+    release();
+    await until(() => r.runner.runs.length === 2);
+    release();
+    const [done] = await r.endings(1);
+    assert.equal(done!.attempts, 2, 'the requeued job ran again; the first attempt was fenced');
+    assert.equal(done!.completedAt, new Date(r.clock.now).toISOString());
+    assert.equal(await r.engine.isExpired(done!), false);
+    r.clock.now += 3_600_000;
+    assert.equal(await r.engine.isExpired(done!), true, 'retention is over by the clock');
+    assert.equal((await r.engine.get(job.id))?.expired, true);
+    assert.deepEqual(await r.backend.blobs.ids(), []);
+    await r.close();
+  });
+
   it('admit → start → succeed: output stored, credits charged, webhook owed, events', async () => {
     const r = await rig();
     const queued = await r.submit('alice', { webhook: WEBHOOK, creditCost: 2 });
@@ -239,7 +291,7 @@ describe('engine refusals', () => {
     const job = await r.submit('alice', { webhook: WEBHOOK });
     await until(() => r.runner.runs.length === 1);
     const running = (await r.engine.get(job.id))!;
-    await r.backend.jobs.cancel(job.id, new Date());
+    await r.backend.jobs.move(job.id, { move: 'cancel', at: new Date() });
     assert.equal(await r.engine.lifecycle.fail(running, { code: 'jobs.internal_error', detail: 'x' }), undefined);
     release();
     await until(async () => (await r.backend.blobs.ids()).length === 0);

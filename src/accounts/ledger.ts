@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { Journal } from '../durable/journal.ts';
-import type { CreditSummary, Hold, Ledger } from '../jobs/backend.ts';
+import type { CreditSummary, Hold, Ledger } from './credits.ts';
 
 type LedgerRecord =
   | { op: 'reserve'; id: string; account: string; amount: number }

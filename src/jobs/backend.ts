@@ -6,18 +6,22 @@
  * rules written here.
  *
  * Rules every backend keeps:
- * - A move (see `TRANSITIONS` in ./types.ts) is atomic: its status change, its credit effect and
+ * - A move (see `TRANSITIONS` in ./moves.ts) is atomic: its status change, its credit effect and
  *   the webhook it owes commit together or not at all. A backend that cannot commit them in one
  *   transaction (files: three journals) orders its writes so that `recover()` can complete a move
  *   interrupted between any two of them, and never undoes one.
- * - A move checks the job's current status against the table inside the same atomic step; a move
- *   that is not allowed changes nothing and says so in its result (never throws for that).
+ * - A move is decided by `decide` (./moves.ts) on the job as it is inside the same atomic step —
+ *   allowed sources, fencing, replay, the fields, the credit effect and the webhook all come from
+ *   the table; the backend only applies the decision. A move that is not allowed changes nothing
+ *   and says so in its result by the move's named refusal (never throws for that).
  * - The attempt number a node got from `claim` is a fencing token: `renew`, `progress` and
  *   `finish` with any other attempt, or from another node, change nothing.
  * - Every call is safe to repeat (a client retrying after a lost answer): see each call.
  */
 import type { Readable } from 'node:stream';
-import type { Job, JobFailure, JobOutput } from './types.ts';
+import type { Ledger } from '../accounts/credits.ts';
+import type { Move, Refusal } from './moves.ts';
+import type { Job, JobFailure, JobOutput, JobStatus } from './types.ts';
 
 // ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
 
@@ -63,14 +67,12 @@ export type Ending =
       progress: Job['progress'];
     };
 
-export type FinishResult =
-  | { ok: true; job: Job }
-  /**
-   * Nothing was written. `fenced`: the job is Running under another attempt or node (it was
-   * requeued after this node's lease expired); `not_running`: it is in a status `finish` may not
-   * leave (e.g. canceled meanwhile); `not_found`: no such job.
-   */
-  | { ok: false; refusal: 'fenced' | 'not_running' | 'not_found'; job?: Job };
+/**
+ * The answer to a move on one job. `replay`: the move had already been made (a finish repeated by
+ * the node and attempt that made it, an expire of an expired job), nothing was written again.
+ * Refused: nothing was written; `job` is the record as it stands (absent when not found).
+ */
+export type MoveResult = { ok: true; job: Job; from: JobStatus; replay: boolean } | { ok: false; refusal: Refusal; job?: Job };
 
 /** A selection of ended jobs for the retention sweep. */
 export interface EndedQuery {
@@ -127,39 +129,34 @@ export interface JobStore {
    * The `start` move for the next job, fairly. Among accounts that have a Queued job startable
    * under `limits`, picks the account served least recently (an account never served comes
    * first; ties go to the account whose oldest startable job is older), then that account's oldest
-   * startable Queued job (by `createdAt`, then id). In the same atomic step sets it Running,
-   * `attempts + 1`, `startedAt`, progress `{0, 'starting'}`, and `lease = { nodeId, now + leaseMs }`.
+   * startable Queued job (by `createdAt`, then id). In the same atomic step applies the `start`
+   * move (`attempts + 1`, `startedAt = at`, `lease = { nodeId, at + leaseMs }`, `ranOn = nodeId`).
    * Null when nothing can start. Two concurrent claims never return the same job.
    */
-  claim(nodeId: string, limits: ClaimLimits, leaseMs: number): Promise<Job | null>;
+  claim(nodeId: string, limits: ClaimLimits, at: Date, leaseMs: number): Promise<Job | null>;
 
   /**
-   * Extends the lease of a job this node runs to now + `leaseMs`. False (nothing written) when the
+   * Extends the lease of a job this node runs to `until`. False (nothing written) when the
    * job is no longer Running under this node and attempt — canceled, requeued, finished or
    * forgotten —, which tells the node to stop its worker.
    */
-  renew(id: string, nodeId: string, attempt: number, leaseMs: number): Promise<boolean>;
+  renew(id: string, nodeId: string, attempt: number, until: Date): Promise<boolean>;
 
   /** Records progress of the given attempt; need not be durable; ignored for any other attempt. */
   progress(id: string, attempt: number, progress: Job['progress']): Promise<void>;
 
   /**
-   * The `succeed` or `fail` move of attempt `attempt` run by `nodeId`. Atomically: checks that
-   * the job is Running under that node and attempt, writes `ending` (lease null), charges
-   * (Succeeded) or releases (Failed) the job's credit hold, and enqueues `owed` in the `Outbox`.
-   * Replay: finishing again with the same node, attempt and status returns `{ ok: true }` with the
-   * stored job and writes, charges and enqueues nothing (the ledger and outbox are idempotent too).
+   * Applies one move to job `id` (every move but admit, start and requeueInterrupted, which pick
+   * their jobs): decides it with `decide` and, in the same atomic step, writes its fields, settles
+   * the credit hold as the table says (succeed charges; fail and cancel release) and enqueues the
+   * webhook it owes in the `Outbox`. Replay (`decide`'s rule, the same for every backend): a
+   * finish repeated by the node and attempt that made it answers ok and writes, charges and
+   * enqueues nothing (the ledger and outbox are idempotent too); from another node it is refused.
+   * A canceled job's node learns of it through `onCancel` (any node's listener, within about a
+   * second) and, at the latest, when its next `renew` answers false. `forget` deletes the record;
+   * the caller deletes the blobs (after `expire` and `forget`).
    */
-  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult>;
-
-  /**
-   * The `cancel` move. Atomically: a Queued or Running job becomes Canceled (`completedAt` =
-   * `at`, progress phase null, lease null) and its hold is released. Resolves
-   * the canceled job, or undefined (nothing written) when it was not Queued or Running. A Running
-   * job's node learns of it through `onCancel` (any node's listener, within about a second) and,
-   * at the latest, when its next `renew` answers false.
-   */
-  cancel(id: string, at: Date): Promise<Job | undefined>;
+  move(id: string, move: Exclude<Move, { move: 'start' }>): Promise<MoveResult>;
 
   /**
    * The `requeueInterrupted` move, for every Running job whose lease expired before `now` and,
@@ -169,20 +166,6 @@ export interface JobStore {
    * credit hold. Resolves the requeued jobs.
    */
   requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]>;
-
-  /**
-   * The `expire` move: sets `expired` on an ended job. Resolves the job, or undefined when it is
-   * not ended (or gone). Replay: expiring an expired job resolves it unchanged. The caller deletes
-   * the job's blobs after this resolves (`recover` and the sweep delete blobs of expired jobs).
-   */
-  expire(id: string): Promise<Job | undefined>;
-
-  /**
-   * The `forget` move: deletes an ended job's record. False when the job is not ended (nothing
-   * written); true when it is gone (also when it was already gone). The caller deletes the blobs
-   * afterwards; blobs without a record are deleted by `recover`.
-   */
-  forget(id: string): Promise<boolean>;
 
   /** Ended jobs for the retention sweep, oldest `completedAt` first. */
   ended(query: EndedQuery): Promise<Job[]>;
@@ -215,37 +198,6 @@ export type AcceptedJob = Pick<Job, 'id' | 'fileName' | 'format' | 'jobType' | '
 export interface RememberedKey extends IdempotencyClaim {
   account: string;
   job: AcceptedJob;
-}
-
-// ─── Credits ───────────────────────────────────────────────────────────────────────────────────
-
-export interface CreditSummary {
-  granted: number;
-  spent: number;
-  /** Held by open jobs. */
-  reserved: number;
-  /** granted − spent − reserved (may be negative after a grant was lowered). */
-  available: number;
-}
-
-export interface Hold {
-  jobId: string;
-  account: string;
-  amount: number;
-}
-
-/**
- * Credit holds, keyed by job id: made at admission (inside `JobStore.admit`), then charged or
- * released exactly once (inside `finish` / `cancel`). The ledger knows accounts and amounts, not
- * jobs' statuses. Every call is idempotent by job id: a second `charge` or `release` of the same
- * job changes nothing, and neither does a `charge` after a `release` or the other way round.
- */
-export interface Ledger {
-  summary(account: string): Promise<CreditSummary>;
-  /** Holds not yet charged or released (recovery reconciles them with job statuses). */
-  openHolds(): Promise<Hold[]>;
-  charge(jobId: string): Promise<void>;
-  release(jobId: string): Promise<void>;
 }
 
 // ─── Webhook outbox ────────────────────────────────────────────────────────────────────────────

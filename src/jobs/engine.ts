@@ -81,7 +81,7 @@ export class JobEngine {
   }
 
   /** Throws 429 `queue.limit_exceeded` early, before an upload is received, when the account is full (`alsoOpen`: uploads in progress). */
-  assertQueueRoom(account: string, alsoOpen = 0): Promise<void> {
+  assertQueueRoom(account: string, alsoOpen?: () => number): Promise<void> {
     return this.lifecycle.assertRoom(account, alsoOpen);
   }
 
@@ -125,7 +125,7 @@ export class JobEngine {
   /** Whether a job's files are gone (retention elapsed), expiring it on the spot if due. */
   async isExpired(job: Job): Promise<boolean> {
     if (job.expired) return true;
-    if (job.expiresAt && Date.parse(job.expiresAt) <= Date.now()) {
+    if (job.expiresAt && Date.parse(job.expiresAt) <= this.lifecycle.now().getTime()) {
       await this.lifecycle.expire(job.id);
       return true;
     }
@@ -183,7 +183,7 @@ export class JobEngine {
     const timer = setTimeout(() => this.stopWorker(job.id, 'jobs.timeout'), this.settings.jobTimeoutSeconds * 1000);
     const renewEvery = Math.max(50, this.lifecycle.settings.leaseMs / 3);
     const renewer = setInterval(() => {
-      void this.backend.jobs.renew(job.id, this.lifecycle.settings.nodeId, job.attempts, this.lifecycle.settings.leaseMs).then(
+      void this.backend.jobs.renew(job.id, this.lifecycle.settings.nodeId, job.attempts, this.lifecycle.leaseUntil()).then(
         (held) => held || this.stopWorker(job.id, 'jobs.lease_lost'),
         () => {},
       );
@@ -234,7 +234,7 @@ export class JobEngine {
   }
 
   private async sweepNow(): Promise<void> {
-    const now = Date.now();
+    const now = this.lifecycle.now().getTime();
     const forgetBefore = new Date(now - (this.settings.retentionSeconds + this.settings.recordRetentionSeconds) * 1000);
     for (const job of await this.backend.jobs.ended({ completedBefore: forgetBefore, limit: SWEEP_BATCH })) await this.lifecycle.forget(job.id);
     const expireBefore = new Date(now - this.settings.retentionSeconds * 1000);

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { ApiError, truncateDetail } from '../errors.ts';
 import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
+import { TRANSITIONS, type Refusal } from './moves.ts';
 import { idempotencyMismatch } from './idempotency.ts';
 import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
 
@@ -12,6 +13,11 @@ export interface LifecycleSettings {
   claim: ClaimLimits;
   /** How long a claim holds a job without renewal. */
   leaseMs: number;
+  /**
+   * The time every move, lease, retention cut-off and expiry check reads (default: the system
+   * clock). Tests move it instead of waiting.
+   */
+  clock?: () => Date;
 }
 
 export interface LifecycleEvents {
@@ -29,9 +35,10 @@ const queueFull = (max: number) =>
   new ApiError('queue.limit_exceeded', 429, `At most ${max} jobs may be queued or running per account; wait for some to finish.`, {}, { 'Retry-After': '5' });
 
 /**
- * The named moves of the job lifecycle (the table is `TRANSITIONS` in ./types.ts). Each move owns
- * all its side effects: the backend call that changes the record together with its credit effect
- * and owed webhook, the blob cleanup that follows, and the event. Nothing else changes a job.
+ * The named moves of the job lifecycle (the table is `TRANSITIONS` in ./moves.ts). Each move
+ * computes its arguments (times, the ending, the webhook the table says it owes), the backend
+ * decides and applies it atomically with `decide`, and the move then does what follows: the blob
+ * cleanup and the event. Nothing else changes a job.
  */
 export class Lifecycle extends EventEmitter<LifecycleEvents> {
   constructor(
@@ -42,13 +49,24 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
     super();
   }
 
+  /** The lifecycle's clock (see `LifecycleSettings.clock`). */
+  now(): Date {
+    return this.settings.clock?.() ?? new Date();
+  }
+
+  /** Until when a lease taken or renewed now holds. */
+  leaseUntil(): Date {
+    return new Date(this.now().getTime() + this.settings.leaseMs);
+  }
+
   /**
    * Throws 429 `queue.limit_exceeded` when the account has no room (advisory: `admit` decides),
-   * counting `alsoOpen` submissions not yet admitted as open jobs.
+   * counting as open jobs the submissions not yet admitted that `alsoOpen` gives once the counts
+   * are in (read then, an upload admitted meanwhile is counted once, as a job).
    */
-  async assertRoom(account: string, alsoOpen = 0): Promise<void> {
+  async assertRoom(account: string, alsoOpen: () => number = () => 0): Promise<void> {
     const { queued, running } = await this.backend.jobs.counts(account);
-    if (queued + running + alsoOpen >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
+    if (queued + running + alsoOpen() >= this.settings.admission.maxOpenPerAccount) throw queueFull(this.settings.admission.maxOpenPerAccount);
   }
 
   /**
@@ -58,7 +76,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
    * key when the requests match, else 422 `request.idempotency_mismatch`.
    */
   async admit(s: Submission, idempotency?: IdempotencyClaim): Promise<Job | RememberedKey> {
-    const job = queuedJob(s, new Date());
+    const job = queuedJob(s, this.now());
     const admitted = await this.backend.jobs.admit(job, this.settings.admission, idempotency);
     if (admitted.ok) return admitted.job;
     if (admitted.refusal === 'idempotency.key_taken') {
@@ -72,7 +90,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
 
   /** start: the next job, fairly across accounts, Running under this node's lease; null when none may start. */
   async start(): Promise<Job | null> {
-    const job = await this.backend.jobs.claim(this.settings.nodeId, this.settings.claim, this.settings.leaseMs);
+    const job = await this.backend.jobs.claim(this.settings.nodeId, this.settings.claim, this.now(), this.settings.leaseMs);
     if (job) this.emit('started', job, Date.parse(job.startedAt!) - Date.parse(job.createdAt));
     return job;
   }
@@ -83,9 +101,9 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
    * holds the job (canceled or requeued meanwhile).
    */
   async succeed(job: Job, output: Extract<RunOutcome, { ok: true }>['output']): Promise<Job | undefined> {
-    if (!(await this.backend.jobs.renew(job.id, this.settings.nodeId, job.attempts, this.settings.leaseMs))) return undefined;
+    if (!(await this.backend.jobs.renew(job.id, this.settings.nodeId, job.attempts, this.leaseUntil()))) return undefined;
     const bytes = await this.backend.blobs.putFile(job.id, 'output', output.path);
-    const completedAt = new Date();
+    const completedAt = this.now();
     const { path: _path, ...described } = output;
     return this.end(job, {
       status: 'Succeeded',
@@ -102,7 +120,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
       job,
       {
         status: 'Failed',
-        completedAt: new Date().toISOString(),
+        completedAt: this.now().toISOString(),
         error: { code: failure.code, detail: truncateDetail(failure.detail) },
         progress: { percent: job.progress.percent, phase: null },
       },
@@ -111,8 +129,9 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
   }
 
   private async end(job: Job, ending: Ending, cleanup: () => Promise<void> = async () => {}): Promise<Job | undefined> {
-    const owed = this.notifier({ ...job, ...ending, lease: null });
-    const result = await this.backend.jobs.finish(job.id, this.settings.nodeId, job.attempts, ending, owed);
+    const move = ending.status === 'Succeeded' ? 'succeed' : 'fail';
+    const owed = TRANSITIONS[move].owesWebhook ? this.notifier({ ...job, ...ending, lease: null }) : null;
+    const result = await this.backend.jobs.move(job.id, { move, nodeId: this.settings.nodeId, attempt: job.attempts, ending, owed });
     if (!result.ok) return undefined;
     await cleanup();
     this.emit('ended', result.job);
@@ -120,17 +139,26 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
   }
 
   /**
-   * cancel: a Queued or Running job becomes Canceled with its credits released; a queued job's
-   * files go at once, a running one's once its node has stopped the worker (`abandon`). Resolves
-   * undefined when the job had already ended.
+   * cancel: a Queued or Running job becomes Canceled with its credits released, in one atomic
+   * move; a queued job's files go at once, a running one's once its node has stopped the worker
+   * (`abandon`). Resolves undefined when the job had already ended (or is unknown).
    */
   async cancel(id: string): Promise<Job | undefined> {
-    const wasQueued = (await this.backend.jobs.get(id))?.status === 'Queued';
-    const job = await this.backend.jobs.cancel(id, new Date());
-    if (!job) return undefined;
-    if (wasQueued) await this.backend.blobs.delete(id);
-    this.emit('ended', job);
-    return job;
+    const result = await this.backend.jobs.move(id, { move: 'cancel', at: this.now() });
+    if (!result.ok) return undefined;
+    if (result.from === 'Queued') await this.backend.blobs.delete(id);
+    this.emit('ended', result.job);
+    return result.job;
+  }
+
+  /**
+   * requeue, by an operator: a Running job goes back to the queue keeping its credit hold; its
+   * node learns at its next renew and stops the worker (the next claim's attempt fences it).
+   * Resolves the requeued job, or the refusal (`not_running`, `not_found`).
+   */
+  async requeue(id: string): Promise<Job | { refusal: Refusal }> {
+    const result = await this.backend.jobs.move(id, { move: 'requeue' });
+    return result.ok ? result.job : { refusal: result.refusal };
   }
 
   /** After this node's worker for `job` stopped because the job was canceled or taken away. */
@@ -144,17 +172,18 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
    * started, the jobs it held before (they died with its previous process).
    */
   requeueInterrupted(atStart: boolean): Promise<Job[]> {
-    return this.backend.jobs.requeueInterrupted(new Date(), atStart ? this.settings.nodeId : undefined);
+    return this.backend.jobs.requeueInterrupted(this.now(), atStart ? this.settings.nodeId : undefined);
   }
 
   /** expire: an ended job's files are deleted; its record stays (downloads answer 410). */
   async expire(id: string): Promise<void> {
-    if (await this.backend.jobs.expire(id)) await this.backend.blobs.delete(id);
+    if ((await this.backend.jobs.move(id, { move: 'expire' })).ok) await this.backend.blobs.delete(id);
   }
 
   /** forget: an ended job's record and files are deleted; false when it has not ended. */
   async forget(id: string): Promise<boolean> {
-    if (!(await this.backend.jobs.forget(id))) return false;
+    const result = await this.backend.jobs.move(id, { move: 'forget' });
+    if (!result.ok && result.refusal !== 'not_found') return false;
     await this.backend.blobs.delete(id);
     return true;
   }

@@ -11,42 +11,6 @@ export function isTerminal(status: JobStatus): status is TerminalStatus {
   return TERMINAL.has(status);
 }
 
-/** The named moves of the lifecycle; every change of a job's record is one of these. */
-export type MoveName = 'admit' | 'start' | 'succeed' | 'fail' | 'cancel' | 'requeueInterrupted' | 'expire' | 'forget';
-
-/** What a move does to the job's credit hold. */
-export type CreditEffect = 'reserve' | 'keep' | 'charge' | 'release';
-
-export interface Transition {
-  /** Statuses the move may start from (empty: the move creates the job). */
-  from: readonly JobStatus[];
-  /** The status it leaves the job in; `same` keeps it, `gone` deletes the record. */
-  to: JobStatus | 'same' | 'gone';
-  credits: CreditEffect;
-  /** Whether the move owes the job's webhook (when the job has one selecting this event). */
-  owesWebhook: boolean;
-}
-
-/**
- * The lifecycle, as one table: Queued → Running → Succeeded | Failed; Canceled from Queued or
- * Running; Running → Queued when the process (or node) running it died. Every backend checks a
- * move's `from` inside the same atomic step that applies it; nothing else changes a job.
- */
-export const TRANSITIONS: Readonly<Record<MoveName, Transition>> = {
-  admit: { from: [], to: 'Queued', credits: 'reserve', owesWebhook: false },
-  start: { from: ['Queued'], to: 'Running', credits: 'keep', owesWebhook: false },
-  succeed: { from: ['Running'], to: 'Succeeded', credits: 'charge', owesWebhook: true },
-  fail: { from: ['Running'], to: 'Failed', credits: 'release', owesWebhook: true },
-  cancel: { from: ['Queued', 'Running'], to: 'Canceled', credits: 'release', owesWebhook: false },
-  requeueInterrupted: { from: ['Running'], to: 'Queued', credits: 'keep', owesWebhook: false },
-  expire: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'same', credits: 'keep', owesWebhook: false },
-  forget: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'gone', credits: 'keep', owesWebhook: false },
-};
-
-export function allowed(move: MoveName, from: JobStatus): boolean {
-  return TRANSITIONS[move].from.includes(from);
-}
-
 /** Why the engine stops a running job's worker. */
 export type AbortReason = 'jobs.canceled' | 'jobs.timeout' | 'server.shutting_down' | 'jobs.lease_lost';
 
@@ -127,6 +91,8 @@ export interface Job {
   attempts: number;
   /** Set while Running, null otherwise. */
   lease: JobLease | null;
+  /** The node that started the latest attempt: a finish replayed by it (same attempt) is answered, not refused. */
+  ranOn: string | null;
 }
 
 /** What a submission fixes about a job; the rest starts as `queuedJob` sets it. */
@@ -147,5 +113,6 @@ export function queuedJob(s: Submission, createdAt: Date): Job {
     expired: false,
     attempts: 0,
     lease: null,
+    ranOn: null,
   };
 }

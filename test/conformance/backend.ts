@@ -5,8 +5,11 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { after, describe, it } from 'node:test';
-import type { Backend, ClaimLimits, Ending, OwedWebhook } from '../../src/jobs/backend.ts';
-import { queuedJob, TRANSITIONS, type Job, type JobStatus, type MoveName, type Submission } from '../../src/jobs/types.ts';
+import type { CreditSummary } from '../../src/accounts/credits.ts';
+import type { Backend, ClaimLimits, Ending, MoveResult, OwedWebhook } from '../../src/jobs/backend.ts';
+import { TRANSITIONS, type MoveName } from '../../src/jobs/moves.ts';
+import { queuedJob, type Job, type JobStatus, type Submission } from '../../src/jobs/types.ts';
+import { cancel, expire, finish, forget, until } from './moves.ts';
 
 export interface BackendHarness {
   /** A new, empty state (a data dir, a database schema…), named by the returned token. */
@@ -19,6 +22,8 @@ export interface BackendHarness {
   open(state: string, opts: { grants: Record<string, number>; crashAt?: string }): Promise<Backend>;
   /** The steps between two writes of a move where this backend can be killed (none for a backend whose moves are single transactions). */
   crashSteps: readonly string[];
+  /** Asserts what the backend keeps beside the job records agrees with them (cluster: the account counters); run after every move of the table's suite. */
+  invariants?(b: Backend): Promise<void>;
   destroy(state: string): Promise<void>;
 }
 
@@ -73,7 +78,7 @@ async function admitted(b: Backend, job: Job): Promise<Job> {
 /** Admits `job` and claims it (it must be the only startable one). */
 async function running(b: Backend, job: Job, node = NODE): Promise<Job> {
   await admitted(b, job);
-  const claimed = await b.jobs.claim(node, LIMITS, LEASE);
+  const claimed = await b.jobs.claim(node, LIMITS, new Date(), LEASE);
   assert.equal(claimed?.id, job.id);
   return claimed!;
 }
@@ -142,7 +147,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal((await b.ledger.summary('alice')).reserved, 18, 'a refused admission holds nothing');
       assert.ok((await b.jobs.admit(newJob('bob'), { maxOpenPerAccount: 18 })).ok);
       // Running jobs count as open too.
-      await b.jobs.claim(NODE, LIMITS, LEASE);
+      await b.jobs.claim(NODE, LIMITS, new Date(), LEASE);
       assert.equal((await b.jobs.admit(newJob('alice'), { maxOpenPerAccount: 18 })).ok, false);
     });
 
@@ -209,8 +214,8 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const now = Date.now();
       const job = jobAt('alice', now);
       assert.ok((await b.jobs.admit(job, OPEN, { key: 'kept', fingerprint: 'f' })).ok);
-      await b.jobs.cancel(job.id, new Date(now));
-      assert.equal(await b.jobs.forget(job.id), true);
+      await cancel(b, job.id, new Date(now));
+      assert.equal(await forget(b, job.id), true);
       const remembered = { account: 'alice', key: 'kept', fingerprint: 'f', job: accepted(job) };
       assert.deepEqual(await b.jobs.rememberedKey('alice', 'kept', new Date(now + HOUR)), remembered);
       let again = await reopen(state, b);
@@ -254,7 +259,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const c = [newJob('carol')];
       for (const j of [...a, ...bb, ...c]) await admitted(b, j);
       const order: string[] = [];
-      for (let job = await b.jobs.claim(NODE, LIMITS, LEASE); job; job = await b.jobs.claim(NODE, LIMITS, LEASE)) order.push(job.id);
+      for (let job = await b.jobs.claim(NODE, LIMITS, new Date(), LEASE); job; job = await b.jobs.claim(NODE, LIMITS, new Date(), LEASE)) order.push(job.id);
       assert.deepEqual(order, [a[0], bb[0], c[0], a[1], bb[1], a[2], a[3]].map((j) => j!.id));
     });
 
@@ -264,7 +269,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       await admitted(b, newJob('alice', { jobType: 'document.pdf-compress', format: 'pdf' }));
       const limits: ClaimLimits = { maxRunningPerAccount: 3, maxRunningPerJobType: { 'image.jpg-compress': 2 } };
       const claimed = [];
-      for (let job = await b.jobs.claim(NODE, limits, LEASE); job; job = await b.jobs.claim(NODE, limits, LEASE)) claimed.push(job.jobType);
+      for (let job = await b.jobs.claim(NODE, limits, new Date(), LEASE); job; job = await b.jobs.claim(NODE, limits, new Date(), LEASE)) claimed.push(job.jobType);
       assert.deepEqual(claimed, ['image.jpg-compress', 'image.jpg-compress', 'document.pdf-compress']);
       assert.deepEqual(await b.jobs.counts('alice'), { queued: 2, running: 3 });
     });
@@ -272,7 +277,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
     it('concurrent claims never hand out one job twice; a claim sets attempt, lease and startedAt', async () => {
       const { b } = await fresh();
       for (let i = 0; i < 4; i++) await admitted(b, newJob(['alice', 'bob'][i % 2]!));
-      const claims = await Promise.all(Array.from({ length: 8 }, () => b.jobs.claim(NODE, LIMITS, LEASE)));
+      const claims = await Promise.all(Array.from({ length: 8 }, () => b.jobs.claim(NODE, LIMITS, new Date(), LEASE)));
       const got = claims.filter((j): j is Job => j !== null);
       assert.equal(got.length, 4);
       assert.equal(new Set(got.map((j) => j.id)).size, 4);
@@ -291,13 +296,13 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const { b } = await fresh();
       const job = await running(b, newJob('alice', { creditCost: 3 }));
       const owed = owedFor(job);
-      const first = await b.jobs.finish(job.id, NODE, 1, succeeded(), owed);
+      const first = await finish(b, job.id, NODE, 1, succeeded(), owed);
       assert.ok(first.ok);
       assert.equal(first.job.status, 'Succeeded');
       assert.equal(first.job.lease, null);
       assert.equal((await b.ledger.summary('alice')).spent, 3);
       assert.equal(await b.outbox.pendingCount(), 1);
-      const replay = await b.jobs.finish(job.id, NODE, 1, succeeded(), owed);
+      const replay = await finish(b, job.id, NODE, 1, succeeded(), owed);
       assert.ok(replay.ok, 'a replay is answered as the first finish was');
       assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 3, reserved: 0, available: 497 });
       assert.equal(await b.outbox.pendingCount(), 1);
@@ -306,10 +311,26 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal((await b.ledger.summary('alice')).spent, 3, 'the ledger is idempotent by job id');
     });
 
+    it('a finish replayed from another node is refused, and one of another status too: one rule for every backend', async () => {
+      const { b } = await fresh();
+      const job = await running(b, newJob('alice', { creditCost: 2 }));
+      assert.ok((await finish(b, job.id, NODE, 1, succeeded(), owedFor(job))).ok);
+      const stored = await b.jobs.get(job.id);
+      const elsewhere = await finish(b, job.id, OTHER, 1, succeeded(), owedFor(job));
+      assert.deepEqual([elsewhere.ok, !elsewhere.ok && elsewhere.refusal], [false, 'not_running']);
+      const otherEnd = await finish(b, job.id, NODE, 1, failed(), owedFor(job, 'job.failed'));
+      assert.deepEqual([otherEnd.ok, !otherEnd.ok && otherEnd.refusal], [false, 'not_running']);
+      const same = await finish(b, job.id, NODE, 1, succeeded(), owedFor(job));
+      assert.deepEqual([same.ok, same.ok && same.replay], [true, true]);
+      assert.deepEqual(await b.jobs.get(job.id), stored);
+      assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 2, reserved: 0, available: 498 });
+      assert.equal(await b.outbox.pendingCount(), 1);
+    });
+
     it('a failure releases the hold and owes the failed webhook', async () => {
       const { b } = await fresh();
       const job = await running(b, newJob('alice', { creditCost: 2 }));
-      const r = await b.jobs.finish(job.id, NODE, 1, failed(), owedFor(job, 'job.failed'));
+      const r = await finish(b, job.id, NODE, 1, failed(), owedFor(job, 'job.failed'));
       assert.ok(r.ok);
       assert.deepEqual(r.job.error, { code: 'image.truncated', detail: 'cut short' });
       assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 0, reserved: 0, available: 500 });
@@ -319,19 +340,20 @@ export function backendConformance(name: string, harness: BackendHarness): void 
     it('the attempt number fences a node whose lease expired: its renew and finish are refused', async () => {
       const { b } = await fresh();
       const job = await admitted(b, newJob('alice'));
-      const stale = await b.jobs.claim(NODE, LIMITS, 1);
+      const t0 = new Date();
+      const stale = await b.jobs.claim(NODE, LIMITS, t0, 1_000);
       assert.equal(stale?.attempts, 1);
-      await new Promise((r) => setTimeout(r, 10));
-      const requeued = await b.jobs.requeueInterrupted(new Date());
+      assert.deepEqual(await b.jobs.requeueInterrupted(until(999, t0)), [], 'a live lease stays');
+      const requeued = await b.jobs.requeueInterrupted(until(1_001, t0));
       assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease]), [[job.id, 'Queued', 1, null]]);
       assert.equal((await b.ledger.summary('alice')).reserved, 1, 'a requeued job keeps its hold');
-      const fresh2 = await b.jobs.claim(OTHER, LIMITS, LEASE);
+      const fresh2 = await b.jobs.claim(OTHER, LIMITS, new Date(), LEASE);
       assert.equal(fresh2?.attempts, 2);
-      assert.equal(await b.jobs.renew(job.id, NODE, 1, LEASE), false);
-      const late = await b.jobs.finish(job.id, NODE, 1, succeeded(), owedFor(job));
+      assert.equal(await b.jobs.renew(job.id, NODE, 1, until(LEASE)), false);
+      const late = await finish(b, job.id, NODE, 1, succeeded(), owedFor(job));
       assert.deepEqual([late.ok, !late.ok && late.refusal], [false, 'fenced']);
-      assert.equal(await b.jobs.renew(job.id, OTHER, 2, LEASE), true);
-      assert.ok((await b.jobs.finish(job.id, OTHER, 2, succeeded(), owedFor(job))).ok);
+      assert.equal(await b.jobs.renew(job.id, OTHER, 2, until(LEASE)), true);
+      assert.ok((await finish(b, job.id, OTHER, 2, succeeded(), owedFor(job))).ok);
       assert.equal((await b.ledger.summary('alice')).spent, 1, 'charged once');
       assert.equal(await b.outbox.pendingCount(), 1);
     });
@@ -343,7 +365,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.deepEqual(await b.jobs.requeueInterrupted(new Date(), OTHER), []);
       const requeued = await b.jobs.requeueInterrupted(new Date(), NODE);
       assert.deepEqual(requeued.map((j) => j.id), [job.id]);
-      assert.equal((await b.jobs.claim(NODE, LIMITS, LEASE))?.attempts, 2);
+      assert.equal((await b.jobs.claim(NODE, LIMITS, new Date(), LEASE))?.attempts, 2);
     });
   });
 
@@ -352,19 +374,21 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const { b } = await fresh();
       const heard: string[] = [];
       const off = b.jobs.onCancel((id) => heard.push(id));
+      // A backend that hears cancels over a connection of its own says when it listens (a loaded machine may take seconds).
+      await (b.jobs as { listeningReady?(): Promise<void> }).listeningReady?.();
       const runningJob = await running(b, newJob('alice'));
       const queued = await admitted(b, newJob('alice'));
       for (const job of [queued, runningJob]) {
-        const canceled = await b.jobs.cancel(job.id, new Date());
+        const canceled = await cancel(b, job.id, new Date());
         assert.equal(canceled?.status, 'Canceled');
         assert.equal(canceled?.lease, null);
         assert.ok(canceled?.completedAt);
       }
-      assert.equal(await b.jobs.cancel(queued.id, new Date()), undefined);
-      assert.equal(await b.jobs.renew(runningJob.id, NODE, 1, LEASE), false, 'the running node learns at its next renew');
-      const late = await b.jobs.finish(runningJob.id, NODE, 1, succeeded(), owedFor(runningJob));
+      assert.equal(await cancel(b, queued.id, new Date()), undefined);
+      assert.equal(await b.jobs.renew(runningJob.id, NODE, 1, until(LEASE)), false, 'the running node learns at its next renew');
+      const late = await finish(b, runningJob.id, NODE, 1, succeeded(), owedFor(runningJob));
       assert.deepEqual([late.ok, !late.ok && late.refusal], [false, 'not_running']);
-      for (let i = 0; i < 100 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      for (let i = 0; i < 500 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
       assert.deepEqual(heard.sort(), [queued.id, runningJob.id].sort());
       off();
       assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 0, reserved: 0, available: 500 });
@@ -373,41 +397,117 @@ export function backendConformance(name: string, harness: BackendHarness): void 
   });
 
   describe(`${name} backend: the transition table`, () => {
-    /** A job in each status, for trying every move on. */
+    /** A job in each status, for trying every move on; each of a job type of its own (see `start`). */
     async function oneOfEach(b: Backend): Promise<Record<JobStatus, Job>> {
-      const r = await running(b, newJob('bob'));
-      const s = await running(b, newJob('carol'));
-      await b.jobs.finish(s.id, NODE, 1, succeeded(), null);
-      const f = await running(b, newJob('carol'));
-      await b.jobs.finish(f.id, NODE, 1, failed(), null);
-      const c = await admitted(b, newJob('carol'));
-      await b.jobs.cancel(c.id, new Date());
-      const q = await admitted(b, newJob('alice'));
+      const r = await running(b, newJob('bob', { jobType: 'type.running' }));
+      const s = await running(b, newJob('carol', { creditCost: 2, jobType: 'type.succeeded' }));
+      await finish(b, s.id, NODE, 1, succeeded(), null);
+      const f = await running(b, newJob('carol', { creditCost: 3, jobType: 'type.failed' }));
+      await finish(b, f.id, NODE, 1, failed(), null);
+      const c = await admitted(b, newJob('carol', { creditCost: 4, jobType: 'type.canceled' }));
+      await cancel(b, c.id, new Date());
+      const q = await admitted(b, newJob('alice', { creditCost: 5, jobType: 'type.queued' }));
       const get = async (j: Job) => structuredClone((await b.jobs.get(j.id))!);
       // Running first: requeueInterrupted moves every job of the node at once.
       return { Running: await get(r), Queued: await get(q), Succeeded: await get(s), Failed: await get(f), Canceled: await get(c) };
     }
 
-    const attempts: Record<Exclude<MoveName, 'admit' | 'start'>, (b: Backend, job: Job) => Promise<boolean>> = {
-      succeed: async (b, job) => (await b.jobs.finish(job.id, NODE, job.attempts, succeeded(), null)).ok && job.status !== 'Succeeded',
-      fail: async (b, job) => (await b.jobs.finish(job.id, NODE, job.attempts, failed(), null)).ok && job.status !== 'Failed',
-      cancel: async (b, job) => (await b.jobs.cancel(job.id, new Date())) !== undefined,
-      requeueInterrupted: async (b, job) => (await b.jobs.requeueInterrupted(new Date(), NODE)).some((j) => j.id === job.id),
-      expire: async (b, job) => (await b.jobs.expire(job.id)) !== undefined,
-      forget: async (b, job) => (await b.jobs.forget(job.id)) && (await b.jobs.get(job.id)) === undefined,
+    const AT = new Date(Date.UTC(2026, 5, 1));
+    /** Each move tried on one job: whether it was made, and the refusal when it was not. */
+    const tries: Record<Exclude<MoveName, 'admit'>, (b: Backend, job: Job) => Promise<{ done: boolean; refusal?: string }>> = {
+      // Claims limited to the job's own type: only that job may be picked.
+      start: async (b, job) => ({ done: (await b.jobs.claim(NODE, onlyType(job.jobType), AT, LEASE))?.id === job.id }),
+      succeed: (b, job) => answer(finish(b, job.id, NODE, job.attempts, succeeded(AT), owedFor(job))),
+      fail: (b, job) => answer(finish(b, job.id, NODE, job.attempts, failed(AT), owedFor(job, 'job.failed'))),
+      cancel: (b, job) => answer(b.jobs.move(job.id, { move: 'cancel', at: AT })),
+      requeueInterrupted: async (b, job) => ({ done: (await b.jobs.requeueInterrupted(AT, NODE)).some((j) => j.id === job.id) }),
+      requeue: (b, job) => answer(b.jobs.move(job.id, { move: 'requeue' })),
+      expire: (b, job) => answer(b.jobs.move(job.id, { move: 'expire' })),
+      forget: (b, job) => answer(b.jobs.move(job.id, { move: 'forget' })),
     };
+    const TYPES = ['type.running', 'type.queued', 'type.succeeded', 'type.failed', 'type.canceled'];
+    const onlyType = (jobType: string): ClaimLimits => ({ maxRunningPerAccount: 6, maxRunningPerJobType: Object.fromEntries(TYPES.map((t) => [t, t === jobType ? 6 : 0])) });
+    async function answer(r: Promise<MoveResult>): Promise<{ done: boolean; refusal?: string }> {
+      const got = await r;
+      return got.ok ? { done: !got.replay } : { done: false, refusal: got.refusal };
+    }
 
-    for (const [move, attempt] of Object.entries(attempts) as [keyof typeof attempts, (b: Backend, job: Job) => Promise<boolean>][]) {
-      it(`${move}: allowed exactly from ${TRANSITIONS[move].from.join(', ')}`, async () => {
+    /** The fields a move leaves, by the table's `to`, beyond what its own arguments set. */
+    function expectFields(move: MoveName, before: Job, after: Job | undefined): void {
+      const t = TRANSITIONS[move];
+      if (t.to === 'gone') return assert.equal(after, undefined, `${move} deletes the record`);
+      assert.ok(after);
+      assert.equal(after.status, t.to === 'same' ? before.status : t.to);
+      assert.equal(after.lease === null, after.status !== 'Running', 'a lease exactly while Running');
+      assert.equal(after.attempts, before.attempts + (move === 'start' ? 1 : 0), 'only start counts an attempt');
+      if (move === 'start') assert.deepEqual([after.startedAt, after.lease?.nodeId, after.lease?.expiresAt], [AT.toISOString(), NODE, new Date(AT.getTime() + LEASE).toISOString()]);
+      if (t.to === 'Queued') assert.deepEqual(after.progress, { percent: 0, phase: null });
+      if (t.to === 'Canceled') assert.deepEqual([after.completedAt, after.progress.phase], [AT.toISOString(), null]);
+      if (t.to === 'Succeeded') assert.deepEqual([after.completedAt, after.output, after.error], [AT.toISOString(), (succeeded(AT) as Extract<Ending, { status: 'Succeeded' }>).output, null]);
+      if (t.to === 'Failed') assert.deepEqual([after.completedAt, after.output, after.error], [AT.toISOString(), null, (failed(AT) as Extract<Ending, { status: 'Failed' }>).error]);
+      if (move === 'expire') assert.equal(after.expired, true);
+    }
+
+    /** The ledger moves exactly as the table's credit effect says, for the job's cost. */
+    function expectCredits(move: MoveName, job: Job, before: CreditSummary, after: CreditSummary): void {
+      const c = job.creditCost;
+      const expected = {
+        hold: { spent: before.spent, reserved: before.reserved + c },
+        charge: { spent: before.spent + c, reserved: before.reserved - c },
+        release: { spent: before.spent, reserved: before.reserved - c },
+        none: { spent: before.spent, reserved: before.reserved },
+      }[TRANSITIONS[move].credits];
+      assert.deepEqual({ spent: after.spent, reserved: after.reserved }, expected, `${move}: credits ${TRANSITIONS[move].credits}`);
+    }
+
+    for (const [move, attempt] of Object.entries(tries) as [Exclude<MoveName, 'admit'>, (b: Backend, job: Job) => Promise<{ done: boolean; refusal?: string }>][]) {
+      const t = TRANSITIONS[move];
+      it(`${move}: allowed exactly from ${t.from.join(', ')}; fields → ${t.to}, credits ${t.credits}, webhook ${t.owesWebhook ? 'owed' : 'none'}; refused as ${t.refusal}`, async () => {
         const { b } = await fresh();
         const jobs = await oneOfEach(b);
+        await harness.invariants?.(b);
         for (const [status, job] of Object.entries(jobs) as [JobStatus, Job][]) {
-          const done = await attempt(b, job);
-          assert.equal(done, TRANSITIONS[move].from.includes(status), `${move} from ${status}`);
-          if (!done) assert.deepEqual(await b.jobs.get(job.id), job, `a refused ${move} from ${status} changes nothing`);
+          const credits = await b.ledger.summary(job.account);
+          const pending = await b.outbox.pendingCount();
+          const got = await attempt(b, job);
+          await harness.invariants?.(b);
+          const allowedHere = t.from.includes(status);
+          assert.equal(got.done, allowedHere, `${move} from ${status}`);
+          const after = await b.jobs.get(job.id);
+          if (!allowedHere) {
+            if (got.refusal !== undefined) assert.equal(got.refusal, t.refusal, `${move} from ${status}: the move's named refusal`);
+            assert.deepEqual(after, job, `a refused ${move} from ${status} changes nothing`);
+            assert.deepEqual(await b.ledger.summary(job.account), credits);
+            assert.equal(await b.outbox.pendingCount(), pending);
+            continue;
+          }
+          expectFields(move, job, after);
+          expectCredits(move, job, credits, await b.ledger.summary(job.account));
+          assert.equal(await b.outbox.pendingCount(), pending + (t.owesWebhook ? 1 : 0), `${move}: webhook ${t.owesWebhook ? 'owed' : 'not owed'}`);
         }
       });
     }
+
+    it('admit: creates a Queued job holding its cost, owing nothing', async () => {
+      const { b } = await fresh();
+      const before = await b.ledger.summary('alice');
+      const job = await admitted(b, newJob('alice', { creditCost: 7 }));
+      await harness.invariants?.(b);
+      assert.equal(job.status, TRANSITIONS.admit.to);
+      expectCredits('admit', job, before, await b.ledger.summary('alice'));
+      assert.equal(await b.outbox.pendingCount(), 0);
+    });
+
+    it('a finish from a node that does not hold the lease is fenced, whatever the attempt', async () => {
+      const { b } = await fresh();
+      const job = await running(b, newJob('alice'));
+      for (const [node, attempt] of [[OTHER, 1], [NODE, 2], [OTHER, 2]] as const) {
+        const r = await finish(b, job.id, node, attempt, succeeded(), owedFor(job));
+        assert.deepEqual([r.ok, !r.ok && r.refusal], [false, 'fenced'], `${node} attempt ${attempt}`);
+      }
+      assert.deepEqual(await b.jobs.get(job.id), job);
+      await harness.invariants?.(b);
+    });
   });
 
   describe(`${name} backend: durability and recovery`, () => {
@@ -415,7 +515,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const { state, b } = await fresh();
       const r = await running(b, newJob('bob'));
       const s = await running(b, newJob('carol', { creditCost: 5 }));
-      await b.jobs.finish(s.id, NODE, 1, succeeded(), owedFor(s));
+      await finish(b, s.id, NODE, 1, succeeded(), owedFor(s));
       const q = await admitted(b, newJob('alice', { creditCost: 2 }));
       const again = await reopen(state, b);
       assert.equal((await again.jobs.get(q.id))?.status, 'Queued');
@@ -436,11 +536,11 @@ export function backendConformance(name: string, harness: BackendHarness): void 
         try {
           const [win, lose, drop] = jobs as [Job, Job, Job];
           await running(dying, win);
-          await dying.jobs.finish(win.id, NODE, 1, succeeded(), owedFor(win));
+          await finish(dying, win.id, NODE, 1, succeeded(), owedFor(win));
           await running(dying, lose);
-          await dying.jobs.finish(lose.id, NODE, 1, failed(), owedFor(lose, 'job.failed'));
+          await finish(dying, lose.id, NODE, 1, failed(), owedFor(lose, 'job.failed'));
           await admitted(dying, drop);
-          await dying.jobs.cancel(drop.id, new Date());
+          await cancel(dying, drop.id, new Date());
         } catch {
           crashed = true;
         }
@@ -455,8 +555,8 @@ export function backendConformance(name: string, harness: BackendHarness): void 
         assert.deepEqual(await b.recover(), { charged: 0, released: 0, webhooksEnqueued: 0, blobsDeleted: 0 }, 'recovery is idempotent');
         // What the crash interrupted can go on: open jobs still finish.
         await b.jobs.requeueInterrupted(new Date(), NODE);
-        for (let job = await b.jobs.claim(NODE, LIMITS, LEASE); job; job = await b.jobs.claim(NODE, LIMITS, LEASE)) {
-          assert.ok((await b.jobs.finish(job.id, NODE, job.attempts, succeeded(), owedFor(job))).ok);
+        for (let job = await b.jobs.claim(NODE, LIMITS, new Date(), LEASE); job; job = await b.jobs.claim(NODE, LIMITS, new Date(), LEASE)) {
+          assert.ok((await finish(b, job.id, NODE, job.attempts, succeeded(), owedFor(job))).ok);
         }
         await assertConsistent(b, jobs);
       });
@@ -467,22 +567,22 @@ export function backendConformance(name: string, harness: BackendHarness): void 
     it('lists ended jobs by completion; expire and forget delete records; recovery deletes the blobs they leave', async () => {
       const { b } = await fresh();
       const old = await running(b, newJob('alice'));
-      await b.jobs.finish(old.id, NODE, 1, succeeded(new Date(Date.now() - 7_200_000)), null);
+      await finish(b, old.id, NODE, 1, succeeded(new Date(Date.now() - 7_200_000)), null);
       const recent = await running(b, newJob('alice'));
-      await b.jobs.finish(recent.id, NODE, 1, succeeded(), null);
+      await finish(b, recent.id, NODE, 1, succeeded(), null);
       const queued = await admitted(b, newJob('alice'));
       for (const j of [old, recent, queued]) await b.blobs.put(j.id, 'input', Readable.from([Buffer.from(`in ${j.id}`)]));
 
       const cutoff = new Date(Date.now() - 3_600_000);
       assert.deepEqual((await b.jobs.ended({ completedBefore: cutoff, unexpired: true, limit: 10 })).map((j) => j.id), [old.id]);
-      assert.equal((await b.jobs.expire(old.id))?.expired, true);
-      assert.equal((await b.jobs.expire(old.id))?.expired, true, 'expire is idempotent');
+      assert.equal((await expire(b, old.id))?.expired, true);
+      assert.equal((await expire(b, old.id))?.expired, true, 'expire is idempotent');
       assert.deepEqual(await b.jobs.ended({ completedBefore: cutoff, unexpired: true, limit: 10 }), []);
       assert.deepEqual((await b.jobs.ended({ completedBefore: cutoff, unexpired: false, limit: 10 })).map((j) => j.id), [old.id]);
-      assert.equal(await b.jobs.forget(queued.id), false, 'an open job is not forgotten');
-      assert.equal(await b.jobs.forget(recent.id), true);
+      assert.equal(await forget(b, queued.id), false, 'an open job is not forgotten');
+      assert.equal(await forget(b, recent.id), true);
       assert.equal(await b.jobs.get(recent.id), undefined);
-      assert.equal(await b.jobs.forget(recent.id), true, 'forgetting is idempotent');
+      assert.equal(await forget(b, recent.id), true, 'forgetting is idempotent');
 
       const report = await b.recover();
       assert.equal(report.blobsDeleted, 2, 'the expired job and the forgotten one lose their blobs');

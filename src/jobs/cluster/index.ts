@@ -2,6 +2,8 @@ import type pg from 'pg';
 import type { Backend, BlobStore, RecoveryReport } from '../backend.ts';
 import { LOCKS, migrate, openPool, withLock } from './database.ts';
 import { PgJobStore } from './job-store.ts';
+import { settlementOf } from '../moves.ts';
+import { TERMINAL, type JobStatus } from '../types.ts';
 import { PgLedger } from './ledger.ts';
 import { PgOutbox } from './outbox.ts';
 
@@ -37,12 +39,13 @@ export async function openClusterBackend(databaseUrl: string, blobs: BlobStore):
       const report: RecoveryReport = { charged: 0, released: 0, webhooksEnqueued: 0, blobsDeleted: 0 };
       // Moves are single transactions here, so an ended job with an open hold or a missing webhook
       // cannot exist; holds whose job is gone are still settled, as the contract says.
-      const { rows } = await pool.query<{ job_id: string; status: string | null }>(
+      const { rows } = await pool.query<{ job_id: string; status: JobStatus | null }>(
         `SELECT h.job_id, j.status FROM credit_holds h LEFT JOIN jobs j ON j.id = h.job_id
-         WHERE h.state = 'held' AND (j.id IS NULL OR j.status IN ('Succeeded', 'Failed', 'Canceled'))`,
+         WHERE h.state = 'held' AND (j.id IS NULL OR j.status = ANY($1))`,
+        [[...TERMINAL]],
       );
       for (const hold of rows) {
-        const charge = hold.status === 'Succeeded';
+        const charge = settlementOf(hold.status ?? undefined) === 'charge';
         await (charge ? ledger.charge(hold.job_id) : ledger.release(hold.job_id));
         report[charge ? 'charged' : 'released']++;
       }

@@ -6,20 +6,19 @@ import {
   type AdmitResult,
   type ClaimLimits,
   type EndedQuery,
-  type Ending,
-  type FinishResult,
   type IdempotencyClaim,
   type JobStore,
-  type OwedWebhook,
+  type MoveResult,
   type RememberedKey,
 } from '../backend.ts';
-import type { Job, JobStatus } from '../types.ts';
+import { decide, isOpen, type Move } from '../moves.ts';
+import { TERMINAL, type Job, type JobStatus } from '../types.ts';
 import { isUniqueViolation, transaction, type Queryable } from './database.ts';
 import { settleHold } from './ledger.ts';
 import { enqueueOwed } from './outbox.ts';
 
 const CANCEL_CHANNEL = 'compressd_job_canceled';
-const ENDED = ['Succeeded', 'Failed', 'Canceled'];
+const ENDED = [...TERMINAL];
 
 interface JobRow {
   id: string;
@@ -70,7 +69,58 @@ function toJob(r: JobRow): Job {
     expired: r.expired,
     attempts: r.attempts,
     lease: r.lease_node && r.lease_expires_at ? { nodeId: r.lease_node, expiresAt: r.lease_expires_at.toISOString() } : null,
+    ranOn: r.ran_on,
   };
+}
+
+const json = (v: unknown) => (v === null ? null : JSON.stringify(v));
+
+/** Each job field a move may write, as its columns and their values. */
+const COLUMNS: { [K in keyof Job]?: (v: Job[K]) => [string, unknown][] } = {
+  status: (v) => [['status', v]],
+  progress: (v) => [['progress', json(v)]],
+  output: (v) => [['output', json(v)]],
+  error: (v) => [['error', json(v)]],
+  startedAt: (v) => [['started_at', v]],
+  completedAt: (v) => [['completed_at', v]],
+  expiresAt: (v) => [['expires_at', v]],
+  expired: (v) => [['expired', v]],
+  attempts: (v) => [['attempts', v]],
+  lease: (v) => [['lease_node', v?.nodeId ?? null], ['lease_expires_at', v?.expiresAt ?? null]],
+  ranOn: (v) => [['ran_on', v]],
+};
+
+/**
+ * Writes a move's fields to the job row and, in the same statement, moves the account's
+ * `open_jobs` / `running_jobs` counters by the status change (they count the account's Queued +
+ * Running and Running rows).
+ */
+async function writeMove(c: Queryable, before: Job, patch: Partial<Job>): Promise<Job> {
+  const sets: string[] = [];
+  const values: unknown[] = [before.id];
+  for (const [field, value] of Object.entries(patch) as [keyof Job, never][]) {
+    const columns = COLUMNS[field];
+    if (!columns) throw new Error(`a move may not write ${field}`);
+    for (const [column, v] of columns(value)) {
+      values.push(v);
+      sets.push(`${column} = $${values.length}`);
+    }
+  }
+  const status = patch.status ?? before.status;
+  const open = Number(isOpen(status)) - Number(isOpen(before.status));
+  const running = Number(status === 'Running') - Number(before.status === 'Running');
+  values.push(open, running);
+  const [o, r] = [values.length - 1, values.length];
+  const { rows } = await c.query<JobRow>(
+    `WITH moved AS (UPDATE jobs SET ${sets.join(', ')} WHERE id = $1 RETURNING *),
+     counted AS (
+       UPDATE accounts SET open_jobs = open_jobs + $${o}::int, running_jobs = running_jobs + $${r}::int
+       WHERE name = (SELECT account FROM moved) AND ($${o}::int <> 0 OR $${r}::int <> 0)
+     )
+     SELECT * FROM moved`,
+    values,
+  );
+  return toJob(rows[0]!);
 }
 
 interface KeyRow {
@@ -172,15 +222,15 @@ export class PgJobStore implements JobStore {
     return rows[0] && toJob(rows[0]);
   }
 
-  async claim(nodeId: string, limits: ClaimLimits, leaseMs: number): Promise<Job | null> {
+  async claim(nodeId: string, limits: ClaimLimits, at: Date, leaseMs: number): Promise<Job | null> {
     const typeLimits = JSON.stringify(limits.maxRunningPerJobType);
     // A claim that loses a race for the account's last running slot tries again with fresh counts.
     for (let tries = 0; tries < 8; tries++) {
       const outcome = await transaction(this.pool, async (c) => {
         // Least recently served account first, then its oldest job; SKIP LOCKED lets claims on
         // other nodes pass a job this one is taking.
-        const { rows } = await c.query<{ id: string; account: string; job_type: string }>(
-          `SELECT j.id, j.account, j.job_type FROM jobs j JOIN accounts a ON a.name = j.account
+        const { rows } = await c.query<JobRow>(
+          `SELECT j.* FROM jobs j JOIN accounts a ON a.name = j.account
            WHERE j.status = 'Queued' AND a.running_jobs < $1
              AND (NOT ($2::jsonb ? j.job_type)
                   OR (SELECT count(*) FROM jobs r WHERE r.status = 'Running' AND r.account = j.account AND r.job_type = j.job_type) < ($2::jsonb ->> j.job_type)::int)
@@ -190,10 +240,8 @@ export class PgJobStore implements JobStore {
         );
         const pick = rows[0];
         if (!pick) return { done: true as const, job: null };
-        const slot = await c.query(
-          'UPDATE accounts SET running_jobs = running_jobs + 1, last_served_at = clock_timestamp() WHERE name = $1 AND running_jobs < $2',
-          [pick.account, limits.maxRunningPerAccount],
-        );
+        // Locks the account row and takes its slot; `writeMove` below counts the job in.
+        const slot = await c.query('UPDATE accounts SET last_served_at = clock_timestamp() WHERE name = $1 AND running_jobs < $2', [pick.account, limits.maxRunningPerAccount]);
         if (slot.rowCount === 0) throw new LostRace();
         const typeLimit = limits.maxRunningPerJobType[pick.job_type];
         if (typeLimit !== undefined) {
@@ -201,14 +249,10 @@ export class PgJobStore implements JobStore {
           const { rows: n } = await c.query<{ n: string }>("SELECT count(*) AS n FROM jobs WHERE status = 'Running' AND account = $1 AND job_type = $2", [pick.account, pick.job_type]);
           if (Number(n[0]!.n) >= typeLimit) throw new LostRace();
         }
-        const now = new Date();
-        const { rows: started } = await c.query<JobRow>(
-          `UPDATE jobs SET status = 'Running', attempts = attempts + 1, started_at = $2, progress = '{"percent":0,"phase":"starting"}',
-             lease_node = $3, lease_expires_at = $4, ran_on = $3
-           WHERE id = $1 RETURNING *`,
-          [pick.id, now, nodeId, new Date(now.getTime() + leaseMs)],
-        );
-        return { done: true as const, job: toJob(started[0]!) };
+        const job = toJob(pick);
+        const decision = decide({ move: 'start', at, nodeId, leaseMs }, job);
+        if (decision.kind !== 'apply') throw new LostRace();
+        return { done: true as const, job: await writeMove(c, job, decision.patch) };
       }).catch((err) => {
         if (err instanceof LostRace) return { done: false as const, job: null };
         throw err;
@@ -218,10 +262,10 @@ export class PgJobStore implements JobStore {
     return null;
   }
 
-  async renew(id: string, nodeId: string, attempt: number, leaseMs: number): Promise<boolean> {
+  async renew(id: string, nodeId: string, attempt: number, until: Date): Promise<boolean> {
     const res = await this.pool.query(
       "UPDATE jobs SET lease_expires_at = $4 WHERE id = $1 AND status = 'Running' AND lease_node = $2 AND attempts = $3",
-      [id, nodeId, attempt, new Date(Date.now() + leaseMs)],
+      [id, nodeId, attempt, until],
     );
     return res.rowCount === 1;
   }
@@ -230,86 +274,42 @@ export class PgJobStore implements JobStore {
     await this.pool.query("UPDATE jobs SET progress = $3 WHERE id = $1 AND attempts = $2 AND status = 'Running'", [id, attempt, JSON.stringify(progress)]);
   }
 
-  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
-    return transaction(this.pool, async (c): Promise<FinishResult> => {
+  move(id: string, m: Exclude<Move, { move: 'start' }>): Promise<MoveResult> {
+    return transaction(this.pool, async (c): Promise<MoveResult> => {
       const row = await lockJob(c, id);
-      if (!row) return { ok: false, refusal: 'not_found' };
-      if (row.status !== 'Running') {
-        if (row.status === ending.status && row.attempts === attempt && row.ran_on === nodeId) return { ok: true, job: toJob(row) };
-        return { ok: false, refusal: 'not_running', job: toJob(row) };
-      }
-      if (row.attempts !== attempt || row.lease_node !== nodeId) return { ok: false, refusal: 'fenced', job: toJob(row) };
-      const { rows } = await c.query<JobRow>(
-        `UPDATE jobs SET status = $2, completed_at = $3, expires_at = $4, output = $5, error = $6, progress = $7,
-           lease_node = NULL, lease_expires_at = NULL
-         WHERE id = $1 RETURNING *`,
-        [
-          id,
-          ending.status,
-          ending.completedAt,
-          ending.status === 'Succeeded' ? ending.expiresAt : null,
-          ending.status === 'Succeeded' ? JSON.stringify(ending.output) : null,
-          ending.status === 'Failed' ? JSON.stringify(ending.error) : null,
-          JSON.stringify(ending.progress),
-        ],
-      );
-      await c.query('UPDATE accounts SET open_jobs = open_jobs - 1, running_jobs = running_jobs - 1 WHERE name = $1', [row.account]);
-      await settleHold(c, id, ending.status === 'Succeeded' ? 'charged' : 'released');
-      if (owed) await enqueueOwed(c, owed, new Date());
-      return { ok: true, job: toJob(rows[0]!) };
-    });
-  }
-
-  cancel(id: string, at: Date): Promise<Job | undefined> {
-    return transaction(this.pool, async (c) => {
-      const row = await lockJob(c, id);
-      if (!row || (row.status !== 'Queued' && row.status !== 'Running')) return undefined;
-      const { rows } = await c.query<JobRow>(
-        `UPDATE jobs SET status = 'Canceled', completed_at = $2, progress = jsonb_set(progress, '{phase}', 'null'),
-           lease_node = NULL, lease_expires_at = NULL
-         WHERE id = $1 RETURNING *`,
-        [id, at],
-      );
-      await c.query('UPDATE accounts SET open_jobs = open_jobs - 1, running_jobs = running_jobs - $2 WHERE name = $1', [row.account, row.status === 'Running' ? 1 : 0]);
-      await settleHold(c, id, 'released');
+      const job = row && toJob(row);
+      const decision = decide(m, job);
+      if (decision.kind === 'refuse') return { ok: false, refusal: decision.refusal, ...(job ? { job } : {}) };
+      // A move is one transaction here, so a replay has nothing left to complete.
+      if (decision.kind === 'replay') return { ok: true, job: job!, from: job!.status, replay: true };
+      let after = job!;
+      if (decision.gone) {
+        await c.query('DELETE FROM jobs WHERE id = $1', [id]);
+        // Settled holds and deliveries are history nobody reads once the job is gone.
+        await c.query("DELETE FROM credit_holds WHERE job_id = $1 AND state <> 'held'", [id]);
+        await c.query('DELETE FROM webhook_outbox WHERE job_id = $1 AND settled IS NOT NULL', [id]);
+      } else after = await writeMove(c, job!, decision.patch);
+      if (decision.credits === 'charge' || decision.credits === 'release') await settleHold(c, id, decision.credits === 'charge' ? 'charged' : 'released');
+      if (decision.owed) await enqueueOwed(c, decision.owed, new Date());
       // Delivered to every listening node when this transaction commits.
-      await c.query('SELECT pg_notify($1, $2)', [CANCEL_CHANNEL, id]);
-      return toJob(rows[0]!);
+      if (after.status === 'Canceled' && job!.status !== 'Canceled') await c.query('SELECT pg_notify($1, $2)', [CANCEL_CHANNEL, id]);
+      return { ok: true, job: after, from: job!.status, replay: false };
     });
   }
 
   async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
-    const { rows } = await this.pool.query<JobRow>(
-      `WITH r AS (
-         UPDATE jobs SET status = 'Queued', lease_node = NULL, lease_expires_at = NULL, progress = '{"percent":0,"phase":null}'
-         WHERE status = 'Running' AND (lease_expires_at < $1 OR lease_node = $2)
-         RETURNING *
-       ), freed AS (
-         UPDATE accounts a SET running_jobs = a.running_jobs - n.count
-         FROM (SELECT account, count(*)::int AS count FROM r GROUP BY account) n
-         WHERE a.name = n.account
-       )
-       SELECT * FROM r ORDER BY created_at, id`,
-      [now, nodeId ?? null],
-    );
-    return rows.map(toJob);
-  }
-
-  async expire(id: string): Promise<Job | undefined> {
-    const { rows } = await this.pool.query<JobRow>('UPDATE jobs SET expired = true WHERE id = $1 AND status = ANY($2) RETURNING *', [id, ENDED]);
-    return rows[0] && toJob(rows[0]);
-  }
-
-  forget(id: string): Promise<boolean> {
+    const due = `status = 'Running' AND (lease_expires_at < $1 OR lease_node = $2)`;
+    // Every node asks this at each poll: one statement when nothing is due, a transaction when something is.
+    if ((await this.pool.query(`SELECT 1 FROM jobs WHERE ${due} LIMIT 1`, [now, nodeId ?? null])).rowCount === 0) return [];
     return transaction(this.pool, async (c) => {
-      const row = await lockJob(c, id);
-      if (!row) return true;
-      if (!ENDED.includes(row.status)) return false;
-      await c.query('DELETE FROM jobs WHERE id = $1', [id]);
-      // Settled holds and deliveries are history nobody reads once the job is gone.
-      await c.query("DELETE FROM credit_holds WHERE job_id = $1 AND state <> 'held'", [id]);
-      await c.query('DELETE FROM webhook_outbox WHERE job_id = $1 AND settled IS NOT NULL', [id]);
-      return true;
+      const { rows } = await c.query<JobRow>(`SELECT * FROM jobs WHERE ${due} ORDER BY created_at, id FOR UPDATE SKIP LOCKED`, [now, nodeId ?? null]);
+      const requeued: Job[] = [];
+      for (const row of rows) {
+        const job = toJob(row);
+        const decision = decide({ move: 'requeueInterrupted' }, job);
+        if (decision.kind === 'apply') requeued.push(await writeMove(c, job, decision.patch));
+      }
+      return requeued;
     });
   }
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { CreditSummary, Hold, Ledger } from '../backend.ts';
+import type { CreditSummary, Hold, Ledger } from '../../accounts/credits.ts';
 import type { Queryable } from './database.ts';
 
 /**

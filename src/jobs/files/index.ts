@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { CreditLedger } from '../../accounts/ledger.ts';
 import type { Backend, RecoveryReport } from '../backend.ts';
+import { settlementOf } from '../moves.ts';
 import { isTerminal } from '../types.ts';
 import { LocalBlobStore } from './blobs.ts';
 import { FilesJobStore, type FilesStep } from './job-store.ts';
@@ -42,7 +43,7 @@ export async function openFilesBackend(dataDir: string, opts: FilesBackendOption
       for (const hold of await ledger.openHolds()) {
         const job = await jobs.get(hold.jobId);
         if (job && !isTerminal(job.status)) continue;
-        if (job?.status === 'Succeeded') {
+        if (settlementOf(job?.status) === 'charge') {
           await ledger.charge(hold.jobId);
           report.charged++;
         } else {

@@ -8,15 +8,15 @@ import {
   type AdmitResult,
   type ClaimLimits,
   type EndedQuery,
-  type Ending,
-  type FinishResult,
   type IdempotencyClaim,
   type JobStore,
+  type MoveResult,
   type Outbox,
   type OwedWebhook,
   type RememberedKey,
 } from '../backend.ts';
-import { allowed, isTerminal, type Job } from '../types.ts';
+import { decide, settlementOf, type Decision, type Move } from '../moves.ts';
+import { isTerminal, type Job } from '../types.ts';
 
 /**
  * Journal records. A finish carries the webhook it owes; `handed` is written once that delivery is
@@ -34,11 +34,11 @@ type JobRecord =
 /** A step between the writes of a move, named for fault injection in the conformance suite. */
 export type FilesStep = 'admit.held' | 'finish.recorded' | 'finish.settled' | 'finish.enqueued' | 'cancel.recorded';
 
-/** Records from before `jobType` and leases: `job` was the job type, `output.path` a spool path. */
-function upgrade(job: Job & { job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null }): Job {
+/** Records from before `jobType`, leases and `ranOn`: `job` was the job type, `output.path` a spool path. */
+function upgrade(job: Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null }): Job {
   const { job: legacyType, notified: _notified, ...rest } = job;
   const output = rest.output ? (({ path: _path, ...o }) => o)(rest.output) : null;
-  return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null };
+  return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null, ranOn: rest.ranOn ?? rest.lease?.nodeId ?? null };
 }
 
 /**
@@ -228,7 +228,7 @@ export class FilesJobStore implements JobStore {
     return [...this.running.values()].filter((j) => j.account === account);
   }
 
-  async claim(nodeId: string, limits: ClaimLimits, leaseMs: number): Promise<Job | null> {
+  async claim(nodeId: string, limits: ClaimLimits, at: Date, leaseMs: number): Promise<Job | null> {
     let best: { job: Job; served: number } | null = null;
     for (const [account, q] of this.queued) {
       const running = this.runningOf(account);
@@ -240,15 +240,10 @@ export class FilesJobStore implements JobStore {
     }
     if (!best) return null;
     const job = best.job;
-    const now = Date.now();
+    const decision = decide({ move: 'start', at, nodeId, leaseMs }, job);
+    if (decision.kind !== 'apply') return null;
     this.served.set(job.account, ++this.serveCount);
-    await this.moving(job.id, this.apply(job, {
-      status: 'Running',
-      startedAt: new Date(now).toISOString(),
-      attempts: job.attempts + 1,
-      progress: { percent: 0, phase: 'starting' },
-      lease: { nodeId, expiresAt: new Date(now + leaseMs).toISOString() },
-    }));
+    await this.moving(job.id, this.apply(job, decision.patch));
     return job;
   }
 
@@ -256,11 +251,11 @@ export class FilesJobStore implements JobStore {
     return job.status === 'Running' && job.attempts === attempt && job.lease?.nodeId === nodeId;
   }
 
-  async renew(id: string, nodeId: string, attempt: number, leaseMs: number): Promise<boolean> {
+  async renew(id: string, nodeId: string, attempt: number, until: Date): Promise<boolean> {
     const job = this.jobs.get(id);
     if (!job || !this.holds(job, nodeId, attempt)) return false;
     // Not journaled: after a restart every job this node ran is interrupted whatever its lease said.
-    job.lease = { nodeId, expiresAt: new Date(Date.now() + leaseMs).toISOString() };
+    job.lease = { nodeId, expiresAt: until.toISOString() };
     return true;
   }
 
@@ -269,34 +264,51 @@ export class FilesJobStore implements JobStore {
     if (job?.status === 'Running' && job.attempts === attempt) job.progress = progress;
   }
 
-  finish(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
-    return this.moving(id, this.finishNow(id, nodeId, attempt, ending, owed));
+  move(id: string, m: Exclude<Move, { move: 'start' }>): Promise<MoveResult> {
+    return this.moving(id, this.moveNow(id, m));
   }
 
-  private async finishNow(id: string, nodeId: string, attempt: number, ending: Ending, owed: OwedWebhook | null): Promise<FinishResult> {
+  /**
+   * Decides and applies a move: the decision and the memory change are one synchronous step; then
+   * one `jobs.log` record (the fields and the webhook owed), then the credit effect, then the
+   * outbox, in the order `recover` completes.
+   */
+  private async moveNow(id: string, m: Exclude<Move, { move: 'start' }>): Promise<MoveResult> {
     const job = this.jobs.get(id);
-    if (!job) return { ok: false, refusal: 'not_found' };
-    if (!this.holds(job, nodeId, attempt)) {
-      if (job.status === ending.status && job.attempts === attempt) {
-        // A replay: completes what a crash may have cut short; the ledger and outbox ignore repeats.
-        await this.settle(job);
-        return { ok: true, job };
-      }
-      return { ok: false, refusal: job.status === 'Running' ? 'fenced' : 'not_running', job };
+    const decision = decide(m, job);
+    if (decision.kind === 'refuse') return { ok: false, refusal: decision.refusal, ...(job ? { job } : {}) };
+    const from = job!.status;
+    if (decision.kind === 'replay') {
+      // A repeated finish completes what a crash may have cut short; the ledger and outbox ignore repeats.
+      if (isTerminal(job!.status)) await this.settle(job!);
+      return { ok: true, job: job!, from, replay: true };
     }
-    await this.apply(job, { ...ending, lease: null }, owed ?? undefined);
-    this.step('finish.recorded');
-    await this.settle(job);
-    return { ok: true, job };
+    await this.record(job!, decision);
+    return { ok: true, job: job!, from, replay: false };
+  }
+
+  private async record(job: Job, d: Extract<Decision, { kind: 'apply' }>): Promise<void> {
+    if (d.gone) {
+      this.unindex(job);
+      this.jobs.delete(job.id);
+      this.owed.delete(job.id);
+      await this.journal.append({ op: 'remove', id: job.id });
+      return;
+    }
+    await this.apply(job, d.patch, d.owed ?? undefined);
+    if (job.status === 'Canceled') this.cancels.emit('cancel', job.id);
+    if (d.credits === 'none') return;
+    this.step(job.status === 'Canceled' ? 'cancel.recorded' : 'finish.recorded');
+    await this.settle(job, d.credits);
   }
 
   /**
    * The rest of an ended job's move after its record: the credit effect, then the owed webhook
-   * into the outbox. Repeatable (recovery completes interrupted moves with it).
+   * into the outbox. Repeatable (recovery completes interrupted moves with it, by the job's status).
    */
-  async settle(job: Job): Promise<void> {
-    if (job.status === 'Succeeded') await this.ledger.charge(job.id);
-    else await this.ledger.release(job.id);
+  async settle(job: Job, credits = settlementOf(job.status)): Promise<void> {
+    if (credits === 'charge') await this.ledger.charge(job.id);
+    else if (credits === 'release') await this.ledger.release(job.id);
     this.step('finish.settled');
     const owed = this.owed.get(job.id);
     if (!owed) return;
@@ -306,46 +318,17 @@ export class FilesJobStore implements JobStore {
     await this.journal.append({ op: 'handed', id: job.id });
   }
 
-  cancel(id: string, at: Date): Promise<Job | undefined> {
-    return this.moving(id, this.cancelNow(id, at));
-  }
-
-  private async cancelNow(id: string, at: Date): Promise<Job | undefined> {
-    const job = this.jobs.get(id);
-    if (!job || !allowed('cancel', job.status)) return undefined;
-    await this.apply(job, { status: 'Canceled', completedAt: at.toISOString(), progress: { percent: job.progress.percent, phase: null }, lease: null });
-    this.cancels.emit('cancel', id);
-    this.step('cancel.recorded');
-    await this.ledger.release(id);
-    return job;
-  }
-
   async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
     const requeued: Job[] = [];
     for (const job of [...this.running.values()].sort(byAge)) {
       const expired = !job.lease || Date.parse(job.lease.expiresAt) < now.getTime();
       if (!expired && job.lease?.nodeId !== nodeId) continue;
-      await this.moving(job.id, this.apply(job, { status: 'Queued', lease: null, progress: { percent: 0, phase: null } }));
+      const decision = decide({ move: 'requeueInterrupted' }, job);
+      if (decision.kind !== 'apply') continue;
+      await this.moving(job.id, this.apply(job, decision.patch));
       requeued.push(job);
     }
     return requeued;
-  }
-
-  async expire(id: string): Promise<Job | undefined> {
-    const job = this.jobs.get(id);
-    if (!job || !allowed('expire', job.status)) return undefined;
-    if (!job.expired) await this.moving(id, this.apply(job, { expired: true }));
-    return job;
-  }
-
-  async forget(id: string): Promise<boolean> {
-    const job = this.jobs.get(id);
-    if (!job) return true;
-    if (!allowed('forget', job.status)) return false;
-    this.jobs.delete(id);
-    this.owed.delete(id);
-    await this.journal.append({ op: 'remove', id });
-    return true;
   }
 
   async ended(query: EndedQuery): Promise<Job[]> {

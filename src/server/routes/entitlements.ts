@@ -1,5 +1,5 @@
 import { Hono } from 'hono';
-import type { Ledger } from '../../jobs/backend.ts';
+import type { Ledger } from '../../accounts/credits.ts';
 import type { Plan } from '../../accounts/plan.ts';
 import type { AppEnv } from '../env.ts';
 

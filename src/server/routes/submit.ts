@@ -6,7 +6,8 @@ import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, MB, norm
 import { ApiError } from '../../errors.ts';
 import type { FetchedInput, FetchToFileOptions } from '../../fetch/fetch-input.ts';
 import { validateInputUrl } from '../../fetch/validate-url.ts';
-import type { BlobStore, Ledger } from '../../jobs/backend.ts';
+import type { Ledger } from '../../accounts/credits.ts';
+import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import { insufficientCredits } from '../../jobs/lifecycle.ts';
 import type { Spool } from '../../jobs/spool.ts';
@@ -79,7 +80,7 @@ export function submitRoutes(deps: SubmitDeps) {
     maxFileSizeBytes: (account) => deps.planOf(account).maxFileSizeBytes,
   });
 
-  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined) {
+  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined, leaveQueue: () => void) {
     const principal = c.get('principal');
     if (body.outputUrl !== undefined) throw new ApiError('url_fetch.output_url_reserved', 400, 'outputUrl is reserved and must not be sent.', { isRetryable: false });
     if (principal.guest) throw new ApiError('url_fetch.guest_not_allowed', 403, 'URL input needs a signed-in account; upload the file instead.', { isRetryable: false });
@@ -95,12 +96,13 @@ export function submitRoutes(deps: SubmitDeps) {
     const plan = deps.planOf(principal.account);
     const destPath = await deps.spool.prepare(id);
     const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
-    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook });
+    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook }, leaveQueue);
   }
 
   async function admit(
     c: Context<AppEnv>,
     a: { id: string; entry: CompressorEntry; format: string; fileName: string; path: string; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
+    leaveQueue: () => void,
   ) {
     const bytes = await deps.blobs.putFile(a.id, 'input', a.path);
     const admitted = await deps.engine.submit({
@@ -114,11 +116,14 @@ export function submitRoutes(deps: SubmitDeps) {
       creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
     }, idempotency.claim(c));
+    // Admitted, it counts as an open job now: its upload's place goes at once, not with the response.
+    leaveQueue();
     return idempotency.accepted(c, admitted);
   }
 
-  /** Submissions of each account whose body is still arriving: open jobs until admitted or abandoned. */
-  const inFlight = new Map<string, number>();
+  /** Tickets of each account's submissions whose body is still arriving: open jobs until admitted or abandoned. */
+  const inFlight = new Map<string, Set<number>>();
+  let tickets = 0;
 
   /**
    * What is checked before a byte of the body is read, so that the body of an account that cannot
@@ -139,21 +144,23 @@ export function submitRoutes(deps: SubmitDeps) {
     const required = minimumCost(dedicated);
     const { available } = await deps.ledger.summary(account);
     if (available < required) throw insufficientCredits(required, available);
-    // The place is taken before any await, so of uploads racing in each counts those before it.
-    const ahead = inFlight.get(account) ?? 0;
-    inFlight.set(account, ahead + 1);
+    // The place is taken before any await, so of uploads racing in each counts those before it
+    // still uploading once the counts are in (one admitted meanwhile is counted as a job).
+    const ticket = ++tickets;
+    const places = inFlight.get(account) ?? new Set<number>();
+    places.add(ticket);
+    inFlight.set(account, places);
     let held = true;
     let releaseDisk = () => {};
     const release = () => {
       if (!held) return;
       held = false;
-      const left = (inFlight.get(account) ?? 1) - 1;
-      if (left > 0) inFlight.set(account, left);
-      else inFlight.delete(account);
+      places.delete(ticket);
+      if (places.size === 0 && inFlight.get(account) === places) inFlight.delete(account);
       releaseDisk();
     };
     try {
-      await deps.engine.assertQueueRoom(account, ahead);
+      await deps.engine.assertQueueRoom(account, () => [...places].filter((t) => t < ticket).length);
       releaseDisk = await deps.disk.reserve(declared !== null && Number.isFinite(declared) ? declared : plan.maxFileSizeBytes);
     } catch (err) {
       release();
@@ -173,7 +180,7 @@ export function submitRoutes(deps: SubmitDeps) {
     }
     const release = await checkBeforeBody(c, dedicated);
     try {
-      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated);
+      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, release);
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
@@ -188,13 +195,13 @@ export function submitRoutes(deps: SubmitDeps) {
       const { fields, file } = upload;
       if (file && fields.inputUrl !== undefined) throw new ApiError('url_fetch.mutually_exclusive', 400, 'Send either file or inputUrl, not both.', { isRetryable: false });
       if (!file) {
-        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated);
+        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated, release);
         throw new ApiError('request.no_files', 400, 'No file was attached (form field "file").');
       }
       if (file.bytes === 0) throw new ApiError('request.empty_file', 400, 'The file is empty.');
       const options = validateOptions(entry!, fields.options);
       const webhook = validateWebhook(fields);
-      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), path: file.path, options, webhook });
+      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), path: file.path, options, webhook }, release);
     } catch (err) {
       await Promise.all([deps.spool.discard(id), deps.blobs.delete(id)]);
       throw err;
