@@ -173,6 +173,11 @@ export class Journal<T> {
     return run;
   }
 
+  /** Resolves once no compaction runs (one that finds the log due again starts another first). */
+  async idle(): Promise<void> {
+    while (this.compacting) await this.compacting.catch(() => {});
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
@@ -315,9 +320,13 @@ export class Journal<T> {
     const p = this.policy;
     if (!p || this.compacting || this.closed || this.dead) return;
     if (this.recordCount <= Math.max(p.minRecords, p.ratio * p.live())) return;
-    this.compact(p.snapshot).catch((err: unknown) => {
-      if (err !== this.dead) this.opts.onError?.(err);
-    });
+    this.compact(p.snapshot).then(
+      // Appends made while it ran may have made the log due again, and none may follow to notice.
+      () => this.compactIfDue(),
+      (err: unknown) => {
+        if (err !== this.dead) this.opts.onError?.(err);
+      },
+    );
   }
 
   /** Temporary files of compactions a crash interrupted: never renamed, so never part of the log. */
