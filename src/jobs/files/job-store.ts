@@ -18,6 +18,7 @@ import {
   type RememberedKey,
 } from '../backend.ts';
 import { allowed, isTerminal, type Job } from '../types.ts';
+import { EndedIndex } from './ended-index.ts';
 
 /**
  * Journal records. A finish carries the webhook it owes; `handed` is written once that delivery is
@@ -63,6 +64,9 @@ export class FilesJobStore implements JobStore {
   private readonly inMove = new Map<string, Promise<void>>();
   /** Idempotency keys by `keyOf(account, key)`; they outlive their jobs' records. */
   private readonly keys = new Map<string, RememberedKey>();
+  /** Ended jobs by completion, and those of them whose output has not expired: the sweep's work lists. */
+  private readonly endedIdx = new EndedIndex((job, at) => this.jobs.get(job.id) === job && isTerminal(job.status) && job.completedAt === at);
+  private readonly unexpiredIdx = new EndedIndex((job, at) => this.jobs.get(job.id) === job && isTerminal(job.status) && job.completedAt === at && !job.expired);
   /** Jobs admitted in memory whose `put` is not yet appended: a snapshot leaves them to it. */
   private readonly unwritten = new Set<string>();
 
@@ -87,6 +91,7 @@ export class FilesJobStore implements JobStore {
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
     await journal.compact(snapshot);
     for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);
+    for (const job of [...store.jobs.values()].filter((j) => isTerminal(j.status) && j.completedAt).sort(byCompletion)) store.indexEnded(job);
     return store;
   }
 
@@ -137,6 +142,11 @@ export class FilesJobStore implements JobStore {
     } else if (job.status === 'Running') this.running.set(job.id, job);
   }
 
+  private indexEnded(job: Job): void {
+    this.endedIdx.add(job);
+    if (!job.expired) this.unexpiredIdx.add(job);
+  }
+
   private unindex(job: Job): void {
     this.running.delete(job.id);
     const q = this.queued.get(job.account);
@@ -148,7 +158,9 @@ export class FilesJobStore implements JobStore {
   /** Applies a patch in memory (with the indexes) and returns the durable write of it. */
   private apply(job: Job, patch: Partial<Job>, owed?: OwedWebhook): Promise<void> {
     this.unindex(job);
+    const ended = isTerminal(job.status) ? job.completedAt : undefined;
     Object.assign(job, patch);
+    if (isTerminal(job.status) && job.completedAt && job.completedAt !== ended) this.indexEnded(job);
     if (job.status === 'Queued') {
       // Requeued jobs keep their place by age.
       const q = this.queued.get(job.account) ?? [];
@@ -380,10 +392,8 @@ export class FilesJobStore implements JobStore {
 
   async ended(query: EndedQuery): Promise<Job[]> {
     const before = query.completedBefore.getTime();
-    return [...this.jobs.values()]
-      .filter((j) => isTerminal(j.status) && j.completedAt && Date.parse(j.completedAt) < before && (query.unexpired === undefined || query.unexpired !== j.expired))
-      .sort((a, b) => a.completedAt!.localeCompare(b.completedAt!))
-      .slice(0, query.limit);
+    if (query.unexpired === true) return this.unexpiredIdx.before(before, query.limit);
+    return this.endedIdx.before(before, query.limit, query.unexpired === false ? (j) => j.expired === true : undefined);
   }
 
   async counts(account?: string): Promise<{ queued: number; running: number }> {
@@ -412,6 +422,10 @@ const keyOf = (account: string, key: string) => JSON.stringify([account, key]);
 
 function remembered(job: Job, idem: IdempotencyClaim): RememberedKey {
   return { account: job.account, key: idem.key, fingerprint: idem.fingerprint, job: { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt } };
+}
+
+function byCompletion(a: Job, b: Job): number {
+  return Date.parse(a.completedAt!) - Date.parse(b.completedAt!) || a.id.localeCompare(b.id);
 }
 
 function byAge(a: Job, b: Job): number {
