@@ -23,13 +23,13 @@ export class CreditLedger implements Ledger {
 
   private constructor(private readonly journal: Journal<LedgerRecord>, private readonly granted: (account: string) => number) {}
 
-  /** Loads and compacts the journal; it is compacted again whenever dead records outweigh live ones. */
+  /** Loads the journal; it is compacted (at open too) whenever dead records outweigh live ones. */
   static async open(dataDir: string, granted: (account: string) => number, opts: JournalOptions & { compaction: CompactionSettings }): Promise<CreditLedger> {
     const ledger = new CreditLedger(new Journal<LedgerRecord>(join(dataDir, 'ledger.log'), opts), granted);
     ledger.journal.replay((r) => ledger.apply(r));
     const snapshot = () => ledger.snapshot();
     ledger.journal.compactWhen({ ...opts.compaction, live: () => ledger.spent.size + ledger.holds.size, snapshot });
-    await ledger.journal.compact(snapshot);
+    await ledger.journal.compactIfDueNow();
     return ledger;
   }
 

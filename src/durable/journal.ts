@@ -316,10 +316,23 @@ export class Journal<T> {
     }
   }
 
+  /**
+   * At open: compacts now if the log holds more than `ratio` × its live records, however few (a
+   * rewrite of a small log costs little; a large log that is mostly live is not rewritten, so
+   * start-up time follows the live records).
+   */
+  async compactIfDueNow(): Promise<void> {
+    if (this.due(0)) await this.compact(this.policy!.snapshot);
+  }
+
+  private due(minRecords = this.policy?.minRecords ?? 0): boolean {
+    const p = this.policy;
+    return !!p && this.recordCount > Math.max(minRecords, p.ratio * p.live());
+  }
+
   private compactIfDue(): void {
     const p = this.policy;
-    if (!p || this.compacting || this.closed || this.dead) return;
-    if (this.recordCount <= Math.max(p.minRecords, p.ratio * p.live())) return;
+    if (!p || this.compacting || this.closed || this.dead || !this.due()) return;
     this.compact(p.snapshot).then(
       // Appends made while it ran may have made the log due again, and none may follow to notice.
       () => this.compactIfDue(),

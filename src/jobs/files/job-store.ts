@@ -45,7 +45,7 @@ function upgrade(job: Job & { job?: string; notified?: boolean; output: (Job['ou
 
 /**
  * The files backend's jobs: every job in memory, every durable change appended (fsync) to
- * `jobs.log` before the move resolves; compacted at open and whenever dead records outweigh live
+ * `jobs.log` before the move resolves; compacted (at open too) whenever dead records outweigh live
  * ones (while moves go on: see Journal.compact). A move's check and its effect on memory
  * are one synchronous step, so concurrent calls in this process see each other's moves; its writes
  * then go to `jobs.log`, `ledger.log` and the outbox in the order `Backend.recover` can complete.
@@ -89,7 +89,7 @@ export class FilesJobStore implements JobStore {
     await store.forgetKeys(new Date(Date.now() - IDEMPOTENCY_TTL_MS));
     const snapshot = () => store.snapshot();
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
-    await journal.compact(snapshot);
+    await journal.compactIfDueNow();
     for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);
     for (const job of [...store.jobs.values()].filter((j) => isTerminal(j.status) && j.completedAt).sort(byCompletion)) store.indexEnded(job);
     return store;

@@ -30,7 +30,7 @@ export class FilesOutbox implements Outbox {
 
   private constructor(private readonly journal: Journal<OutboxRecord>) {}
 
-  /** Loads and compacts the journal; deliveries in flight when the last process stopped are orphans. */
+  /** Loads the journal (compacted, at open too, once dead records outweigh live ones); deliveries in flight when the last process stopped are orphans. */
   static async open(dataDir: string, log: (entry: Record<string, unknown>) => void = () => {}, opts: JournalOptions & { compaction?: CompactionSettings } = {}): Promise<FilesOutbox> {
     const journal = new Journal<OutboxRecord>(join(dataDir, 'webhooks', 'outbox.jsonl'), opts);
     const outbox = new FilesOutbox(journal);
@@ -40,7 +40,7 @@ export class FilesOutbox implements Outbox {
     // Taken at once: pending deliveries are few, and their state moves on with every attempt.
     const snapshot = () => [...outbox.pending.values()].map((p) => outbox.snapshot(p));
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => outbox.pending.size, snapshot });
-    await journal.compact(snapshot);
+    await journal.compactIfDueNow();
     return outbox;
   }
 
