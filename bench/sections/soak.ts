@@ -249,9 +249,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   return { samples, jobs, statuses, fiveXx, spoolEntriesAtRest, jobsLogAtRest, jobsLogAfterRestart, restartMs, restartWorks, freshRssMB };
 }
 
-/** Least-squares slope of `y` against jobs (per 1,000 jobs) over the load phase. */
+/** Least-squares slope of `y` against jobs (per 1,000 jobs) over the load phase, after its first sample (the warm-up is a step, not a slope). */
 function slope(samples: Sample[], y: (s: Sample) => number): number {
-  const pts = samples.filter((s) => s.phase === 'load' && Number.isFinite(y(s)));
+  const pts = samples.filter((s) => s.phase === 'load' && s.jobs > 0 && Number.isFinite(y(s)));
   const n = pts.length;
   if (n < 2) return NaN;
   const mx = pts.reduce((a, s) => a + s.jobs, 0) / n;

@@ -269,7 +269,8 @@ async function drain(batch: () => Promise<Job[]>, act: (job: Job) => Promise<unk
     const jobs = await batch();
     if (jobs.length === 0 || jobs[0]!.id === previous) return;
     previous = jobs[0]!.id;
-    for (const job of jobs) await act(job);
+    // A batch at once: its journal records share their syncs (a sweep after a long stop may have thousands).
+    await Promise.all(jobs.map(act));
     if (jobs.length < SWEEP_BATCH) return;
   }
 }

@@ -90,8 +90,10 @@ export class FilesJobStore implements JobStore {
     const snapshot = () => store.snapshot();
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
     await journal.compactIfDueNow();
-    for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);
-    for (const job of [...store.jobs.values()].filter((j) => isTerminal(j.status) && j.completedAt).sort(byCompletion)) store.indexEnded(job);
+    const all = [...store.jobs.values()];
+    for (const job of all.filter((j) => j.status === 'Queued' || j.status === 'Running').sort(byAge)) store.index(job);
+    const ended = all.filter((j) => isTerminal(j.status) && j.completedAt).map((job) => ({ job, at: Date.parse(job.completedAt!) }));
+    for (const { job } of ended.sort((a, b) => a.at - b.at || (a.job.id < b.job.id ? -1 : 1))) store.indexEnded(job);
     return store;
   }
 
@@ -422,10 +424,6 @@ const keyOf = (account: string, key: string) => JSON.stringify([account, key]);
 
 function remembered(job: Job, idem: IdempotencyClaim): RememberedKey {
   return { account: job.account, key: idem.key, fingerprint: idem.fingerprint, job: { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt } };
-}
-
-function byCompletion(a: Job, b: Job): number {
-  return Date.parse(a.completedAt!) - Date.parse(b.completedAt!) || a.id.localeCompare(b.id);
 }
 
 function byAge(a: Job, b: Job): number {
