@@ -218,6 +218,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   clearInterval(sampler);
   await sampling;
   await sample('load');
+  // The jobs still queued at the end run first; retention counts from their end.
+  for (let i = 0; i < 6000 && (await metric('compressd_jobs_queued')) + (await metric('compressd_jobs_running')) !== 0; i++) await new Promise((r) => setTimeout(r, 100));
   // Rest past both retentions and two sweeps (a sweep runs every retention/4, at most 60 s).
   const sweepEvery = Math.min(60, Math.max(0.2, opts.retentionSeconds / 4));
   const restUntil = Date.now() + (2 * opts.retentionSeconds + 2 * sweepEvery + 2) * 1000;
