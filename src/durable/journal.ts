@@ -205,7 +205,7 @@ export class Journal<T> {
       const flush = async () => {
         const text = batch.join('');
         batch = [];
-        if (text) await out.write(text);
+        if (text) await out.writeFile(text);
         written += Buffer.byteLength(text);
       };
       for (const r of records) {
@@ -247,7 +247,7 @@ export class Journal<T> {
     for (let at = from; at < to; ) {
       const { bytesRead } = await readAsync(this.fd, buf, 0, Math.min(buf.length, to - at), at);
       if (bytesRead === 0) throw new Error(`${this.path} shrank while being compacted`);
-      await out.write(buf.subarray(0, bytesRead));
+      await out.writeFile(buf.subarray(0, bytesRead));
       at += bytesRead;
     }
     return to;
