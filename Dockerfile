@@ -45,7 +45,10 @@ RUN groupadd --system --gid 10001 compressd \
  && mkdir -p /data \
  && chown 10001:10001 /data
 COPY --from=executable /src/dist/compressd /usr/local/bin/compressd
-ENV COMPRESSD_DATA_DIR=/data \
+# Two glibc malloc arenas instead of 8 per core: libvips' allocations in worker threads otherwise leave
+# hundreds of MB in arenas that are never returned (docs/operating.md, "Memory that comes back").
+ENV MALLOC_ARENA_MAX=2 \
+    COMPRESSD_DATA_DIR=/data \
     COMPRESSD_CACHE_DIR=/tmp/compressd \
     COMPRESSD_HOST=0.0.0.0 \
     COMPRESSD_PORT=8080

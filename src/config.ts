@@ -10,6 +10,7 @@ export interface ServeConfig {
   workers: number;
   publicUrl: string;
   retentionSeconds: number;
+  recordRetentionSeconds: number;
   jobTimeoutSeconds: number;
   bodyIdleSeconds: number;
   urlAllow: string;
@@ -54,6 +55,7 @@ export const SETTINGS: Setting[] = [
   setting('workers', 'int', 'compression worker threads', () => availableParallelism()),
   setting('publicUrl', 'string', 'base URL of presigned download links in webhooks', (c) => `http://${c.host === '0.0.0.0' ? 'localhost' : c.host}:${c.port}`),
   setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
+  setting('recordRetentionSeconds', 'number', 'how long a job record is kept after its output expired (410), then forgotten (404)', () => 86400),
   setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
   setting('bodyIdleSeconds', 'number', 'a request body that sends nothing for this long is ended with 408', () => 60),
   setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),

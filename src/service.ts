@@ -77,7 +77,7 @@ export async function startService(
   const engine = new JobEngine(lifecycle, backend, pool, spool, {
     retentionSeconds: config.retentionSeconds,
     jobTimeoutSeconds: config.jobTimeoutSeconds,
-    recordRetentionSeconds: 24 * 3600,
+    recordRetentionSeconds: config.recordRetentionSeconds,
     pollMs: node.pollMs,
   });
 

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { Journal } from '../durable/journal.ts';
+import { Journal, type JournalOptions } from '../durable/journal.ts';
+import type { CompactionSettings } from '../durable/compaction.ts';
 import type { CreditSummary, Hold, Ledger } from './credits.ts';
 
 type LedgerRecord =
@@ -22,14 +23,22 @@ export class CreditLedger implements Ledger {
 
   private constructor(private readonly journal: Journal<LedgerRecord>, private readonly granted: (account: string) => number) {}
 
-  static async open(dataDir: string, granted: (account: string) => number, sync = true): Promise<CreditLedger> {
-    const ledger = new CreditLedger(new Journal<LedgerRecord>(join(dataDir, 'ledger.log'), sync), granted);
-    for (const r of ledger.journal.readNew().records) ledger.apply(r);
-    await ledger.journal.compact([
-      ...[...ledger.spent].map(([account, amount]): LedgerRecord => ({ op: 'spent', account, amount })),
-      ...[...ledger.holds.values()].map((h): LedgerRecord => ({ op: 'reserve', id: h.jobId, account: h.account, amount: h.amount })),
-    ]);
+  /** Loads the journal; it is compacted (at open too) whenever dead records outweigh live ones. */
+  static async open(dataDir: string, granted: (account: string) => number, opts: JournalOptions & { compaction: CompactionSettings }): Promise<CreditLedger> {
+    const ledger = new CreditLedger(new Journal<LedgerRecord>(join(dataDir, 'ledger.log'), opts), granted);
+    ledger.journal.replay((r) => ledger.apply(r));
+    const snapshot = () => ledger.snapshot();
+    ledger.journal.compactWhen({ ...opts.compaction, live: () => ledger.spent.size + ledger.holds.size, snapshot });
+    await ledger.journal.compactIfDueNow();
     return ledger;
+  }
+
+  /** The live records, taken at once: replaying them is not idempotent (a charge adds to `spent`). */
+  private snapshot(): LedgerRecord[] {
+    return [
+      ...[...this.spent].map(([account, amount]): LedgerRecord => ({ op: 'spent', account, amount })),
+      ...[...this.holds.values()].map((h): LedgerRecord => ({ op: 'reserve', id: h.jobId, account: h.account, amount: h.amount })),
+    ];
   }
 
   private apply(r: LedgerRecord): void {

@@ -26,6 +26,7 @@ interface Attempt {
   done?: Promise<void>;
 }
 
+/** Jobs fetched per query of a sweep; a sweep goes on until none is left past its cutoff. */
 const SWEEP_BATCH = 500;
 
 /**
@@ -227,8 +228,8 @@ export class JobEngine {
     }
   }
 
-  /** Expires outputs past retention and forgets records long after that. */
-  private async sweep(): Promise<void> {
+  /** Expires outputs past retention and forgets records long after that (every one due, however many). */
+  async sweep(): Promise<void> {
     // With several nodes the sweep runs on one of them at a time; the others skip their turn.
     await (this.backend.exclusive ? this.backend.exclusive('retention', () => this.sweepNow()) : this.sweepNow());
   }
@@ -236,9 +237,9 @@ export class JobEngine {
   private async sweepNow(): Promise<void> {
     const now = this.lifecycle.now().getTime();
     const forgetBefore = new Date(now - (this.settings.retentionSeconds + this.settings.recordRetentionSeconds) * 1000);
-    for (const job of await this.backend.jobs.ended({ completedBefore: forgetBefore, limit: SWEEP_BATCH })) await this.lifecycle.forget(job.id);
+    await drain(() => this.backend.jobs.ended({ completedBefore: forgetBefore, limit: SWEEP_BATCH }), (job) => this.lifecycle.forget(job.id));
     const expireBefore = new Date(now - this.settings.retentionSeconds * 1000);
-    for (const job of await this.backend.jobs.ended({ completedBefore: expireBefore, unexpired: true, limit: SWEEP_BATCH })) await this.lifecycle.expire(job.id);
+    await drain(() => this.backend.jobs.ended({ completedBefore: expireBefore, unexpired: true, limit: SWEEP_BATCH }), (job) => this.lifecycle.expire(job.id));
     await this.backend.jobs.forgetKeys(new Date(now - IDEMPOTENCY_TTL_MS));
   }
 
@@ -256,5 +257,18 @@ export class JobEngine {
     for (const id of this.attempts.keys()) this.stopWorker(id, 'server.shutting_down');
     await all;
     await this.pumping;
+  }
+}
+
+/** Acts on batches until one is short, or one makes no progress (its jobs came back unchanged). */
+async function drain(batch: () => Promise<Job[]>, act: (job: Job) => Promise<unknown>): Promise<void> {
+  let previous: string | undefined;
+  for (;;) {
+    const jobs = await batch();
+    if (jobs.length === 0 || jobs[0]!.id === previous) return;
+    previous = jobs[0]!.id;
+    // A batch at once: its journal records share their syncs (a sweep after a long stop may have thousands).
+    await Promise.all(jobs.map(act));
+    if (jobs.length < SWEEP_BATCH) return;
   }
 }

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { CreditLedger } from '../../accounts/ledger.ts';
+import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/compaction.ts';
 import type { Backend, RecoveryReport } from '../backend.ts';
 import { settlementOf } from '../moves.ts';
 import { isTerminal } from '../types.ts';
@@ -17,6 +18,8 @@ export interface FilesBackendOptions {
   step?: (step: FilesStep) => void;
   /** False skips the fsyncs (in-process tests of what is built on top); default true. */
   sync?: boolean;
+  /** When the journals are compacted while running; default COMPACTION_DEFAULTS. */
+  compaction?: CompactionSettings;
 }
 
 export interface FilesBackend extends Backend {
@@ -28,10 +31,18 @@ export interface FilesBackend extends Backend {
 
 /** The default backend: journals and the spool in the data dir, for one node. */
 export async function openFilesBackend(dataDir: string, opts: FilesBackendOptions): Promise<FilesBackend> {
-  const sync = opts.sync ?? true;
-  const ledger = await CreditLedger.open(dataDir, opts.granted, sync);
-  const outbox = await FilesOutbox.open(dataDir, opts.log, sync);
-  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, { sync, step: opts.step ?? (() => {}) });
+  const step = opts.step ?? (() => {});
+  const log = opts.log ?? (() => {});
+  const journal = {
+    sync: opts.sync ?? true,
+    step,
+    compaction: opts.compaction ?? COMPACTION_DEFAULTS,
+    // The old journal stays whole; the next compaction tries again.
+    onError: (err: unknown) => log({ msg: 'journal compaction failed', err: err instanceof Error ? err.message : String(err) }),
+  };
+  const ledger = await CreditLedger.open(dataDir, opts.granted, journal);
+  const outbox = await FilesOutbox.open(dataDir, log, journal);
+  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, journal);
   const blobs = new LocalBlobStore(join(dataDir, 'spool'));
   return {
     jobs,

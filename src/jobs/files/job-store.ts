@@ -1,7 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { join } from 'node:path';
 import type { CreditLedger } from '../../accounts/ledger.ts';
-import { Journal } from '../../durable/journal.ts';
+import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/compaction.ts';
+import { Journal, type CompactionStep } from '../../durable/journal.ts';
 import {
   IDEMPOTENCY_TTL_MS,
   type AdmissionLimits,
@@ -17,6 +18,7 @@ import {
 } from '../backend.ts';
 import { decide, settlementOf, type Decision, type Move } from '../moves.ts';
 import { isTerminal, type Job } from '../types.ts';
+import { EndedIndex } from './ended-index.ts';
 
 /**
  * Journal records. A finish carries the webhook it owes; `handed` is written once that delivery is
@@ -32,7 +34,7 @@ type JobRecord =
   | { op: 'remove'; id: string };
 
 /** A step between the writes of a move, named for fault injection in the conformance suite. */
-export type FilesStep = 'admit.held' | 'finish.recorded' | 'finish.settled' | 'finish.enqueued' | 'cancel.recorded';
+export type FilesStep = 'admit.held' | 'finish.recorded' | 'finish.settled' | 'finish.enqueued' | 'cancel.recorded' | CompactionStep;
 
 /** Records from before `jobType`, leases and `ranOn`: `job` was the job type, `output.path` a spool path. */
 function upgrade(job: Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null }): Job {
@@ -43,7 +45,8 @@ function upgrade(job: Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string
 
 /**
  * The files backend's jobs: every job in memory, every durable change appended (fsync) to
- * `jobs.log` before the move resolves; compacted at open. A move's check and its effect on memory
+ * `jobs.log` before the move resolves; compacted (at open too) whenever dead records outweigh live
+ * ones (while moves go on: see Journal.compact). A move's check and its effect on memory
  * are one synchronous step, so concurrent calls in this process see each other's moves; its writes
  * then go to `jobs.log`, `ledger.log` and the outbox in the order `Backend.recover` can complete.
  */
@@ -61,6 +64,11 @@ export class FilesJobStore implements JobStore {
   private readonly inMove = new Map<string, Promise<void>>();
   /** Idempotency keys by `keyOf(account, key)`; they outlive their jobs' records. */
   private readonly keys = new Map<string, RememberedKey>();
+  /** Ended jobs by completion, and those of them whose output has not expired: the sweep's work lists. */
+  private readonly endedIdx = new EndedIndex((job, at) => this.jobs.get(job.id) === job && isTerminal(job.status) && job.completedAt === at);
+  private readonly unexpiredIdx = new EndedIndex((job, at) => this.jobs.get(job.id) === job && isTerminal(job.status) && job.completedAt === at && !job.expired);
+  /** Jobs admitted in memory whose `put` is not yet appended: a snapshot leaves them to it. */
+  private readonly unwritten = new Set<string>();
 
   private constructor(
     private readonly journal: Journal<JobRecord>,
@@ -69,19 +77,44 @@ export class FilesJobStore implements JobStore {
     private readonly step: (s: FilesStep) => void,
   ) {}
 
-  static async open(dataDir: string, ledger: CreditLedger, outbox: Outbox, opts: { sync: boolean; step(s: FilesStep): void }): Promise<FilesJobStore> {
-    const store = new FilesJobStore(new Journal<JobRecord>(join(dataDir, 'jobs.log'), opts.sync), ledger, outbox, opts.step);
-    for (const r of store.journal.readNew().records) store.replay(r);
+  static async open(
+    dataDir: string,
+    ledger: CreditLedger,
+    outbox: Outbox,
+    opts: { sync: boolean; step(s: FilesStep): void; compaction?: CompactionSettings; onError?: (err: unknown) => void },
+  ): Promise<FilesJobStore> {
+    const journal = new Journal<JobRecord>(join(dataDir, 'jobs.log'), { sync: opts.sync, step: opts.step, onError: opts.onError });
+    const store = new FilesJobStore(journal, ledger, outbox, opts.step);
+    journal.replay((r) => store.replay(r));
     await store.forgetKeys(new Date(Date.now() - IDEMPOTENCY_TTL_MS));
-    const keyOfJob = new Map([...store.keys.values()].map((k) => [k.job.id, k]));
-    const puts: JobRecord[] = [...store.jobs.values()].map((job) => {
-      const k = keyOfJob.get(job.id);
-      keyOfJob.delete(job.id);
-      return { op: 'put', job, owed: store.owed.get(job.id), ...(k ? { idem: { key: k.key, fingerprint: k.fingerprint } } : {}) };
-    });
-    await store.journal.compact([...puts, ...[...keyOfJob.values()].map((remembered): JobRecord => ({ op: 'key', remembered }))]);
-    for (const job of [...store.jobs.values()].sort(byAge)) store.index(job);
+    const snapshot = () => store.snapshot();
+    journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
+    await journal.compactIfDueNow();
+    const all = [...store.jobs.values()];
+    for (const job of all.filter((j) => j.status === 'Queued' || j.status === 'Running').sort(byAge)) store.index(job);
+    const ended = all.filter((j) => isTerminal(j.status) && j.completedAt).map((job) => ({ job, at: Date.parse(job.completedAt!) }));
+    for (const { job } of ended.sort((a, b) => a.at - b.at || (a.job.id < b.job.id ? -1 : 1))) store.indexEnded(job);
     return store;
+  }
+
+  /**
+   * The live records. Which jobs, keys and owed webhooks there are is taken at once; each job is
+   * serialized later, as it is by then — which replaying the patches appended meanwhile after it
+   * leaves right, since a patch sets what it names whatever was there.
+   */
+  private snapshot(): Iterable<JobRecord> {
+    const jobs = [...this.jobs.values()].filter((j) => !this.unwritten.has(j.id));
+    const owed = new Map(this.owed);
+    const keyOfJob = new Map<string, RememberedKey>();
+    for (const k of this.keys.values()) if (!this.unwritten.has(k.job.id)) keyOfJob.set(k.job.id, k);
+    return (function* (): Generator<JobRecord> {
+      for (const job of jobs) {
+        const k = keyOfJob.get(job.id);
+        keyOfJob.delete(job.id);
+        yield { op: 'put', job, owed: owed.get(job.id), ...(k ? { idem: { key: k.key, fingerprint: k.fingerprint } } : {}) };
+      }
+      for (const remembered of keyOfJob.values()) yield { op: 'key', remembered };
+    })();
   }
 
   private replay(r: JobRecord): void {
@@ -111,6 +144,11 @@ export class FilesJobStore implements JobStore {
     } else if (job.status === 'Running') this.running.set(job.id, job);
   }
 
+  private indexEnded(job: Job): void {
+    this.endedIdx.add(job);
+    if (!job.expired) this.unexpiredIdx.add(job);
+  }
+
   private unindex(job: Job): void {
     this.running.delete(job.id);
     const q = this.queued.get(job.account);
@@ -122,7 +160,9 @@ export class FilesJobStore implements JobStore {
   /** Applies a patch in memory (with the indexes) and returns the durable write of it. */
   private apply(job: Job, patch: Partial<Job>, owed?: OwedWebhook): Promise<void> {
     this.unindex(job);
+    const ended = isTerminal(job.status) ? job.completedAt : undefined;
     Object.assign(job, patch);
+    if (isTerminal(job.status) && job.completedAt && job.completedAt !== ended) this.indexEnded(job);
     if (job.status === 'Queued') {
       // Requeued jobs keep their place by age.
       const q = this.queued.get(job.account) ?? [];
@@ -172,10 +212,12 @@ export class FilesJobStore implements JobStore {
     if (!hold.result.ok) return { ok: false, refusal: 'entitlements.insufficient_credits', required: hold.result.required, available: hold.result.available };
     const stored: Job = { ...job };
     this.jobs.set(stored.id, stored);
+    this.unwritten.add(stored.id);
     this.index(stored);
     if (key !== undefined) this.keys.set(key, remembered(stored, idem!));
     const undo = () => {
       this.unindex(stored);
+      this.unwritten.delete(stored.id);
       this.jobs.delete(stored.id);
       if (key !== undefined) this.keys.delete(key);
     };
@@ -187,7 +229,9 @@ export class FilesJobStore implements JobStore {
     }
     this.step('admit.held');
     try {
-      await this.journal.append({ op: 'put', job: stored, ...(idem ? { idem } : {}) });
+      const put = this.journal.append({ op: 'put', job: stored, ...(idem ? { idem } : {}) });
+      this.unwritten.delete(stored.id);
+      await put;
     } catch (err) {
       undo();
       await this.ledger.release(stored.id).catch(() => {});
@@ -333,10 +377,8 @@ export class FilesJobStore implements JobStore {
 
   async ended(query: EndedQuery): Promise<Job[]> {
     const before = query.completedBefore.getTime();
-    return [...this.jobs.values()]
-      .filter((j) => isTerminal(j.status) && j.completedAt && Date.parse(j.completedAt) < before && (query.unexpired === undefined || query.unexpired !== j.expired))
-      .sort((a, b) => a.completedAt!.localeCompare(b.completedAt!))
-      .slice(0, query.limit);
+    if (query.unexpired === true) return this.unexpiredIdx.before(before, query.limit);
+    return this.endedIdx.before(before, query.limit, query.unexpired === false ? (j) => j.expired === true : undefined);
   }
 
   async counts(account?: string): Promise<{ queued: number; running: number }> {

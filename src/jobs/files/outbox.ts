@@ -1,5 +1,6 @@
 import { join } from 'node:path';
-import { Journal } from '../../durable/journal.ts';
+import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/compaction.ts';
+import { Journal, type JournalOptions } from '../../durable/journal.ts';
 import type { AttemptOutcome, Delivery, DeliveryClaim, Outbox, OwedWebhook } from '../backend.ts';
 
 /**
@@ -23,24 +24,23 @@ interface Pending {
   orphan: boolean;
 }
 
-const COMPACT_AFTER_RECORDS = 10_000;
-
 /** The files backend's outbox: `webhooks/outbox.jsonl` in the data dir, pending deliveries in memory. */
 export class FilesOutbox implements Outbox {
   private readonly pending = new Map<string, Pending>();
-  private recordsSinceCompaction = 0;
 
   private constructor(private readonly journal: Journal<OutboxRecord>) {}
 
-  /** Loads and compacts the journal; deliveries in flight when the last process stopped are orphans. */
-  static async open(dataDir: string, log: (entry: Record<string, unknown>) => void = () => {}, sync = true): Promise<FilesOutbox> {
-    const journal = new Journal<OutboxRecord>(join(dataDir, 'webhooks', 'outbox.jsonl'), sync);
+  /** Loads the journal (compacted, at open too, once dead records outweigh live ones); deliveries in flight when the last process stopped are orphans. */
+  static async open(dataDir: string, log: (entry: Record<string, unknown>) => void = () => {}, opts: JournalOptions & { compaction?: CompactionSettings } = {}): Promise<FilesOutbox> {
+    const journal = new Journal<OutboxRecord>(join(dataDir, 'webhooks', 'outbox.jsonl'), opts);
     const outbox = new FilesOutbox(journal);
-    const { records, skipped } = journal.readNew();
+    const { skipped } = journal.replay((r) => outbox.replay(r));
     if (skipped > 0) log({ msg: 'webhook outbox: skipped unreadable journal lines', skipped });
-    for (const r of records) outbox.replay(r);
     for (const p of outbox.pending.values()) if (p.next === null) p.orphan = true;
-    await outbox.compact();
+    // Taken at once: pending deliveries are few, and their state moves on with every attempt.
+    const snapshot = () => [...outbox.pending.values()].map((p) => outbox.snapshot(p));
+    journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => outbox.pending.size, snapshot });
+    await journal.compactIfDueNow();
     return outbox;
   }
 
@@ -147,13 +147,7 @@ export class FilesOutbox implements Outbox {
     return { op: 'enqueue', id: eventId, webhook: { url, secret }, payload, started: p.started, startedAt: p.startedAt, next: p.next };
   }
 
-  private async write(record: OutboxRecord): Promise<void> {
-    await this.journal.append(record);
-    if (++this.recordsSinceCompaction >= COMPACT_AFTER_RECORDS) await this.compact();
-  }
-
-  private compact(): Promise<void> {
-    this.recordsSinceCompaction = 0;
-    return this.journal.compact([...this.pending.values()].map((p) => this.snapshot(p)));
+  private write(record: OutboxRecord): Promise<void> {
+    return this.journal.append(record);
   }
 }
