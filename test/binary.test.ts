@@ -1,8 +1,8 @@
+import { firstKeyOf, freePort } from './helpers/daemons.ts';
 import { denoBinary } from './helpers/deno.ts';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, openAsBlob, readdirSync, readFileSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -50,15 +50,6 @@ function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<
   });
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * Starts `serve` with `command args…`, compresses the sample JPG through the API and checks the
  * download against the source run's output; stops the server.
@@ -68,16 +59,7 @@ async function serveAndCompressJpg(command: string, args: string[], env: NodeJS.
   const data = mkdtempSync(join(work, 'data-'));
   const child = spawn(command, [...args, 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', data, '--workers', '1'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   try {
-    let output = '';
-    const key = await new Promise<string>((resolve, reject) => {
-      child.stdout.on('data', (d) => {
-        output += d;
-        const m = /^API key: (\S+)$/m.exec(output);
-        if (m && output.includes('listening')) resolve(m[1]);
-      });
-      child.stderr.on('data', (d) => (output += d));
-      child.on('exit', (code) => reject(new Error(`server exited with ${code}: ${output}`)));
-    });
+    const key = await firstKeyOf(child);
     const base = `http://127.0.0.1:${port}`;
     assert.equal((await fetch(`${base}/compress/schema`)).status, 200);
     const form = new FormData();

@@ -11,6 +11,7 @@ import sharp, { type Sharp } from 'sharp';
 import { decodeImage } from '../workers/decoders/index.ts';
 import { MAX_PIXELS } from '../workers/image/door.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
+import { firstKeyOf } from './helpers/daemons.ts';
 import { ALL_RELEASE_FILES, RELEASE_DIR, releaseFiles, releaseUnavailable, sharedRelease, VERSION } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 import { unzip } from './helpers/zip.ts';
@@ -177,16 +178,7 @@ describe('release', { skip: unavailable ?? false }, () => {
       { cwd: home, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     try {
-      let said = '';
-      const key = await new Promise<string>((resolve, reject) => {
-        server.stdout.on('data', (d) => {
-          said += d;
-          const m = /^API key: (\S+)$/m.exec(said);
-          if (m && said.includes('listening')) resolve(m[1]);
-        });
-        server.stderr.on('data', (d) => (said += d));
-        server.on('exit', (code) => reject(new Error(`the server exited with ${code}: ${said}`)));
-      });
+      const key = await firstKeyOf(server);
       const client = join(work, 'client.mjs');
       writeFileSync(
         client,

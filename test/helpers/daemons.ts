@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio, type SpawnOptions } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
+import type { Readable } from 'node:stream';
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
 export function freePort(): Promise<number> {
@@ -100,4 +101,21 @@ export class Daemon {
     await this.exited;
     clearTimeout(timer);
   }
+}
+
+/**
+ * The first start's API key of a `compressd serve` child: resolves once it has printed the key and
+ * is listening; rejects with everything it said if it exits first.
+ */
+export function firstKeyOf(child: ChildProcessByStdio<null, Readable, Readable>): Promise<string> {
+  let said = '';
+  return new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (d) => {
+      said += d;
+      const m = /^API key: (\S+)$/m.exec(said);
+      if (m && said.includes('listening')) resolve(m[1]!);
+    });
+    child.stderr.on('data', (d) => (said += d));
+    child.on('exit', (code) => reject(new Error(`the server exited with ${code}: ${said}`)));
+  });
 }
