@@ -1,4 +1,4 @@
-import { firstKeyOf, freePort } from './helpers/daemons.ts';
+import { firstKeyOf, freePort, run as runCommand } from './helpers/daemons.ts';
 import { denoBinary } from './helpers/deno.ts';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -32,23 +32,8 @@ let buildOutput = '';
 
 const canUnshare = (flags: string) => spawnSync('unshare', [flags, 'true']).status === 0;
 
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: home, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+/** A command run in the empty home directory with only the environment given. */
+const run = (cmd: string, args: string[], env: NodeJS.ProcessEnv = {}) => runCommand(cmd, args, { cwd: home, env });
 
 /**
  * Starts `serve` with `command args…`, compresses the sample JPG through the API and checks the

@@ -11,7 +11,7 @@ import sharp, { type Sharp } from 'sharp';
 import { decodeImage } from '../workers/decoders/index.ts';
 import { MAX_PIXELS } from '../workers/image/door.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
-import { firstKeyOf } from './helpers/daemons.ts';
+import { firstKeyOf, run, type Ran } from './helpers/daemons.ts';
 import { ALL_RELEASE_FILES, RELEASE_DIR, releaseFiles, releaseUnavailable, sharedRelease, VERSION } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 import { unzip } from './helpers/zip.ts';
@@ -40,24 +40,6 @@ const work = mkdtempSync(join(tmpdir(), 'compressd-release-'));
 const inputs = join(work, 'in');
 const started = Date.now();
 const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
-
-interface Ran {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function run(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<Ran> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...options });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /** `env -i [VARS] [unshare -rn] …`: nothing of this process's environment, and no network where namespaces allow. */
 function offline(command: string[], vars: Record<string, string> = {}): string[] {
