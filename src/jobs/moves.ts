@@ -55,10 +55,6 @@ export const TRANSITIONS: Readonly<Record<MoveName, Transition>> = {
   forget: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'gone', credits: 'none', owesWebhook: false, fenced: false, refusal: 'not_ended' },
 };
 
-export function allowed(move: MoveName, from: JobStatus): boolean {
-  return TRANSITIONS[move].from.includes(from);
-}
-
 /**
  * What settles the hold of an ended job (or of one whose record is gone): the credit effect of the
  * move that ends in its status, so Succeeded → charge and anything else → release is read off the

@@ -10,6 +10,7 @@ import sharp from 'sharp';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { PDFDocument } from 'pdf-lib';
+import { unzip } from './zip.ts';
 
 const exec = promisify(execFile);
 const corpus = new URL('../../../shared/corpus/', import.meta.url).pathname;
@@ -256,17 +257,6 @@ async function writeZip(out: string, parts: [string, Buffer][]): Promise<string>
   return out;
 }
 
-async function unzipAll(path: string): Promise<Map<string, Buffer>> {
-  const zip = await yauzl.openPromise(path, { lazyEntries: true, autoClose: false });
-  const parts = new Map<string, Buffer>();
-  for await (const e of zip.eachEntry()) {
-    const chunks: Buffer[] = [];
-    for await (const c of await zip.openReadStreamPromise(e)) chunks.push(c as Buffer);
-    parts.set(e.fileName, Buffer.concat(chunks));
-  }
-  zip.close();
-  return parts;
-}
 
 const extOf = (data: Buffer): string => (data[0] === 0xff ? 'jpeg' : 'png');
 const IMAGE_REL = 'http://schemas.openxmlformats.org/officeDocument/2006/relationships/image';
@@ -283,7 +273,7 @@ function withDefaults(types: string, exts: Iterable<string>): string {
  * slide, cloned), every picture its own media part.
  */
 export async function albumPptx(out: string, pictures: Buffer[]): Promise<string> {
-  const t = await unzipAll(`${corpus}pptx/derived-photo-slides-from-pdf.pptx`);
+  const t = await unzip(await readFile(`${corpus}pptx/derived-photo-slides-from-pdf.pptx`));
   const slide = t.get('ppt/slides/slide1.xml')!;
   const rels = t.get('ppt/slides/_rels/slide1.xml.rels')!.toString();
   const parts: [string, Buffer][] = [];
@@ -315,7 +305,7 @@ export async function albumPptx(out: string, pictures: Buffer[]): Promise<string
  * corpus report's figure, cloned), every picture its own media part.
  */
 export async function reportDocx(out: string, pictures: Buffer[], widthInches = 6): Promise<string> {
-  const t = await unzipAll(`${corpus}docx/derived-photo-report.docx`);
+  const t = await unzip(await readFile(`${corpus}docx/derived-photo-report.docx`));
   const doc = t.get('word/document.xml')!.toString();
   const head = doc.slice(0, doc.indexOf('<w:body>') + '<w:body>'.length);
   const tail = doc.slice(doc.lastIndexOf('<w:sectPr'));
@@ -407,7 +397,7 @@ export async function greyPictures(dir: string): Promise<{ photo: string; scan: 
  * default level, as most writers do.
  */
 export async function smallXmlDocx(out: string): Promise<string> {
-  const t = await unzipAll(`${corpus}docx/python-docx-inline-shapes.docx`);
+  const t = await unzip(await readFile(`${corpus}docx/python-docx-inline-shapes.docx`));
   const jpeg = await sharp(await photo('craft-beer.jpg', 120)).jpeg({ quality: 90 }).toBuffer();
   const png = await sharp(await photo('jpeg420exif.jpg', 64)).png().toBuffer();
   const random = seeded(30);
