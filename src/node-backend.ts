@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import type { Clock } from './clock.ts';
 import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS, type Authenticator } from './accounts/registry.ts';
 import type { ServeConfig } from './config.ts';
@@ -59,10 +60,10 @@ async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBack
 }
 
 /** One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch. */
-async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
+async function openClusterNode(config: ServeConfig, clock: Clock): Promise<NodeBackend> {
   const blobs = await openBlobStore(config.storage);
   const backend = await openClusterBackend(config.databaseUrl, blobs);
-  const accounts = new PgAccountRegistry(backend.pool);
+  const accounts = new PgAccountRegistry(backend.pool, clock);
   const leaseMs = config.leaseSeconds * 1000;
   return {
     backend,
@@ -79,6 +80,6 @@ async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
   };
 }
 
-export function openNodeBackend(config: ServeConfig, log: Logger): Promise<NodeBackend> {
-  return config.databaseUrl ? openClusterNode(config) : openFilesNode(config, log);
+export function openNodeBackend(config: ServeConfig, log: Logger, clock: Clock): Promise<NodeBackend> {
+  return config.databaseUrl ? openClusterNode(config, clock) : openFilesNode(config, log);
 }

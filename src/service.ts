@@ -2,6 +2,7 @@ import type { ServerType } from '@hono/node-server';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { systemClock, type Clock } from './clock.ts';
 import { defaultPlan } from './accounts/plan.ts';
 import type { ServeConfig } from './config.ts';
 import { migrateDataDir } from './durable/data-format.ts';
@@ -42,6 +43,8 @@ export async function startService(
   extra: Partial<FetchConfig> = {},
   /** Shows the first start's key; called before any request is answered. */
   announceFirstKey: (key: string) => void = () => {},
+  /** What leases, retention, webhook retries, rate windows and the key cache read (tests move it). */
+  clock: Clock = systemClock,
 ): Promise<RunningService> {
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   // Users' files live below it: private even when the directory existed before (a volume made 0755).
@@ -57,7 +60,7 @@ export async function startService(
     }
   }
 
-  const node = await openNodeBackend(config, log);
+  const node = await openNodeBackend(config, log, clock);
   const { backend, accounts, spool, tokens } = node;
 
   const plan = defaultPlan(config.maxFileSizeBytes);
@@ -72,6 +75,7 @@ export async function startService(
       admission: { maxOpenPerAccount: plan.maxQueuedJobs },
       claim: { maxRunningPerAccount: plan.maxConcurrentJobs, maxRunningPerJobType: Object.fromEntries(COMPRESSORS.map((c) => [c.jobType, c.maxConcurrentJobs])) },
       leaseMs: node.leaseMs,
+      clock,
     },
   );
   const engine = new JobEngine(lifecycle, backend, pool, spool, {
@@ -110,6 +114,7 @@ export async function startService(
     site: config.site,
     dispatcher: guardedDispatcher(fetchConfig),
     log: (entry) => log.info(entry, 'webhook'),
+    clock,
   });
 
   const metrics = new ServiceMetrics({ counts: () => engine.counts(), poolUtilization: () => pool.utilization });
@@ -138,6 +143,7 @@ export async function startService(
     tokens,
     planOf,
     rateLimitPerMinute: config.rateLimitPerMinute,
+    clock,
     trustProxy: config.trustProxy,
     log,
     dataDir: config.dataDir,

@@ -4,6 +4,7 @@ import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
+import { waitUntil } from './helpers/daemons.ts';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
 
 const run = promisify(execFile);
@@ -43,26 +44,22 @@ describe('API key', () => {
   });
 
   it('accepts a key created by the CLI while the server runs, and refuses it once revoked', async () => {
+    // The server re-reads the registry the CLI appends to every 250 ms: each step polls for its effect.
+    const balance = async () => {
+      const res = await s.api('/compress/entitlements/me', { key });
+      return res.status === 200 ? (await json(res)).balance : res.status;
+    };
     const { stdout } = await cli('keys', 'create', '--data-dir', s.dataDir, '--account', 'cli-made', '--credits', '42');
     const key = stdout.trim().split('\n').pop()!;
-    let res: Response | undefined;
-    for (let i = 0; i < 30; i++) {
-      res = await s.api('/compress/entitlements/me', { key });
-      if (res.status === 200) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    assert.equal(res!.status, 200);
-    assert.equal((await json(res!)).balance, 42);
+    assert.equal(await balance(), 42, 'a new key works at once');
 
     await cli('credits', 'add', '--data-dir', s.dataDir, '--account', 'cli-made', '--amount', '8');
-    await new Promise((r) => setTimeout(r, 600));
-    assert.equal((await json(await s.api('/compress/entitlements/me', { key }))).balance, 50);
+    await waitUntil('the grant reaches the server', async () => (await balance()) === 50, 10_000);
 
     const list = (await cli('keys', 'list', '--data-dir', s.dataDir)).stdout;
     assert.match(list, /cli-made/);
     await cli('keys', 'revoke', '--data-dir', s.dataDir, key);
-    await new Promise((r) => setTimeout(r, 600));
-    assert.equal((await s.api('/compress/entitlements/me', { key })).status, 401);
+    await waitUntil('the revoke reaches the server', async () => (await balance()) === 401, 10_000);
   });
 
   it('marks guest keys', async () => {
@@ -168,6 +165,13 @@ describe('IP rate limit', () => {
       const res = await limited.api('/compress/schema', { key: null });
       assert.equal((await json(res)).error, 'rate_limited');
       assert.ok(Number(res.headers.get('retry-after')) >= 1);
+      limited.clock.advance(45_000);
+      const later = await limited.api('/compress/schema', { key: null });
+      assert.equal(later.status, 429, 'the window lasts a minute by the service clock');
+      const retry = Number(later.headers.get('retry-after'));
+      assert.ok(retry >= 1 && retry <= 15, `Retry-After counts down with the clock: ${retry}`);
+      limited.clock.advance(15_000);
+      assert.equal((await limited.api('/compress/schema', { key: null })).status, 200, 'a new window once the clock passes the minute');
     } finally {
       await limited.stop();
     }

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { systemClock, type Clock } from '../clock.ts';
 import { ipAllowed, parseAllowList } from './ip-allow.ts';
 import { newApiKey, parseApiKey, secretMatches } from './keys.ts';
 import { checkCreditAmount, checkNewAccount, STARTING_CREDITS, type ApiKeyInfo, type Authenticator, type Principal } from './registry.ts';
@@ -23,7 +24,11 @@ const KEY_CACHE_MS = 1000;
 export class PgAccountRegistry implements Authenticator {
   private readonly cache = new Map<string, { row: KeyRow | undefined; at: number }>();
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(
+    private readonly pool: pg.Pool,
+    /** What the key cache's age is read by. */
+    private readonly clock: Clock = systemClock,
+  ) {}
 
   async isEmpty(): Promise<boolean> {
     const { rows } = await this.pool.query('SELECT 1 FROM accounts LIMIT 1');
@@ -72,9 +77,10 @@ export class PgAccountRegistry implements Authenticator {
     const parsed = key ? parseApiKey(key.trim()) : null;
     if (!parsed) return null;
     let cached = this.cache.get(parsed.id);
-    if (!cached || Date.now() - cached.at > KEY_CACHE_MS) {
+    const now = this.clock().getTime();
+    if (!cached || now - cached.at > KEY_CACHE_MS) {
       const { rows } = await this.pool.query<KeyRow>('SELECT * FROM api_keys WHERE id = $1', [parsed.id]);
-      cached = { row: rows[0], at: Date.now() };
+      cached = { row: rows[0], at: now };
       this.cache.set(parsed.id, cached);
       // Unknown ids are cached too (a flood of made-up keys costs one query per id per second); bounded anyway.
       if (this.cache.size > 10_000) this.cache.delete(this.cache.keys().next().value!);

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { systemClock, type Clock } from '../clock.ts';
 import { ApiError, truncateDetail } from '../errors.ts';
 import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
 import { TRANSITIONS, type Refusal } from './moves.ts';
@@ -17,7 +18,7 @@ export interface LifecycleSettings {
    * The time every move, lease, retention cut-off and expiry check reads (default: the system
    * clock). Tests move it instead of waiting.
    */
-  clock?: () => Date;
+  clock?: Clock;
 }
 
 export interface LifecycleEvents {
@@ -51,7 +52,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
 
   /** The lifecycle's clock (see `LifecycleSettings.clock`). */
   now(): Date {
-    return this.settings.clock?.() ?? new Date();
+    return (this.settings.clock ?? systemClock)();
   }
 
   /** Until when a lease taken or renewed now holds. */

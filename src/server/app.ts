@@ -2,6 +2,7 @@ import { Hono, type Context } from 'hono';
 import type { Logger } from 'pino';
 import type { Plan } from '../accounts/plan.ts';
 import type { Authenticator } from '../accounts/registry.ts';
+import type { Clock } from '../clock.ts';
 import { ApiError } from '../errors.ts';
 import type { Ledger } from '../accounts/credits.ts';
 import type { BlobStore } from '../jobs/backend.ts';
@@ -39,6 +40,8 @@ export interface AppServices {
   tokens: DownloadTokens;
   planOf(account: string): Plan;
   rateLimitPerMinute: number;
+  /** What rate windows are measured by. */
+  clock: Clock;
   trustProxy: ProxyTrust;
   log: Logger;
   dataDir: string;
@@ -81,7 +84,7 @@ export function createApp(s: AppServices): Hono<AppEnv> {
     return c.json({ error: 'route.method_not_allowed', detail: `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(', ')}.` }, 405);
   });
 
-  app.use('*', clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute), versioning);
+  app.use('*', clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute, s.clock), versioning);
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
   app.route('/', schemaRoutes());
   app.route('/', uiRoutes());

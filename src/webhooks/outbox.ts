@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Dispatcher } from 'undici';
+import { systemClock, type Clock } from '../clock.ts';
 import { FilesOutbox } from '../jobs/files/outbox.ts';
 import type { Delivery, Outbox } from '../jobs/backend.ts';
 import { postOnce, type AttemptResult } from './deliver.ts';
@@ -26,6 +27,8 @@ export interface OutboxOptions {
   /** Longest wait between looks at the store (deliveries queued or left by other nodes). */
   pollMs?: number;
   log?: (entry: Record<string, unknown>) => void;
+  /** The time attempts are scheduled by and signed with (default: the system clock). */
+  clock?: Clock;
 }
 
 export interface AttemptReport {
@@ -70,11 +73,12 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
   private readonly concurrency: number;
   private readonly pollMs: number;
   private readonly log: (entry: Record<string, unknown>) => void;
+  private readonly clock: Clock;
   private readonly inFlight = new Set<Promise<void>>();
   private readonly stopController = new AbortController();
   private timer?: NodeJS.Timeout;
   private ticking: Promise<void> | null = null;
-  private again = false;
+  private followUp: Promise<void> | null = null;
   private pending = 0;
   private state: 'new' | 'started' | 'stopped' = 'new';
 
@@ -88,6 +92,7 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
     this.concurrency = Math.max(1, opts.concurrency ?? 16);
     this.pollMs = opts.pollMs ?? 1_000;
     this.log = opts.log ?? (() => {});
+    this.clock = opts.clock ?? systemClock;
   }
 
   get maxAttempts(): number {
@@ -122,20 +127,19 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
     return true;
   }
 
-  /** Looks for due deliveries now (a job just ended and owes one). */
-  wake(): void {
-    if (this.state !== 'started') return;
-    if (this.ticking) {
-      this.again = true;
-      return;
-    }
-    this.ticking = this.tick().finally(() => {
-      this.ticking = null;
-      if (this.again) {
-        this.again = false;
-        this.wake();
-      }
-    });
+  /**
+   * Looks for due deliveries now (a job just ended and owes one, or the clock moved). Resolves
+   * once that look is over: what was due then is in flight.
+   */
+  wake(): Promise<void> {
+    if (this.state !== 'started') return Promise.resolve();
+    if (!this.ticking) return (this.ticking = this.tick().finally(() => (this.ticking = null)));
+    // The look in progress may have read the store before what woke us: one more follows it,
+    // shared by every wake meanwhile.
+    return (this.followUp ??= this.ticking.then(() => {
+      this.followUp = null;
+      return this.wake();
+    }));
   }
 
   /**
@@ -148,6 +152,7 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
     clearTimeout(this.timer);
     this.stopController.abort();
     await this.ticking;
+    await this.followUp;
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
     await this.ownStore?.close();
   }
@@ -159,7 +164,7 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
       const free = this.concurrency - this.inFlight.size;
       if (free > 0) {
         const claimed = await this.store!.claimDue(this.opts.nodeId ?? 'local', {
-          now: new Date(),
+          now: this.clock(),
           limit: free,
           // An attempt lasts at most the timeout; one not settled well after that lost its node.
           ttlMs: 2 * this.timeoutMs + 5_000,
@@ -168,14 +173,14 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
         for (const d of claimed) this.launch(d);
       }
       const next = await this.store!.nextDueAt();
-      if (next !== null) wait = Math.min(wait, Math.max(0, next - Date.now()));
+      if (next !== null) wait = Math.min(wait, Math.max(0, next - this.clock().getTime()));
       this.pending = await this.store!.pendingCount();
     } catch (err) {
       this.log({ msg: 'webhook outbox store failed; retrying', err: String(err) });
       wait = STORE_RETRY_MS;
     }
     if (this.state !== 'started' || this.inFlight.size >= this.concurrency) return;
-    this.timer = setTimeout(() => this.wake(), wait);
+    this.timer = setTimeout(() => void this.wake(), wait);
     // Pending retries must not keep a finishing process alive; they resume from the store next start.
     this.timer.unref();
   }
@@ -197,14 +202,14 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
       this.log({ msg: 'webhook abandoned: no attempts left', eventId: d.eventId, attempts: n - 1 });
       return;
     }
-    const startedAt = Date.now();
+    const started = performance.now();
     const body = JSON.stringify(bodyForAttempt(payload, n));
     const result = await postOnce({
       url: d.url,
       headers: {
         'content-type': 'application/json',
         'user-agent': 'compressd-webhooks',
-        'x-service-signature': sign(d.secret, body, Math.floor(Date.now() / 1000)),
+        'x-service-signature': sign(d.secret, body, Math.floor(this.clock().getTime() / 1000)),
         'x-service-event-id': d.eventId,
         'x-service-delivery-attempt': String(n),
       },
@@ -213,8 +218,7 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
       timeoutMs: this.timeoutMs,
       signal: this.stopController.signal,
     });
-    const finishedAt = Date.now();
-    const next = result.outcome === 'retry' && n < this.maxAttempts ? finishedAt + this.delaysMs[n]! : null;
+    const next = result.outcome === 'retry' && n < this.maxAttempts ? this.clock().getTime() + this.delaysMs[n]! : null;
     const report: AttemptReport = {
       eventId: d.eventId,
       jobId: d.jobId,
@@ -223,7 +227,8 @@ export class WebhookOutbox extends EventEmitter<OutboxEvents> {
       outcome: result.outcome,
       status: result.status,
       error: result.error,
-      durationMs: finishedAt - startedAt,
+      // Elapsed time, not the clock's: a test clock that jumps would misreport it.
+      durationMs: Math.round(performance.now() - started),
       nextAttemptAt: next,
     };
     this.log({ msg: 'webhook attempt', ...report });

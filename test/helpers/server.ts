@@ -10,6 +10,7 @@ import { resolveConfig, type ServeConfig } from '../../src/config.ts';
 import type { FetchConfig } from '../../src/fetch/config.ts';
 import { openApiDocument } from '../../src/ops/openapi.ts';
 import { startService, type RunningService } from '../../src/service.ts';
+import { TestClock } from './clock.ts';
 import { contractSummary, contractStats, takeMismatches, watchContract } from './contract.ts';
 
 export const CORPUS = new URL('../../../shared/corpus/', import.meta.url).pathname;
@@ -19,6 +20,8 @@ export interface TestServer {
   key: string;
   dataDir: string;
   service: RunningService;
+  /** The service's clock: move it forward instead of waiting for leases, retention, retries, rate windows. */
+  clock: TestClock;
   /** fetch against the server with the default key (override with headers). */
   api(path: string, init?: RequestInit & { key?: string | null }): Promise<Response>;
   /** Creates another key (and account) through the same registry the CLI uses. */
@@ -31,7 +34,8 @@ export async function startTestServer(settings: Partial<Record<keyof ServeConfig
   const flags: Record<string, string> = { port: '0', host: '127.0.0.1', workers: '2', 'data-dir': dataDir };
   for (const [k, v] of Object.entries(settings)) flags[k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v!;
   const config = resolveConfig(flags, {});
-  const service = await startService(config, pino({ level: 'silent' }), fetchExtra);
+  const clock = new TestClock();
+  const service = await startService(config, pino({ level: 'silent' }), fetchExtra, undefined, clock.now);
   const url = `http://127.0.0.1:${service.port}`;
   // The document /openapi.json serves, built in-process so that no request counts against a rate limit.
   watchContract(service.server as Server, openApiDocument(service.routes()));
@@ -42,6 +46,7 @@ export async function startTestServer(settings: Partial<Record<keyof ServeConfig
     key,
     dataDir,
     service,
+    clock,
     api(path, init = {}) {
       const headers = new Headers(init.headers);
       const k = init.key === undefined ? key : init.key;

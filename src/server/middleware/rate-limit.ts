@@ -1,15 +1,16 @@
 import type { MiddlewareHandler } from 'hono';
 import { LRUCache } from 'lru-cache';
+import { systemClock, type Clock } from '../../clock.ts';
 import { ApiError } from '../../errors.ts';
 import type { AppEnv } from '../env.ts';
 
 /** A fixed one-minute window per client IP; 429 `rate_limited` with Retry-After past the limit. */
-export function rateLimit(perMinute: number): MiddlewareHandler<AppEnv> {
+export function rateLimit(perMinute: number, clock: Clock = systemClock): MiddlewareHandler<AppEnv> {
   const windows = new LRUCache<string, { start: number; count: number }>({ max: 100_000 });
   return async (c, next) => {
     if (perMinute > 0) {
       const ip = c.get('clientIp');
-      const now = Date.now();
+      const now = clock().getTime();
       let w = windows.get(ip);
       if (!w || now - w.start >= 60_000) {
         w = { start: now, count: 0 };

@@ -129,7 +129,7 @@ export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool,
       const [inputPath, outputPath] = await Promise.all([blobs.localFile(job.id, 'input', scratch), blobs.localFile(job.id, 'output', scratch)]);
       if (!inputPath || !outputPath) throw expired();
       const files: PreviewJob = { inputPath, inputFormat: job.format, outputPath, outputFormat: job.output.format, ...query };
-      const ttl = job.expiresAt ? Date.parse(job.expiresAt) - Date.now() : undefined;
+      const ttl = job.expiresAt ? Date.parse(job.expiresAt) - engine.lifecycle.now().getTime() : undefined;
       comparison = await comparer.comparison(`${job.id}/${job.completedAt}/${query.size}/${query.page}`, files, ttl);
     } catch (err) {
       // Files deleted while the previews were being made (retention, DELETE) read as unreadable.
