@@ -13,11 +13,14 @@ import { guardedDispatcher } from '../src/fetch/egress.ts';
 import type { EgressConfig } from '../src/fetch/config.ts';
 import { WebhookOutbox, type AttemptReport, type OutboxOptions, type SettledReport } from '../src/webhooks/outbox.ts';
 import type { JobOutcome } from '../src/webhooks/payload.ts';
+import { DEFAULT_RETRY_DELAYS_SEC } from '../src/webhooks/policy.ts';
 import { validateWebhook, type WebhookConfig } from '../src/webhooks/validate.ts';
+import { TestClock } from './helpers/clock.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
 const SECRET = 'whsec_test_secret_0123456789';
-const FAST = [0, 0.05, 0.05, 0.05, 0.05];
+/** Every outbox here schedules by it: tests move it to a retry's due time instead of waiting the spec's delays. */
+const clock = new TestClock();
 
 type Reply = { status: number; delayMs?: number; location?: string } | 'hang';
 interface Received {
@@ -94,11 +97,23 @@ async function tempDir(): Promise<string> {
   return d;
 }
 
-async function outbox(opts: Partial<OutboxOptions> & { dataDir: string }): Promise<WebhookOutbox> {
-  const o = new WebhookOutbox({ retryDelaysSec: FAST, site: 'compressd-test', dispatcher, timeoutMs: 2_000, ...opts });
+/**
+ * A started outbox on the spec's retry schedule and the test clock. Unless `follow` is false, each
+ * retry's due time is reached at once: the clock is moved to it and the outbox woken.
+ */
+async function outbox(opts: Partial<OutboxOptions> & { dataDir: string; follow?: boolean }): Promise<WebhookOutbox> {
+  const { follow = true, ...rest } = opts;
+  const o = new WebhookOutbox({ retryDelaysSec: DEFAULT_RETRY_DELAYS_SEC, site: 'compressd-test', dispatcher, timeoutMs: 2_000, clock: clock.now, ...rest });
+  if (follow) o.on('attempt', (a) => a.nextAttemptAt !== null && dueNow(o, a.nextAttemptAt));
   outboxes.push(o);
   await o.start();
   return o;
+}
+
+/** Moves the clock to `at` and has the outbox look at once; resolves when that look is over. */
+function dueNow(o: WebhookOutbox, at: number): Promise<void> {
+  clock.reach(at);
+  return o.wake();
 }
 
 function webhook(path: string, events?: string, host = 'hooks.test'): WebhookConfig {
@@ -144,6 +159,17 @@ function settled(o: WebhookOutbox, jobId: string): Promise<SettledReport> {
   });
 }
 
+function nextAttempt(o: WebhookOutbox, jobId: string, attempt: number): Promise<AttemptReport> {
+  return new Promise((resolve) => {
+    const listener = (a: AttemptReport) => {
+      if (a.jobId !== jobId || a.attempt !== attempt) return;
+      o.off('attempt', listener);
+      resolve(a);
+    };
+    o.on('attempt', listener);
+  });
+}
+
 function attempts(o: WebhookOutbox, jobId: string): AttemptReport[] {
   const seen: AttemptReport[] = [];
   o.on('attempt', (a) => {
@@ -152,6 +178,9 @@ function attempts(o: WebhookOutbox, jobId: string): AttemptReport[] {
   return seen;
 }
 
+/** The signature's time (unix seconds). */
+const signedAt = (r: Received) => Number(/^t=(\d+),/.exec(String(r.headers['x-service-signature']))![1]);
+
 /** The receiver's side of the spec's verification recipe, done by hand. */
 function verifyByHand(r: Received): void {
   const header = String(r.headers['x-service-signature']);
@@ -159,7 +188,7 @@ function verifyByHand(r: Received): void {
   assert.ok(match, `signature header ${header}`);
   const expected = createHmac('sha256', SECRET).update(`${match[1]}.${r.raw}`).digest();
   assert.ok(timingSafeEqual(expected, Buffer.from(match[2]!, 'hex')));
-  assert.ok(Math.abs(Number(match[1]) - Date.now() / 1000) < 60, 'fresh timestamp');
+  assert.ok(Math.abs(Number(match[1]) - clock.now().getTime() / 1000) < 60, 'fresh timestamp, by the outbox clock');
 }
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3})?Z$/;
@@ -229,11 +258,32 @@ describe('webhook delivery over HTTPS', () => {
     assert.equal(new Set(r.received.map((x) => x.body.eventId)).size, 1);
     assert.equal(new Set(r.received.map((x) => x.headers['x-service-event-id'])).size, 1);
     assert.equal(new Set(r.received.map((x) => x.headers['x-service-signature'])).size, 3);
+    const times = r.received.map(signedAt);
+    assert.ok(times[1]! - times[0]! >= 1 && times[2]! - times[1]! >= 5, `signed 1 s then 5 s apart by the clock (spec schedule): ${times}`);
     for (const x of r.received) {
       verifyByHand(x);
       stripe.webhooks.constructEvent(x.raw, String(x.headers['x-service-signature']), SECRET);
     }
     assert.deepEqual(seen.map((a) => [a.attempt, a.outcome, a.status]), [[1, 'retry', 500], [2, 'retry', 429], [3, 'delivered', 200]]);
+  });
+
+  test('a retry is due by the outbox clock: not sent before its due time, sent once the clock reaches it', async () => {
+    const r = route('/hook/due', (n) => ({ status: n === 1 ? 503 : 200 }));
+    const o = await outbox({ dataDir: await tempDir(), retryDelaysSec: [0, 600], follow: false });
+    const firstDone = nextAttempt(o, 'job_due', 1);
+    const done = settled(o, 'job_due');
+    await o.enqueue(webhook('/hook/due'), failed('job_due'));
+    const first = await firstDone;
+    assert.equal(first.outcome, 'retry');
+    const due = first.nextAttemptAt!;
+    assert.ok(due >= signedAt(r.received[0]!) * 1000 + 600_000, 'due 600 s after the first attempt, by the clock');
+
+    await dueNow(o, due - 60_000);
+    assert.equal(o.pendingCount, 1);
+    await dueNow(o, due);
+    assert.deepEqual([(await done).delivered, (await done).attempts], [true, 2]);
+    assert.deepEqual(r.received.map((x) => x.attempt), [1, 2]);
+    assert.ok(signedAt(r.received[1]!) * 1000 > due - 1_000, 'the second attempt was sent (and signed) once the clock reached its due time');
   });
 
   test('400 is terminal; a redirect is terminal and not followed', async () => {
@@ -278,7 +328,7 @@ describe('webhook delivery over HTTPS', () => {
     const closed = await startTestHttpsServer(() => {});
     const url = closed.url('hooks.test', '/gone');
     await closed.close();
-    const o = await outbox({ dataDir: await tempDir(), retryDelaysSec: [0, 0.02] });
+    const o = await outbox({ dataDir: await tempDir(), retryDelaysSec: [0, 30] });
     const seen = attempts(o, 'job_refused');
     const done = settled(o, 'job_refused');
     await o.enqueue({ url, secret: SECRET, events: ['succeeded', 'failed'] }, succeeded('job_refused'));
@@ -289,7 +339,7 @@ describe('webhook delivery over HTTPS', () => {
 
   test('the egress guard is applied at delivery time', async () => {
     const r = route('/hook/private', () => ({ status: 200 }));
-    const o = await outbox({ dataDir: await tempDir(), retryDelaysSec: [0, 0.02] });
+    const o = await outbox({ dataDir: await tempDir(), retryDelaysSec: [0, 30] });
     const seen = attempts(o, 'job_private');
     const done = settled(o, 'job_private');
     // webhooks.test passed submission checks but now resolves to 127.0.0.1, which is not allowed.
@@ -328,11 +378,12 @@ describe('webhook outbox durability', () => {
   test('a restart in the middle of the retry schedule resumes at the next attempt', async () => {
     const r = route('/hook/restart', (n) => ({ status: n <= 2 ? 500 : 200 }));
     const dataDir = await tempDir();
-    const delays = [0, 0.05, 0.5, 0.05, 0.05];
-    const first = await outbox({ dataDir, retryDelaysSec: delays });
-    const secondDone = new Promise<void>((resolve) => first.on('attempt', (a) => a.attempt === 2 && resolve()));
+    const first = await outbox({ dataDir, follow: false });
+    const firstDone = nextAttempt(first, 'job_restart', 1);
+    const secondDone = nextAttempt(first, 'job_restart', 2);
     await first.enqueue(webhook('/hook/restart'), succeeded('job_restart'));
-    await secondDone;
+    await dueNow(first, (await firstDone).nextAttemptAt!);
+    const afterSecond = await secondDone;
     await first.stop();
     assert.deepEqual(r.received.map((x) => x.attempt), [1, 2]);
 
@@ -340,15 +391,17 @@ describe('webhook outbox durability', () => {
     assert.equal((await stat(journal)).mode & 0o777, 0o600);
     assert.match(await readFile(journal, 'utf8'), /"op":"result","id":"[^"]+","n":2,"outcome":"retry"/);
 
-    const second = await outbox({ dataDir, retryDelaysSec: delays });
+    const second = await outbox({ dataDir });
     assert.equal(second.pendingCount, 1);
-    const done = await settled(second, 'job_restart');
+    const resumed = settled(second, 'job_restart');
+    await dueNow(second, afterSecond.nextAttemptAt!);
+    const done = await resumed;
     assert.deepEqual([done.delivered, done.attempts], [true, 3]);
     assert.deepEqual(r.received.map((x) => x.attempt), [1, 2, 3]);
     assert.equal(new Set(r.received.map((x) => x.body.eventId)).size, 1);
     await second.stop();
 
-    const third = await outbox({ dataDir, retryDelaysSec: delays });
+    const third = await outbox({ dataDir });
     assert.equal(third.pendingCount, 0);
     assert.equal((await stat(journal)).size, 0, 'compacted on start');
   });
@@ -356,17 +409,19 @@ describe('webhook outbox durability', () => {
   test('a torn last journal line (crash mid-append) is dropped on start', async () => {
     const r = route('/hook/torn', (n) => ({ status: n === 1 ? 500 : 200 }));
     const dataDir = await tempDir();
-    const delays = [0, 0.2];
-    const first = await outbox({ dataDir, retryDelaysSec: delays });
-    const firstDone = new Promise<void>((resolve) => first.on('attempt', () => resolve()));
+    const delays = [0, 30];
+    const first = await outbox({ dataDir, retryDelaysSec: delays, follow: false });
+    const firstDone = nextAttempt(first, 'job_torn', 1);
     await first.enqueue(webhook('/hook/torn'), failed('job_torn'));
-    await firstDone;
+    const { nextAttemptAt } = await firstDone;
     await first.stop();
     await appendFile(join(dataDir, 'webhooks', 'outbox.jsonl'), '{"op":"start","id":"evt_');
 
     const second = await outbox({ dataDir, retryDelaysSec: delays });
     assert.equal(second.pendingCount, 1);
-    const done = await settled(second, 'job_torn');
+    const resumed = settled(second, 'job_torn');
+    await dueNow(second, nextAttemptAt!);
+    const done = await resumed;
     assert.deepEqual([done.delivered, done.attempts], [true, 2]);
     assert.deepEqual(r.received.map((x) => x.attempt), [1, 2]);
   });
@@ -383,7 +438,7 @@ describe('webhook outbox durability', () => {
     );
     const config = {
       dataDir,
-      delays: [0, 0.05, 0.05, 0.05, 0.05],
+      delays: DEFAULT_RETRY_DELAYS_SEC,
       egress,
       webhook: webhook('/hook/crash'),
       job: succeeded('job_crash'),
@@ -406,8 +461,12 @@ describe('webhook outbox durability', () => {
     assert.equal(signal, 'SIGKILL', `child exited with ${exitCode}`);
     assert.deepEqual(r.received.map((x) => x.attempt), [1]);
 
-    const o = await outbox({ dataDir, retryDelaysSec: config.delays });
-    const done = await settled(o, 'job_crash');
+    const o = await outbox({ dataDir });
+    const resumed = settled(o, 'job_crash');
+    // The killed attempt counts as spent: the next is due a second (the schedule's) after it started.
+    clock.advance(1_000);
+    await o.wake();
+    const done = await resumed;
     assert.deepEqual([done.delivered, done.attempts], [true, 2]);
     assert.deepEqual(r.received.map((x) => x.attempt), [1, 2]);
     assert.equal(r.received[0]!.body.eventId, r.received[1]!.body.eventId);

@@ -17,12 +17,13 @@ before(async () => {
     req.on('data', (d) => (body += d));
     req.on('end', () => {
       received.push({ headers: req.headers, body });
-      res.writeHead(200);
+      // /flaky refuses every first attempt.
+      res.writeHead(req.url === '/flaky' && req.headers['x-service-delivery-attempt'] === '1' ? 503 : 200);
       res.end();
     });
   });
   s = await startTestServer(
-    { urlAllow: 'hooks.test', dnsOverrides: 'hooks.test=127.0.0.1', publicUrl: 'https://compress.example.org', webhookRetryDelays: '0,0.1,0.1,0.1,0.1' },
+    { urlAllow: 'hooks.test', dnsOverrides: 'hooks.test=127.0.0.1', publicUrl: 'https://compress.example.org', webhookRetryDelays: '0,600' },
     { ca: hooks.ca.caPem },
   );
 });
@@ -31,13 +32,13 @@ after(async () => {
   await new Promise((r) => hooks.server.close(r));
 });
 
-async function delivery(jobId: string) {
+async function delivery(jobId: string, attempt = 1) {
   for (let i = 0; i < 100; i++) {
-    const hit = received.find((r) => JSON.parse(r.body).jobId === jobId);
+    const hit = received.find((r) => JSON.parse(r.body).jobId === jobId && r.headers['x-service-delivery-attempt'] === String(attempt));
     if (hit) return hit;
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`no webhook for ${jobId}`);
+  throw new Error(`no webhook attempt ${attempt} for ${jobId}`);
 }
 
 describe('webhooks', () => {
@@ -77,6 +78,10 @@ describe('webhooks', () => {
   });
 
   it('posts job.failed with an error code, and only the selected events', async () => {
+    // The job whose event is not selected ends first: a delivery for it would arrive before the one that follows.
+    const unselected = await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg'), { webhookUrl: hooks.url('hooks.test', '/hook'), webhookSecret: SECRET, webhookEvents: 'failed' });
+    const b = await json(await s.api('/compress', { method: 'POST', body: unselected }));
+    assert.equal((await waitForJob(s, b.id)).status, 'Succeeded');
     const failing = await fileForm(join(CORPUS, 'bad/actually-pdf.jpg'), { webhookUrl: hooks.url('hooks.test', '/hook'), webhookSecret: SECRET, webhookEvents: 'failed' });
     const a = await json(await s.api('/compress', { method: 'POST', body: failing }));
     const job = await waitForJob(s, a.id);
@@ -87,10 +92,18 @@ describe('webhooks', () => {
     assert.equal(event.metrics.creditCost, 0);
     assert.equal(event.metrics.outputBytes, null);
     assert.equal(event.output, undefined);
-    const unselected = await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg'), { webhookUrl: hooks.url('hooks.test', '/hook'), webhookSecret: SECRET, webhookEvents: 'failed' });
-    const b = await json(await s.api('/compress', { method: 'POST', body: unselected }));
-    assert.equal((await waitForJob(s, b.id)).status, 'Succeeded');
-    await new Promise((r) => setTimeout(r, 500));
-    assert.ok(!received.some((r) => JSON.parse(r.body).jobId === b.id));
+    assert.ok(!received.some((r) => JSON.parse(r.body).jobId === b.id), 'nothing was sent for the unselected job.succeeded');
+  });
+
+  it('retries by the service clock: the second attempt follows once the clock passes the 600 s delay', async () => {
+    const form = await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg'), { webhookUrl: hooks.url('hooks.test', '/flaky'), webhookSecret: SECRET });
+    const accepted = await json(await s.api('/compress', { method: 'POST', body: form }));
+    await waitForJob(s, accepted.id);
+    const signedAt = (hit: (typeof received)[number]) => Number(/^t=(\d+),/.exec(String(hit.headers['x-service-signature']))![1]);
+    const first = await delivery(accepted.id);
+    s.clock.advance(600_000);
+    const second = await delivery(accepted.id, 2);
+    assert.equal(JSON.parse(second.body).eventId, JSON.parse(first.body).eventId);
+    assert.ok(signedAt(second) - signedAt(first) >= 600, 'signed at the time of the clock that scheduled it');
   });
 });
