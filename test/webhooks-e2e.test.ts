@@ -96,9 +96,10 @@ describe('webhooks', () => {
   });
 
   it('retries by the service clock: the second attempt follows once the clock passes the 600 s delay', async () => {
-    const form = await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg'), { webhookUrl: hooks.url('hooks.test', '/flaky'), webhookSecret: SECRET });
+    // An input that fails at once: the job ends quickly and owes job.failed.
+    const form = await fileForm(join(CORPUS, 'bad/actually-pdf.jpg'), { webhookUrl: hooks.url('hooks.test', '/flaky'), webhookSecret: SECRET });
     const accepted = await json(await s.api('/compress', { method: 'POST', body: form }));
-    await waitForJob(s, accepted.id);
+    assert.equal((await waitForJob(s, accepted.id)).status, 'Failed');
     const signedAt = (hit: (typeof received)[number]) => Number(/^t=(\d+),/.exec(String(hit.headers['x-service-signature']))![1]);
     const first = await delivery(accepted.id);
     s.clock.advance(600_000);
