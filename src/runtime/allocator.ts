@@ -19,8 +19,8 @@ export interface BundledAllocator {
   path: string;
 }
 
-/** Set in a child started only to learn whether the preload and the exec work here. */
-const PROBE_ENV = 'COMPRESSD_ALLOCATOR_PROBE';
+/** The only argument of a child started to learn whether the exec and the preload work here. */
+const PROBE_ARG = '--allocator-probe';
 const CHOICES = ['jemalloc', 'system'];
 
 let described: string | undefined;
@@ -40,7 +40,7 @@ export function allocatorInUse(): string {
 
 /** In the probe child: say whether jemalloc is mapped, and stop before anything else runs. */
 export function answerProbe(): void {
-  if (!process.env[PROBE_ENV]) return;
+  if (process.argv.length !== 3 || process.argv[2] !== PROBE_ARG) return;
   process.stdout.write(mapsJemalloc() ? 'jemalloc' : 'none');
   process.exit(0);
 }
@@ -68,15 +68,16 @@ export function useBundledAllocator(tree: string, bundled: BundledAllocator, env
     return;
   }
   const fallback = (why: string) => {
-    described = `glibc malloc (the bundled ${bundled.name} ${why})`;
+    described = `glibc malloc (the bundled ${bundled.name} ${bundled.version} ${why})`;
   };
   if (/[\s:]/.test(lib)) return fallback(`cannot be preloaded from a path with spaces or colons: ${lib}`);
   if (preload.split(/[\s:]+/).includes(lib)) return fallback('was preloaded but did not load');
   const preloadEnv = { ...env, LD_PRELOAD: preload ? `${lib} ${preload}` : lib };
-  const probe = spawnSync(process.execPath, [], { env: { ...preloadEnv, [PROBE_ENV]: '1' }, encoding: 'utf8', timeout: 60_000 });
+  const probe = spawnSync(process.execPath, [PROBE_ARG], { env: preloadEnv, encoding: 'utf8', timeout: 60_000 });
   if (probe.stdout !== 'jemalloc') {
-    const reason = probe.error?.message ?? (probe.stderr.trim().split('\n')[0] || `the trial start printed ${JSON.stringify(probe.stdout)}`);
-    return fallback(`does not load here: ${reason}`);
+    const said = probe.stderr.replace(/\s+/g, ' ').trim().slice(0, 300);
+    const ended = probe.error?.message ?? (probe.status === 0 ? `ran on ${probe.stdout || 'another allocator'}` : probe.status === null ? `ended by ${probe.signal}` : `ended with exit status ${probe.status}`);
+    return fallback(`does not load here: a trial start with it ${ended}${said ? `: ${said}` : ''}`);
   }
   // Node 24's process.execve (Node ≥ 22.15), which the installed @types/node does not declare yet.
   const node = process as unknown as { execve(file: string, args: string[], env: NodeJS.ProcessEnv): never };
