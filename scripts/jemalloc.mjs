@@ -72,11 +72,3 @@ export async function fetchJemalloc(arch, dest) {
   rmSync(tmp, { recursive: true, force: true });
   return { lib, copyright, deb: { name, sha256: deb.sha256, url: `${mirror()}/pool/main/j/jemalloc/${name}` } };
 }
-
-/** The newest GLIBC_x.y symbol version a shared library needs: the oldest glibc it loads on. */
-export function glibcNeeded(lib) {
-  const versions = [...readFileSync(lib).toString('latin1').matchAll(/GLIBC_(\d+)\.(\d+)/g)].map((m) => [Number(m[1]), Number(m[2])]);
-  if (versions.length === 0) throw new JemallocError(`${lib} names no GLIBC symbol version`);
-  const [major, minor] = versions.reduce((a, b) => (b[0] > a[0] || (b[0] === a[0] && b[1] > a[1]) ? b : a));
-  return `${major}.${minor}`;
-}

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -62,6 +62,22 @@ function unpack(arch: 'x64' | 'arm64'): string {
 /** What build.mjs recorded of the jemalloc an executable carries. */
 const allocatorOf = (arch: 'x64' | 'arm64') =>
   (JSON.parse(readFileSync(join(ROOT, 'dist', '.build', arch, 'contents.json'), 'utf8')) as { allocator: { name: string; version: string; path: string; licence: { id: string } } }).allocator;
+
+/** `compressd serve` of the x64 bundle, offline, in a network namespace of its own with only a loopback. */
+function serveX64(data: string, port: number, vars: Record<string, string>) {
+  return spawn(
+    '/usr/bin/env',
+    offline(['/bin/sh', '-c', `${canUnshare ? '/usr/sbin/ip link set lo up && ' : ''}exec "$0" "$@"`, './compressd', 'serve', '--host', '127.0.0.1', '--port', String(port), '--data-dir', data, '--workers', '2'], vars),
+    { cwd: unpack('x64'), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+}
+
+async function stop(server: ChildProcess): Promise<void> {
+  if (server.exitCode !== null) return;
+  const exited = new Promise((r) => server.once('exit', r));
+  server.kill('SIGTERM');
+  await exited;
+}
 
 let x64Outputs: Promise<string> | undefined;
 /** `compress` of one file of every kind by the x64 bundle, offline: the outputs' directory. */
@@ -145,7 +161,7 @@ describe('release', { skip: unavailable ?? false }, () => {
     }
   });
 
-  test('x64 bundle, in an empty directory, under env -i without network: compresses one file of every kind, and serves them through the API with the same bytes, on its jemalloc in the same process', async () => {
+  test('x64 bundle, in an empty directory, under env -i without network: compresses one file of every kind, and serves them through the API with the same bytes, on its jemalloc in the same process (COMPRESSD_ALLOCATOR=system: without)', async () => {
     const home = unpack('x64');
     const cache = join(work, 'cache-x64');
     const version = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, './compressd', '--version'], { cwd: home });
@@ -162,14 +178,7 @@ describe('release', { skip: unavailable ?? false }, () => {
     assert.deepEqual(readdirSync(out).length, ONE_OF_EACH_KIND.length);
 
     // The server in a network namespace of its own with only a loopback; the client joins it.
-    const data = join(work, 'data-x64');
-    const server = spawn(
-      '/usr/bin/env',
-      offline(['/bin/sh', '-c', `${canUnshare ? '/usr/sbin/ip link set lo up && ' : ''}exec "$0" "$@"`, './compressd', 'serve', '--host', '127.0.0.1', '--port', '18080', '--data-dir', data, '--workers', '2'], {
-        COMPRESSD_CACHE_DIR: cache,
-      }),
-      { cwd: home, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const server = serveX64(join(work, 'data-x64'), 18080, { COMPRESSD_CACHE_DIR: cache });
     try {
       const key = await firstKeyOf(server);
       const client = join(work, 'client.mjs');
@@ -218,11 +227,15 @@ console.log(JSON.stringify(done));
       assert.deepEqual(readdirSync(served).sort(), readdirSync(out).sort());
       for (const name of readdirSync(out)) assert.ok(readFileSync(join(served, name)).equals(readFileSync(join(out, name))), `${name}: the API and the command line differ`);
     } finally {
-      if (server.exitCode === null) {
-        const exited = new Promise((r) => server.once('exit', r));
-        server.kill('SIGTERM');
-        await exited;
-      }
+      await stop(server);
+    }
+
+    const onGlibc = serveX64(join(work, 'data-x64-system'), 18081, { COMPRESSD_CACHE_DIR: cache, COMPRESSD_ALLOCATOR: 'system' });
+    try {
+      await firstKeyOf(onGlibc);
+      assert.doesNotMatch(readFileSync(`/proc/${onGlibc.pid}/maps`, 'utf8'), /libjemalloc/, 'COMPRESSD_ALLOCATOR=system keeps jemalloc out');
+    } finally {
+      await stop(onGlibc);
     }
   });
 
