@@ -7,6 +7,13 @@
 #   read-only root: docker run --read-only --tmpfs /tmp:rw,exec,mode=1777 -p 8080:8080 -v compressd-data:/data compressd
 # Docker mounts --tmpfs noexec by default; the runtime cache holds native code, so `exec` is required.
 #
+# Allocator: the executable carries Debian's jemalloc (libjemalloc2 5.3.0, pinned by SHA256 in
+# scripts/jemalloc.mjs) in its runtime tree and re-executes itself onto it at start, as PID 1 still
+# (docs/operating.md, "Memory that comes back"); the image adds nothing for it, so the offline
+# `prebuilt` build and the from-source build get the same allocator the same way. The from-source
+# build stage fetches that .deb from Debian's archive (or --build-arg DEBIAN_MIRROR=URL).
+# `docker run -e COMPRESSD_ALLOCATOR=system …` runs on glibc malloc instead, with MALLOC_ARENA_MAX=2.
+#
 # Build arguments:
 #   NODE_IMAGE     image of the build stage (Node 24 LTS; any Debian-based Node 24 image will do)
 #   RUNTIME_IMAGE  image the executable runs on (glibc ≥ 2.28 and libstdc++)
@@ -31,7 +38,8 @@ RUN --mount=type=secret,id=extra_ca --mount=type=cache,target=/root/.npm \
     if [ -s /run/secrets/extra_ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/extra_ca; fi \
  && npm ci --no-audit --no-fund
 COPY . .
-RUN --mount=type=cache,target=/root/.npm node build.mjs
+ARG DEBIAN_MIRROR
+RUN --mount=type=cache,target=/root/.npm --mount=type=cache,target=/root/.cache/compressd-build node build.mjs
 
 FROM scratch AS prebuilt
 COPY compressd /src/dist/compressd
@@ -45,8 +53,8 @@ RUN groupadd --system --gid 10001 compressd \
  && mkdir -p /data \
  && chown 10001:10001 /data
 COPY --from=executable /src/dist/compressd /usr/local/bin/compressd
-# Two glibc malloc arenas instead of 8 per core: libvips' allocations in worker threads otherwise leave
-# hundreds of MB in arenas that are never returned (docs/operating.md, "Memory that comes back").
+# Only for glibc malloc (COMPRESSD_ALLOCATOR=system, or where jemalloc cannot load; jemalloc ignores it):
+# two arenas instead of 8 per core, which otherwise keep hundreds of MB that libvips' worker threads freed.
 ENV MALLOC_ARENA_MAX=2 \
     COMPRESSD_DATA_DIR=/data \
     COMPRESSD_CACHE_DIR=/tmp/compressd \

@@ -15,7 +15,9 @@
 // bundled: they travel whole, with their dependencies, in tree/node_modules, so they load from disk
 // exactly as from source; piscina travels the same way because it starts its threads from a file
 // beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
-// the tree once into a hash-named cache directory (src/runtime/extract.ts).
+// the tree once into a hash-named cache directory (src/runtime/extract.ts). The tree also holds
+// lib/libjemalloc.so.2, Debian's jemalloc for the target CPU (a .deb pinned by SHA256 in
+// scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts).
 // For arm64, the platform packages (the embedded Node, sharp's and @napi-rs's native builds) are
 // not installed on this machine: they are fetched at the versions and integrity hashes that
 // package-lock.json records (scripts/locked-package.mjs), and the blob has no V8 code cache, which
@@ -30,6 +32,7 @@ import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
+import { fetchJemalloc, JEMALLOC, JemallocError } from './scripts/jemalloc.mjs';
 import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
 
 const ROOT = dirname(fileURLToPath(import.meta.url));
@@ -47,6 +50,9 @@ const TREE = join(WORK, 'tree');
 const BUNDLED_TS = join(ROOT, 'src/runtime/bundled.ts');
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const MANIFEST_KEY = '@manifest';
+const ALLOCATOR_KEY = '@allocator';
+/** Where the tree holds the allocator src/runtime/allocator.ts preloads. */
+const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
 const BINARY_FILE = /\.(node|wasm)$|\.so(\.\d+)*$/;
 // Files of carried packages that nothing loads at run time.
 const SKIPPED_FILE = /\.(map|d\.ts|d\.mts|d\.cts)$/;
@@ -382,6 +388,20 @@ for (const result of [mainResult, workerResult]) {
   }
 }
 
+// The allocator the executable re-executes itself onto (src/runtime/allocator.ts): Debian's jemalloc.
+let jemalloc;
+try {
+  jemalloc = await fetchJemalloc(ARCH, join(WORK, 'jemalloc'));
+} catch (err) {
+  if (err instanceof JemallocError) fail(err.message);
+  throw err;
+}
+if (elfArch(jemalloc.lib) !== ARCH) fail(`${jemalloc.deb.name} does not hold a linux-${ARCH} libjemalloc.so.2`);
+mkdirSync(join(TREE, dirname(ALLOCATOR_PATH)), { recursive: true });
+copyFileSync(jemalloc.lib, join(TREE, ALLOCATOR_PATH));
+chmodSync(join(TREE, ALLOCATOR_PATH), 0o644);
+writeFileSync(join(WORK, 'allocator.json'), JSON.stringify({ name: JEMALLOC.name, version: JEMALLOC.version, path: ALLOCATOR_PATH }));
+
 const files = [];
 walk(TREE, (file) => files.push(relative(TREE, file).split(sep).join('/')));
 files.sort();
@@ -399,7 +419,7 @@ writeFileSync(join(WORK, 'manifest.json'), JSON.stringify(manifest));
 // ---- the executable ---------------------------------------------------------------------------
 
 const blob = join(WORK, 'sea-prep.blob');
-const assets = { [MANIFEST_KEY]: join(WORK, 'manifest.json') };
+const assets = { [MANIFEST_KEY]: join(WORK, 'manifest.json'), [ALLOCATOR_KEY]: join(WORK, 'allocator.json') };
 for (const path of files) assets[path] = join(TREE, path);
 writeFileSync(
   join(WORK, 'sea-config.json'),
@@ -433,7 +453,17 @@ if (injected.status !== 0) fail(`postject failed:\n${said.join('\n')}`);
 renameSync(staging, EXECUTABLE);
 writeFileSync(
   join(WORK, 'contents.json'),
-  JSON.stringify({ arch: ARCH, executable: relative(ROOT, EXECUTABLE), node: node.version, packages: [...contents.values()].sort((a, b) => a.name.localeCompare(b.name)) }, null, 2),
+  JSON.stringify(
+    {
+      arch: ARCH,
+      executable: relative(ROOT, EXECUTABLE),
+      node: node.version,
+      packages: [...contents.values()].sort((a, b) => a.name.localeCompare(b.name)),
+      allocator: { ...JEMALLOC, path: ALLOCATOR_PATH, deb: jemalloc.deb, copyright: relative(ROOT, jemalloc.copyright) },
+    },
+    null,
+    2,
+  ),
 );
 
 const mb = (n) => `${(n / 1048576).toFixed(1)} MB`;
@@ -441,5 +471,5 @@ const treeBytes = manifest.files.reduce((s, f) => s + f.size, 0);
 const carriedNames = [...contents.values()].filter((p) => p.how === 'carried').map((p) => p.name);
 console.log(
   `build: ${relative(ROOT, EXECUTABLE)} ${mb(statSync(EXECUTABLE).size)} (node ${node.version}, ${targetCheck}; runtime tree ${manifest.id}: ` +
-    `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}; allocator: ${JEMALLOC.name} ${JEMALLOC.version} from ${jemalloc.deb.name}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

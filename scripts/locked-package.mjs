@@ -7,7 +7,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSy
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
-const cacheDir = () => process.env.COMPRESSD_BUILD_CACHE || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'compressd-build');
+export const buildCacheDir = () => process.env.COMPRESSD_BUILD_CACHE || join(process.env.XDG_CACHE_HOME || join(homedir(), '.cache'), 'compressd-build');
 
 export class LockError extends Error {}
 
@@ -36,7 +36,7 @@ const sri = (file) => `sha512-${createHash('sha512').update(readFileSync(file)).
  */
 export function lockedTarball(root, name) {
   const { version, integrity } = lockedEntry(root, name);
-  const cache = cacheDir();
+  const cache = buildCacheDir();
   const file = join(cache, `${name.replace('/', '+')}-${version}.tgz`);
   if (existsSync(file) && sri(file) === integrity) return file;
   mkdirSync(cache, { recursive: true });

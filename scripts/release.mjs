@@ -4,8 +4,9 @@
 //   compressd-<v>-image-linux-amd64.tar                                the Docker image (`docker load -i`)
 //   compressd-<v>.cdx.json                                             CycloneDX SBOM of what the executables contain
 //   SHA256SUMS                                                         over all of the above
-// Needs an x64 Linux machine with the locked dependencies installed (`npm ci`), the npm registry for the
-// arm64 platform packages on the first run (cached afterwards), and a Docker engine with BuildKit that has
+// Needs an x64 Linux machine with the locked dependencies installed (`npm ci`) and dpkg-deb, the npm registry
+// for the arm64 platform packages and Debian's archive for the pinned jemalloc .debs (scripts/jemalloc.mjs)
+// on the first run (both cached afterwards), and a Docker engine with BuildKit that has
 // the Dockerfile's runtime base image (`DOCKER` names the CLI, `DOCKER_HOST` the engine, as usual).
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

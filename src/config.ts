@@ -147,6 +147,7 @@ export function resolveConfig(
  */
 export const ENVIRONMENT_ONLY: { names: string[]; help: string }[] = [
   { names: ['COMPRESSD_LOG_LEVEL'], help: 'log level: trace, debug, info, warn, error, fatal or silent (default: info)' },
+  { names: ['COMPRESSD_ALLOCATOR'], help: 'the single executable: jemalloc (bundled; it re-executes itself onto it at start) or system (glibc malloc) (default: jemalloc)' },
   { names: ['COMPRESSD_CACHE_DIR'], help: 'where the single executable unpacks its runtime; must allow exec (default: $XDG_CACHE_HOME/compressd, else ~/.cache/compressd)' },
   { names: ['NODE_EXTRA_CA_CERTS'], help: 'PEM file of extra certificate authorities trusted for URL input, webhooks and S3 (standard Node)' },
   { names: ['COMPRESSD_S3_FORCE_PATH_STYLE'], help: 'cluster mode: true for path-style S3 addressing, for servers without virtual-host buckets (default: false)' },

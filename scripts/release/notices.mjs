@@ -1,5 +1,6 @@
 // THIRD_PARTY_NOTICES.txt of one executable: Node's licence, the LGPL libraries and how to replace
-// them, the native libraries with their licences, and every npm package with its licence text.
+// them, jemalloc with Debian's copyright file, the native libraries with their licences, and every
+// npm package with its licence text.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { isLgpl } from './native-libraries.mjs';
@@ -30,6 +31,7 @@ export function notices({ root, version, contents, libraries }) {
   const missing = COMMON_LICENCES.filter((f) => !existsSync(f));
   if (missing.length) throw new NoticesError(`the full licence texts ${missing.join(', ')} are missing (Debian's base-files package installs them)`);
   const arch = contents.arch;
+  const allocator = contents.allocator;
   const node = contents.packages.find((p) => p.how === 'node');
   const npm = contents.packages.filter((p) => p.how !== 'node');
   const libvips = npm.find((p) => p.name.startsWith('@img/sharp-libvips-linux-'));
@@ -44,8 +46,8 @@ export function notices({ root, version, contents, libraries }) {
     '',
     'compressd itself is MIT-licensed (see LICENSE). The executable `compressd` is a Node.js single executable',
     `application: it contains Node.js ${contents.node}, ${npm.length} npm packages (${npm.filter((p) => p.how === 'bundled').length} bundled into its`,
-    `JavaScript, ${npm.filter((p) => p.how === 'carried').length} carried as files because they hold native or WebAssembly code), and the native libraries those`,
-    'packages contain. Each is listed below with its licence. The machine-readable list is the CycloneDX SBOM',
+    `JavaScript, ${npm.filter((p) => p.how === 'carried').length} carried as files because they hold native or WebAssembly code), the native libraries those`,
+    `packages contain, and the allocator it runs on (${allocator.name} ${allocator.version}). Each is listed below with its licence. The machine-readable list is the CycloneDX SBOM`,
     `compressd-${version}.cdx.json published beside this bundle.`,
   );
 
@@ -79,7 +81,15 @@ export function notices({ root, version, contents, libraries }) {
   out.push(rule(`2. Node.js ${contents.node} (embedded runtime, from the npm package ${node.name}@${node.version})`));
   out.push(readFileSync(join(root, node.source, 'LICENSE'), 'utf8').trim());
 
-  out.push(rule(`3. Native and WebAssembly libraries inside the npm packages`));
+  out.push(rule(`3. ${allocator.name} ${allocator.version} (the memory allocator, from Debian's ${allocator.debian.package} ${allocator.debian.version}) — ${licenceText(allocator.licence)}`));
+  out.push(
+    `The runtime tree holds ${allocator.path}, taken unchanged from ${allocator.deb.name}; compressd preloads it`,
+    'at start (COMPRESSD_ALLOCATOR=system runs without it). Debian\'s copyright file for it, verbatim:',
+    '',
+    readFileSync(join(root, allocator.copyright), 'utf8').trim(),
+  );
+
+  out.push(rule(`4. Native and WebAssembly libraries inside the npm packages`));
   for (const l of libraries) {
     out.push(`${l.name}${l.version ? ` ${l.version}` : ''} — ${licenceText(l.licence)}${l.licence?.url ? ` (${l.licence.url})` : ''}; in ${l.carriedBy}${l.note ? `; ${l.note}` : ''}`);
   }
@@ -87,7 +97,7 @@ export function notices({ root, version, contents, libraries }) {
   const licensing = readme.slice(readme.indexOf('## Licensing'));
   out.push('', `The licensing statement of ${libvips.name}@${libvips.version} (its README), verbatim:`, '', licensing.trim());
 
-  out.push(rule(`4. npm packages (${npm.length})`));
+  out.push(rule(`5. npm packages (${npm.length})`));
   for (const p of npm) {
     const dir = join(root, p.source);
     const pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
@@ -97,7 +107,7 @@ export function notices({ root, version, contents, libraries }) {
     for (const f of files) out.push('', readFileSync(join(dir, f), 'utf8').trim());
   }
 
-  out.push(rule('5. Full licence texts'));
+  out.push(rule('6. Full licence texts'));
   for (const f of COMMON_LICENCES) out.push(`----- ${f.split('/').pop()}`, '', readFileSync(f, 'utf8').trim(), '');
   return `${out.join('\n')}\n`;
 }
