@@ -221,6 +221,9 @@ console.log(JSON.stringify(done));
       // having re-executed itself in place, maps the jemalloc of its runtime tree and has no child.
       assert.match(readFileSync(`/proc/${server.pid}/maps`, 'utf8'), new RegExp(`^.* ${cache}/${VERSION.replaceAll('.', '\\.')}-[0-9a-f]+/lib/libjemalloc\\.so\\.2$`, 'm'));
       assert.equal(readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, 'utf8'), '');
+      // jemalloc's background thread is what returns an idle server's freed pages (docs/operating.md).
+      const threads = readdirSync(`/proc/${server.pid}/task`).map((t) => readFileSync(`/proc/${server.pid}/task/${t}/comm`, 'utf8').trim());
+      assert.ok(threads.includes('jemalloc_bg_thd'), `no jemalloc background thread among ${threads.join(', ')}`);
       const c = await run('/usr/bin/nsenter', ['-t', String(server.pid), '-n', process.execPath, client, 'http://127.0.0.1:18080', key, served, ...files]);
       assert.equal(c.code, 0, c.stderr + c.stdout);
       console.log(`x64 bundle: ${files.length} kinds served through the API in ${seconds(since)}`);

@@ -72,7 +72,9 @@ export function useBundledAllocator(tree: string, bundled: BundledAllocator, env
   };
   if (/[\s:]/.test(lib)) return fallback(`cannot be preloaded from a path with spaces or colons: ${lib}`);
   if (preload.split(/[\s:]+/).includes(lib)) return fallback('was preloaded but did not load');
-  const preloadEnv = { ...env, LD_PRELOAD: preload ? `${lib} ${preload}` : lib };
+  // Without its background thread jemalloc purges freed pages only inside later malloc/free calls,
+  // so an idle server kept them: 1,000-job soak, RSS at rest 282 MB without, 190 MB with (fresh: 127).
+  const preloadEnv = { ...env, LD_PRELOAD: preload ? `${lib} ${preload}` : lib, MALLOC_CONF: env.MALLOC_CONF ?? 'background_thread:true' };
   const probe = spawnSync(process.execPath, [PROBE_ARG], { env: preloadEnv, encoding: 'utf8', timeout: 60_000 });
   if (probe.stdout !== 'jemalloc') {
     const said = probe.stderr.replace(/\s+/g, ' ').trim().slice(0, 300);
