@@ -8,6 +8,7 @@ import { sharedSecret } from './jobs/cluster/database.ts';
 import { openClusterBackend } from './jobs/cluster/index.ts';
 import { openFilesBackend } from './jobs/files/index.ts';
 import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
+import type { StartupPhases } from './ops/startup-phases.ts';
 import { openBlobStore } from './storage/index.ts';
 import { DownloadTokens } from './webhooks/download-token.ts';
 
@@ -38,10 +39,11 @@ async function firstStart(accounts: AccountRegistry | PgAccountRegistry): Promis
 }
 
 /** One node on its data dir (the default): journals and the spool, nothing shared. */
-async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBackend> {
+async function openFilesNode(config: ServeConfig, log: Logger, phases?: StartupPhases): Promise<NodeBackend> {
   const accounts = new AccountRegistry(config.dataDir);
   accounts.watch();
-  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend') });
+  phases?.mark('accounts.log');
+  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend'), phases });
   return {
     backend,
     accounts,
@@ -79,6 +81,6 @@ async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
   };
 }
 
-export function openNodeBackend(config: ServeConfig, log: Logger): Promise<NodeBackend> {
-  return config.databaseUrl ? openClusterNode(config) : openFilesNode(config, log);
+export function openNodeBackend(config: ServeConfig, log: Logger, phases?: StartupPhases): Promise<NodeBackend> {
+  return config.databaseUrl ? openClusterNode(config) : openFilesNode(config, log, phases);
 }

@@ -17,6 +17,7 @@ import {
   type RememberedKey,
 } from '../backend.ts';
 import { decide, settlementOf, type Decision, type Move } from '../moves.ts';
+import type { StartupPhases } from '../../ops/startup-phases.ts';
 import { isTerminal, type Job } from '../types.ts';
 import { EndedIndex } from './ended-index.ts';
 
@@ -81,7 +82,7 @@ export class FilesJobStore implements JobStore {
     dataDir: string,
     ledger: CreditLedger,
     outbox: Outbox,
-    opts: { sync: boolean; step(s: FilesStep): void; compaction?: CompactionSettings; onError?: (err: unknown) => void },
+    opts: { sync: boolean; step(s: FilesStep): void; compaction?: CompactionSettings; onError?: (err: unknown) => void; phases?: StartupPhases },
   ): Promise<FilesJobStore> {
     const journal = new Journal<JobRecord>(join(dataDir, 'jobs.log'), { sync: opts.sync, step: opts.step, onError: opts.onError });
     const store = new FilesJobStore(journal, ledger, outbox, opts.step);
@@ -90,10 +91,12 @@ export class FilesJobStore implements JobStore {
     const snapshot = () => store.snapshot();
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
     await journal.compactIfDueNow();
+    opts.phases?.mark('jobs.log');
     const all = [...store.jobs.values()];
     for (const job of all.filter((j) => j.status === 'Queued' || j.status === 'Running').sort(byAge)) store.index(job);
     const ended = all.filter((j) => isTerminal(j.status) && j.completedAt).map((job) => ({ job, at: Date.parse(job.completedAt!) }));
     for (const { job } of ended.sort((a, b) => a.at - b.at || (a.job.id < b.job.id ? -1 : 1))) store.indexEnded(job);
+    opts.phases?.mark('jobs index');
     return store;
   }
 
