@@ -5,11 +5,9 @@ import { AccountRegistry, STARTING_CREDITS, type Authenticator } from './account
 import type { ServeConfig } from './config.ts';
 import type { Backend } from './jobs/backend.ts';
 import { sharedSecret } from './jobs/cluster/database.ts';
-import { openClusterBackend } from './jobs/cluster/index.ts';
 import { openFilesBackend } from './jobs/files/index.ts';
 import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
 import type { StartupPhases } from './ops/startup-phases.ts';
-import { openBlobStore } from './storage/index.ts';
 import { DownloadTokens } from './webhooks/download-token.ts';
 
 /** Where this node keeps state, and what follows from that: accounts, token key, leases, polling. */
@@ -60,8 +58,13 @@ async function openFilesNode(config: ServeConfig, log: Logger, phases?: StartupP
   };
 }
 
-/** One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch. */
+/**
+ * One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch.
+ * Its backend and storage modules (with the S3 SDK, a large part of the code) load only here, so a
+ * files-mode start does not spend time loading them.
+ */
 async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
+  const [{ openBlobStore }, { openClusterBackend }] = await Promise.all([import('./storage/index.ts'), import('./jobs/cluster/index.ts')]);
   const blobs = await openBlobStore(config.storage);
   const backend = await openClusterBackend(config.databaseUrl, blobs);
   const accounts = new PgAccountRegistry(backend.pool);
