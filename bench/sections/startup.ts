@@ -6,7 +6,7 @@
 // phases the server logs in its `listening` line (`startupMs`). Target: ≤ 1.5 s for the executable.
 import { denoBinary } from '../../test/helpers/deno.ts';
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +29,8 @@ function freePort(): Promise<number> {
 
 interface Start {
   ms: number;
+  /** CPU time the server process (all its threads) had spent when it answered: what a start costs on an idle machine. */
+  cpuMs: number;
   /** The server's own phases (its `listening` log line), when it logs them. */
   phases: Record<string, number>;
 }
@@ -55,10 +57,11 @@ async function toFirst200(command: string, args: string[], env: NodeJS.ProcessEn
         await res.arrayBuffer();
         if (res.status === 200) {
           const ms = performance.now() - started;
+          const cpuMs = cpuOf(child.pid!);
           // The listening line follows the first answer by a moment.
           for (let i = 0; i < 500 && !/"startupMs"/.test(out); i++) await new Promise((r) => setTimeout(r, 2));
           const line = out.split('\n').find((l) => l.includes('"startupMs"'));
-          return { ms, phases: line ? (JSON.parse(line) as { startupMs: Record<string, number> }).startupMs : {} };
+          return { ms, cpuMs, phases: line ? (JSON.parse(line) as { startupMs: Record<string, number> }).startupMs : {} };
         }
       } catch {
         // Not listening yet.
@@ -73,6 +76,12 @@ async function toFirst200(command: string, args: string[], env: NodeJS.ProcessEn
     }
     rmSync(data, { recursive: true, force: true });
   }
+}
+
+/** User + system CPU milliseconds of a live process (Linux: /proc/PID/stat, in clock ticks of 10 ms). */
+function cpuOf(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
 async function series(runs: number, once: () => Promise<Start>): Promise<number[]> {
@@ -90,7 +99,7 @@ function phaseRow(form: string, all: Start[]): (string | number)[] {
   const names = Object.keys(all[0]!.phases);
   const phase = (n: string) => Math.round(median(all.map((s) => s.phases[n] ?? 0)));
   const logged = median(all.map((s) => Object.values(s.phases).reduce((a, b) => a + b, 0)));
-  return [form, Math.round(median(all.map((s) => s.ms))), Math.round(Math.min(...all.map((s) => s.ms))), ...names.map(phase), Math.round(median(all.map((s) => s.ms)) - logged), all.length];
+  return [form, Math.round(median(all.map((s) => s.ms))), Math.round(Math.min(...all.map((s) => s.ms))), Math.round(median(all.map((s) => s.cpuMs))), ...names.map(phase), Math.round(median(all.map((s) => s.ms)) - logged), all.length];
 }
 
 /** The data dir of REMEMBERED jobs: BENCH_STARTUP_DATA when set (made there if absent), else a new one. */
@@ -142,7 +151,7 @@ export default async function startup(ctx: BenchContext): Promise<string> {
       for (const [form, once] of forms) {
         load.push(loadavg()[0]!);
         const all = await starts(runs, once);
-        header = ['Form', 'median ms', 'min ms', ...Object.keys(all[0]!.phases).map((p) => `${p} ms`), 'to the answer ms', 'runs'];
+        header = ['Form', 'median ms', 'min ms', 'CPU ms', ...Object.keys(all[0]!.phases).map((p) => `${p} ms`), 'to the answer ms', 'runs'];
         phased.push(phaseRow(form, all));
       }
     } finally {
@@ -160,7 +169,7 @@ export default async function startup(ctx: BenchContext): Promise<string> {
     '',
     '## Start-up with remembered jobs, by phase',
     '',
-    `\`GET /healthz\` polled every 2 ms after spawning \`serve\` on a copy of a data dir holding ${remembered}, as the service's own code leaves it after a day (bench/remembered-jobs.ts), or on a new data dir. Phases are medians of what the server logs (\`startupMs\` of its \`listening\` line): the first is the runtime and module load from process start; "to the answer" is what the spawn-to-200 time has beyond them (process spawn and the poll). Target for the single executable with remembered jobs: ≤ 1.5 s. Load average (1 min) before each row: ${load.map((l) => l.toFixed(1)).join(', ')} (${cpus} cores).`,
+    `\`GET /healthz\` polled every 2 ms after spawning \`serve\` on a copy of a data dir holding ${remembered}, as the service's own code leaves it after a day (bench/remembered-jobs.ts), or on a new data dir. CPU ms is the median CPU time (user + system, all threads) the server had used when it answered: near what the start takes on an idle machine. Phases are medians of what the server logs (\`startupMs\` of its \`listening\` line): the first is the runtime and module load from process start; "to the answer" is what the spawn-to-200 time has beyond them (process spawn and the poll). Target for the single executable with remembered jobs: ≤ 1.5 s. Load average (1 min) before each row: ${load.map((l) => l.toFixed(1)).join(', ')} (${cpus} cores).`,
     '',
     markdownTable(header, phased),
   ].join('\n');
