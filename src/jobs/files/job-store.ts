@@ -41,8 +41,8 @@ type StoredJob = Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string; not
 
 /** Records from before `jobType`, leases and `ranOn`: `job` was the job type, `output.path` a spool path. */
 function upgrade(job: StoredJob): Job {
-  // Every record written since `ranOn` is current: taken as parsed (start-up reads one per remembered job).
-  if (job.ranOn !== undefined && job.job === undefined && job.notified === undefined && job.output?.path === undefined) return job as Job;
+  // A current record (every field there, none of the old ones) is taken as parsed: start-up reads one per remembered job.
+  if (job.ranOn !== undefined && job.lease !== undefined && job.jobType !== undefined && job.job === undefined && job.notified === undefined && job.output?.path === undefined) return job as Job;
   const { job: legacyType, notified: _notified, ...rest } = job;
   const output = rest.output ? (({ path: _path, ...o }) => o)(rest.output) : null;
   return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null, ranOn: rest.ranOn ?? rest.lease?.nodeId ?? null };
