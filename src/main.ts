@@ -87,7 +87,7 @@ async function serveCommand(args: string[]): Promise<void> {
     console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
     console.log(`API key: ${key}`);
   });
-  log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse() }, `compressd listening on http://${config.host}:${service.port}`);
+  log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse(), startupMs: service.startupMs }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) process.exit(1);

@@ -6,10 +6,9 @@ import { AccountRegistry, STARTING_CREDITS, type Authenticator } from './account
 import type { ServeConfig } from './config.ts';
 import type { Backend } from './jobs/backend.ts';
 import { sharedSecret } from './jobs/cluster/database.ts';
-import { openClusterBackend } from './jobs/cluster/index.ts';
 import { openFilesBackend } from './jobs/files/index.ts';
 import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
-import { openBlobStore } from './storage/index.ts';
+import type { StartupPhases } from './ops/startup-phases.ts';
 import { DownloadTokens } from './webhooks/download-token.ts';
 
 /** Where this node keeps state, and what follows from that: accounts, token key, leases, polling. */
@@ -39,10 +38,11 @@ async function firstStart(accounts: AccountRegistry | PgAccountRegistry): Promis
 }
 
 /** One node on its data dir (the default): journals and the spool, nothing shared. */
-async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBackend> {
+async function openFilesNode(config: ServeConfig, log: Logger, phases?: StartupPhases): Promise<NodeBackend> {
   const accounts = new AccountRegistry(config.dataDir);
   accounts.watch();
-  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend') });
+  phases?.mark('accounts.log');
+  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend'), phases });
   return {
     backend,
     accounts,
@@ -59,8 +59,13 @@ async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBack
   };
 }
 
-/** One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch. */
+/**
+ * One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch.
+ * Its backend and storage modules (with the S3 SDK, a large part of the code) load only here, so a
+ * files-mode start does not spend time loading them.
+ */
 async function openClusterNode(config: ServeConfig, clock: Clock): Promise<NodeBackend> {
+  const [{ openBlobStore }, { openClusterBackend }] = await Promise.all([import('./storage/index.ts'), import('./jobs/cluster/index.ts')]);
   const blobs = await openBlobStore(config.storage);
   const backend = await openClusterBackend(config.databaseUrl, blobs);
   const accounts = new PgAccountRegistry(backend.pool, clock);
@@ -80,6 +85,6 @@ async function openClusterNode(config: ServeConfig, clock: Clock): Promise<NodeB
   };
 }
 
-export function openNodeBackend(config: ServeConfig, log: Logger, clock: Clock): Promise<NodeBackend> {
-  return config.databaseUrl ? openClusterNode(config, clock) : openFilesNode(config, log);
+export function openNodeBackend(config: ServeConfig, log: Logger, clock: Clock, phases?: StartupPhases): Promise<NodeBackend> {
+  return config.databaseUrl ? openClusterNode(config, clock) : openFilesNode(config, log, phases);
 }

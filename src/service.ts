@@ -16,6 +16,7 @@ import { Lifecycle } from './jobs/lifecycle.ts';
 import { CompressorPool } from './jobs/pool.ts';
 import { DiskGuard, insufficientStorage } from './ops/disk.ts';
 import { ServiceMetrics } from './ops/metrics.ts';
+import { StartupPhases } from './ops/startup-phases.ts';
 import { createApp } from './server/app.ts';
 import { openNodeBackend } from './node-backend.ts';
 import { createHttpServer } from './server/http-server.ts';
@@ -28,6 +29,8 @@ export interface RunningService {
   port: number;
   /** The API key of the `default` account when this start created it (first start). */
   firstKey: string | null;
+  /** Where the start's time went: milliseconds per phase (see StartupPhases). */
+  startupMs: Record<string, number>;
   /** The HTTP routes served (method and path pattern). */
   routes(): { method: string; path: string }[];
   close(graceMs?: number): Promise<void>;
@@ -46,6 +49,8 @@ export async function startService(
   /** What leases, retention, webhook retries, rate windows and the key cache read (tests move it). */
   clock: Clock = systemClock,
 ): Promise<RunningService> {
+  const phases = new StartupPhases();
+  phases.mark('runtime and modules');
   mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   // Users' files live below it: private even when the directory existed before (a volume made 0755).
   chmodSync(config.dataDir, 0o700);
@@ -60,7 +65,9 @@ export async function startService(
     }
   }
 
-  const node = await openNodeBackend(config, log, clock);
+  phases.mark('data format');
+  const node = await openNodeBackend(config, log, clock, phases);
+  phases.mark('backend');
   const { backend, accounts, spool, tokens } = node;
 
   const plan = defaultPlan(config.maxFileSizeBytes);
@@ -130,6 +137,7 @@ export async function startService(
   outbox.on('attempt', (a) => metrics.webhookAttempt(a.outcome));
   await engine.start();
   await outbox.start();
+  phases.mark('recovery');
 
   let closed = false;
   const app = createApp({
@@ -167,9 +175,11 @@ export async function startService(
     server.listen(config.port, config.host, () => resolve());
   });
   // Only now, with the port bound, can nothing stop the start any more: the first key is made and shown.
+  phases.mark('listen');
   const firstKey = await node.firstStart();
   if (firstKey) announceFirstKey(firstKey);
   open();
+  phases.mark('first key');
   // Large uploads may take long: a stalled one is ended by the body idle watch instead.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();
@@ -179,6 +189,7 @@ export async function startService(
     server,
     port,
     firstKey,
+    startupMs: phases.ms,
     routes: () => app.routes.map(({ method, path }) => ({ method, path })),
     async close(graceMs = 0) {
       if (closed) return;

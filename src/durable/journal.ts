@@ -120,14 +120,19 @@ export class Journal<T> {
         continue;
       }
       this.readOffset += end + 1;
-      for (const line of buf.toString('utf8', 0, end).split('\n')) {
-        if (!line) continue;
-        try {
-          each(JSON.parse(line) as T);
-          records++;
-        } catch {
-          skipped++;
+      const text = buf.toString('utf8', 0, end);
+      for (let at = 0; at < text.length; ) {
+        let next = text.indexOf('\n', at);
+        if (next < 0) next = text.length;
+        if (next > at) {
+          try {
+            each(JSON.parse(text.slice(at, next)) as T);
+            records++;
+          } catch {
+            skipped++;
+          }
         }
+        at = next + 1;
       }
     }
     this.recordCount += records;

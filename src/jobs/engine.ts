@@ -43,6 +43,8 @@ export class JobEngine {
   private pumping: Promise<void> | null = null;
   private again = false;
   private stopping = false;
+  /** The sweep `start` begins without waiting for it. */
+  private firstSweep: Promise<void> = Promise.resolve();
 
   constructor(
     readonly lifecycle: Lifecycle,
@@ -54,11 +56,17 @@ export class JobEngine {
     this.unsubscribe = backend.jobs.onCancel((id) => this.stopWorker(id, 'jobs.canceled'));
   }
 
-  /** Recovers what a crash interrupted, then starts claiming jobs and sweeping retention. */
+  /**
+   * Recovers what a crash interrupted, then starts claiming jobs and sweeping retention. The first
+   * sweep runs on after `start` resolves, so the server answers while it works: after a long stop it
+   * may expire thousands of jobs, and until it has, a download of an output past its retention
+   * expires that job on the spot (`isExpired`), as between two sweeps.
+   */
   async start(): Promise<void> {
     await this.backend.recover();
     await this.lifecycle.requeueInterrupted(true);
-    await this.sweep();
+    // A database that is briefly away: the next turn sweeps.
+    this.firstSweep = this.sweep().catch(() => {});
     const every = Math.min(60, Math.max(0.2, this.settings.retentionSeconds / 4)) * 1000;
     this.sweeper = setInterval(() => {
       // A database that is briefly away: the next turn sweeps.
@@ -257,6 +265,7 @@ export class JobEngine {
     for (const id of this.attempts.keys()) this.stopWorker(id, 'server.shutting_down');
     await all;
     await this.pumping;
+    await this.firstSweep;
   }
 }
 

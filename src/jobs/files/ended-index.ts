@@ -21,8 +21,9 @@ export class EndedIndex {
   /** `current` says whether an entry still stands for its job. */
   constructor(private readonly current: (job: Job, completedAt: string) => boolean) {}
 
-  add(job: Job): void {
-    const e: Entry = { job, completedAt: job.completedAt!, at: Date.parse(job.completedAt!) };
+  /** `at`: the job's completion in epoch ms (Date.parse of `completedAt`), when the caller has it. */
+  add(job: Job, at = Date.parse(job.completedAt!)): void {
+    const e: Entry = { job, completedAt: job.completedAt!, at };
     const last = this.entries[this.entries.length - 1];
     if (this.entries.length === this.head || !last || order(last, e) <= 0) {
       this.entries.push(e);

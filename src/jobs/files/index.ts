@@ -4,6 +4,7 @@ import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/comp
 import type { Backend, RecoveryReport } from '../backend.ts';
 import { settlementOf } from '../moves.ts';
 import { isTerminal } from '../types.ts';
+import type { StartupPhases } from '../../ops/startup-phases.ts';
 import { LocalBlobStore } from './blobs.ts';
 import { FilesJobStore, type FilesStep } from './job-store.ts';
 import { FilesOutbox } from './outbox.ts';
@@ -20,6 +21,8 @@ export interface FilesBackendOptions {
   sync?: boolean;
   /** When the journals are compacted while running; default COMPACTION_DEFAULTS. */
   compaction?: CompactionSettings;
+  /** Marks the opening of each journal (a server's start). */
+  phases?: StartupPhases;
 }
 
 export interface FilesBackend extends Backend {
@@ -41,8 +44,10 @@ export async function openFilesBackend(dataDir: string, opts: FilesBackendOption
     onError: (err: unknown) => log({ msg: 'journal compaction failed', err: err instanceof Error ? err.message : String(err) }),
   };
   const ledger = await CreditLedger.open(dataDir, opts.granted, journal);
+  opts.phases?.mark('ledger.log');
   const outbox = await FilesOutbox.open(dataDir, log, journal);
-  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, journal);
+  opts.phases?.mark('outbox.jsonl');
+  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, { ...journal, phases: opts.phases });
   const blobs = new LocalBlobStore(join(dataDir, 'spool'));
   return {
     jobs,

@@ -17,6 +17,7 @@ import {
   type RememberedKey,
 } from '../backend.ts';
 import { decide, settlementOf, type Decision, type Move } from '../moves.ts';
+import type { StartupPhases } from '../../ops/startup-phases.ts';
 import { isTerminal, type Job } from '../types.ts';
 import { EndedIndex } from './ended-index.ts';
 
@@ -36,8 +37,12 @@ type JobRecord =
 /** A step between the writes of a move, named for fault injection in the conformance suite. */
 export type FilesStep = 'admit.held' | 'finish.recorded' | 'finish.settled' | 'finish.enqueued' | 'cancel.recorded' | CompactionStep;
 
+type StoredJob = Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null };
+
 /** Records from before `jobType`, leases and `ranOn`: `job` was the job type, `output.path` a spool path. */
-function upgrade(job: Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null }): Job {
+function upgrade(job: StoredJob): Job {
+  // A current record (every field there, none of the old ones) is taken as parsed: start-up reads one per remembered job.
+  if (job.ranOn !== undefined && job.lease !== undefined && job.jobType !== undefined && job.job === undefined && job.notified === undefined && job.output?.path === undefined) return job as Job;
   const { job: legacyType, notified: _notified, ...rest } = job;
   const output = rest.output ? (({ path: _path, ...o }) => o)(rest.output) : null;
   return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null, ranOn: rest.ranOn ?? rest.lease?.nodeId ?? null };
@@ -81,7 +86,7 @@ export class FilesJobStore implements JobStore {
     dataDir: string,
     ledger: CreditLedger,
     outbox: Outbox,
-    opts: { sync: boolean; step(s: FilesStep): void; compaction?: CompactionSettings; onError?: (err: unknown) => void },
+    opts: { sync: boolean; step(s: FilesStep): void; compaction?: CompactionSettings; onError?: (err: unknown) => void; phases?: StartupPhases },
   ): Promise<FilesJobStore> {
     const journal = new Journal<JobRecord>(join(dataDir, 'jobs.log'), { sync: opts.sync, step: opts.step, onError: opts.onError });
     const store = new FilesJobStore(journal, ledger, outbox, opts.step);
@@ -90,10 +95,9 @@ export class FilesJobStore implements JobStore {
     const snapshot = () => store.snapshot();
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
     await journal.compactIfDueNow();
-    const all = [...store.jobs.values()];
-    for (const job of all.filter((j) => j.status === 'Queued' || j.status === 'Running').sort(byAge)) store.index(job);
-    const ended = all.filter((j) => isTerminal(j.status) && j.completedAt).map((job) => ({ job, at: Date.parse(job.completedAt!) }));
-    for (const { job } of ended.sort((a, b) => a.at - b.at || (a.job.id < b.job.id ? -1 : 1))) store.indexEnded(job);
+    opts.phases?.mark('jobs.log');
+    store.indexAll();
+    opts.phases?.mark('jobs index');
     return store;
   }
 
@@ -144,9 +148,32 @@ export class FilesJobStore implements JobStore {
     } else if (job.status === 'Running') this.running.set(job.id, job);
   }
 
-  private indexEnded(job: Job): void {
-    this.endedIdx.add(job);
-    if (!job.expired) this.unexpiredIdx.add(job);
+  private indexEnded(job: Job, at = Date.parse(job.completedAt!)): void {
+    this.endedIdx.add(job, at);
+    if (!job.expired) this.unexpiredIdx.add(job, at);
+  }
+
+  /**
+   * Builds the indexes from the jobs replayed, in one pass. The journal holds jobs in about the
+   * order they ended (a compaction writes them in the order they were admitted), so the ended ones
+   * are sorted only when they are out of order.
+   */
+  private indexAll(): void {
+    const active: Job[] = [];
+    const ended: { job: Job; at: number }[] = [];
+    let ordered = true;
+    for (const job of this.jobs.values()) {
+      if (job.status === 'Queued' || job.status === 'Running') active.push(job);
+      else if (job.completedAt) {
+        const e = { job, at: Date.parse(job.completedAt) };
+        const last = ended[ended.length - 1];
+        if (last && byCompletion(last, e) > 0) ordered = false;
+        ended.push(e);
+      }
+    }
+    for (const job of active.sort(byAge)) this.index(job);
+    if (!ordered) ended.sort(byCompletion);
+    for (const { job, at } of ended) this.indexEnded(job, at);
   }
 
   private unindex(job: Job): void {
@@ -407,6 +434,10 @@ const keyOf = (account: string, key: string) => JSON.stringify([account, key]);
 
 function remembered(job: Job, idem: IdempotencyClaim): RememberedKey {
   return { account: job.account, key: idem.key, fingerprint: idem.fingerprint, job: { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt } };
+}
+
+function byCompletion(a: { job: Job; at: number }, b: { job: Job; at: number }): number {
+  return a.at - b.at || (a.job.id < b.job.id ? -1 : 1);
 }
 
 function byAge(a: Job, b: Job): number {
