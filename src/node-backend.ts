@@ -8,6 +8,7 @@ import { sharedSecret } from './jobs/cluster/database.ts';
 import { openClusterBackend } from './jobs/cluster/index.ts';
 import { openFilesBackend } from './jobs/files/index.ts';
 import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
+import type { IoSink } from './ops/io-counts.ts';
 import { openBlobStore } from './storage/index.ts';
 import { DownloadTokens } from './webhooks/download-token.ts';
 
@@ -59,9 +60,9 @@ async function openFilesNode(config: ServeConfig, log: Logger): Promise<NodeBack
 }
 
 /** One of several nodes: state in PostgreSQL, files in shared storage, the data dir only scratch. */
-async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
-  const blobs = await openBlobStore(config.storage);
-  const backend = await openClusterBackend(config.databaseUrl, blobs);
+async function openClusterNode(config: ServeConfig, io?: IoSink): Promise<NodeBackend> {
+  const blobs = await openBlobStore(config.storage, io);
+  const backend = await openClusterBackend(config.databaseUrl, blobs, io);
   const accounts = new PgAccountRegistry(backend.pool);
   const leaseMs = config.leaseSeconds * 1000;
   return {
@@ -79,6 +80,7 @@ async function openClusterNode(config: ServeConfig): Promise<NodeBackend> {
   };
 }
 
-export function openNodeBackend(config: ServeConfig, log: Logger): Promise<NodeBackend> {
-  return config.databaseUrl ? openClusterNode(config) : openFilesNode(config, log);
+/** `io` counts the database queries and storage requests of a cluster node (files mode makes none). */
+export function openNodeBackend(config: ServeConfig, log: Logger, io?: IoSink): Promise<NodeBackend> {
+  return config.databaseUrl ? openClusterNode(config, io) : openFilesNode(config, log);
 }

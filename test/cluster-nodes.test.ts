@@ -149,6 +149,42 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     for (const node of [a, b]) assert.deepEqual(await readdir(join(work.path, node.id, 'spool')).catch(() => []), [], `nothing of the job stays on node ${node.id}'s disk`);
   });
 
+  /** The sum over both nodes of a counter's samples whose labels include `labels`. */
+  async function counted(name: string, labels: Record<string, string>): Promise<number> {
+    let sum = 0;
+    for (const node of nodes) {
+      const text = await (await fetch(`${node.url}/metrics`)).text();
+      for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
+        if (Object.entries(labels).every(([k, v]) => m[1]!.includes(`${k}="${v}"`))) sum += Number(m[2]);
+      }
+    }
+    return sum;
+  }
+
+  test('/metrics counts the database queries and S3 requests of admission and of the run: one PutObject admits a small input', async () => {
+    const key = await newKey('counted', 100);
+    const kinds = [
+      ['compressd_db_queries_total', { path: 'admission' }],
+      ['compressd_db_queries_total', { path: 'run' }],
+      ['compressd_s3_requests_total', { path: 'admission' }],
+      ['compressd_s3_requests_total', { path: 'admission', command: 'PutObject' }],
+      ['compressd_s3_requests_total', { path: 'run', command: 'GetObject' }],
+      ['compressd_s3_requests_total', { path: 'run', command: 'PutObject' }],
+    ] as const;
+    const before = await Promise.all(kinds.map(([name, labels]) => counted(name, labels)));
+    const accepted = await submit(nodes[0]!, key, SMALL);
+    assert.equal(accepted.status, 202);
+    const { id } = (await accepted.json()) as { id: string };
+    assert.equal((await waitFor(nodes[0]!, key, id, ENDED)).status, 'Succeeded');
+    const after = await Promise.all(kinds.map(([name, labels]) => counted(name, labels)));
+    const [admitDb, runDb, admitS3, admitPut, runGet, runPut] = after.map((n, i) => n - before[i]!);
+    assert.ok(admitDb! > 0 && runDb! > 0, `database queries: admission ${admitDb}, run ${runDb}`);
+    assert.equal(admitS3, 1, 'a small input is stored in one request');
+    assert.equal(admitPut, 1);
+    assert.equal(runGet, 1, 'the run reads the input once');
+    assert.equal(runPut, 1, 'and stores the output once');
+  });
+
   test('credits are never overspent under concurrent submits to both nodes', async () => {
     const [a, b] = nodes as [Node, Node];
     const key = await newKey('tight', 5);

@@ -1,5 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { ApiError } from '../errors.ts';
+import { inIoScope, withIoPath, withIoPathOf } from '../ops/io-counts.ts';
 import { IDEMPOTENCY_TTL_MS, type Backend, type IdempotencyClaim, type RememberedKey, type Runner } from './backend.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import type { Spool } from './spool.ts';
@@ -64,13 +65,13 @@ export class JobEngine {
       // A database that is briefly away: the next turn sweeps.
       void this.sweep().catch(() => {});
       // Leases of dead nodes expire without anyone telling this one.
-      void this.lifecycle.requeueInterrupted(false).then((jobs) => jobs.length > 0 && this.pump());
+      void withIoPath('poll', () => this.lifecycle.requeueInterrupted(false)).then((jobs) => jobs.length > 0 && this.pump());
     }, every);
     this.sweeper.unref();
     if (this.settings.pollMs) {
       this.poller = setInterval(() => {
         // Other nodes queue jobs and die without telling this one.
-        void this.lifecycle.requeueInterrupted(false).then(() => this.pump(), () => {});
+        void withIoPath('poll', () => this.lifecycle.requeueInterrupted(false)).then(() => this.pump(), () => {});
       }, this.settings.pollMs);
       this.poller.unref();
     }
@@ -154,7 +155,8 @@ export class JobEngine {
       do {
         this.again = false;
         while (!this.stopping && this.attempts.size < this.runner.slots) {
-          const job = await this.lifecycle.start().catch(() => null);
+          // A claim that finds a job is the first step of its run; one that finds none is polling.
+          const job = await withIoPathOf((found) => (found ? 'run' : 'poll'), () => this.lifecycle.start()).catch(() => null);
           if (!job) break;
           this.launch(job);
         }
@@ -167,7 +169,7 @@ export class JobEngine {
   private launch(job: Job): void {
     const attempt: Attempt = { job, controller: new AbortController(), reason: null };
     this.attempts.set(job.id, attempt);
-    const p = this.execute(attempt).finally(() => {
+    const p = withIoPath('run', () => this.execute(attempt)).finally(() => {
       this.attempts.delete(job.id);
       this.inFlight.delete(p);
       this.pump();
@@ -198,7 +200,7 @@ export class JobEngine {
         ? await this.runner.run(
             { jobId: job.id, jobType: job.jobType, format: job.format, options: job.options, inputPath, outDir },
             controller.signal,
-            (percent, phase) => void this.backend.jobs.progress(job.id, job.attempts, { percent, phase }).catch(() => {}),
+            inIoScope((percent, phase) => void this.backend.jobs.progress(job.id, job.attempts, { percent, phase }).catch(() => {})),
           )
         : ({ ok: false, failure: { code: 'jobs.input_missing', detail: 'The stored input of this job is missing.' } } as const);
       switch (a.reason) {

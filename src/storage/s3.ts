@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { BlobKind, BlobStore } from '../jobs/backend.ts';
+import { countIo, type IoSink } from '../ops/io-counts.ts';
 
 export interface S3Location {
   bucket: string;
@@ -21,14 +22,26 @@ const PART_BYTES = 8 * 1024 * 1024;
  * standard environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL_S3);
  * path-style addressing from COMPRESSD_S3_FORCE_PATH_STYLE for servers without virtual-host buckets.
  */
-export function s3ClientFromEnv(): S3Client {
-  return new S3Client({
+export function s3ClientFromEnv(io?: IoSink): S3Client {
+  const client = new S3Client({
     forcePathStyle: /^(1|true|yes)$/i.test(process.env.COMPRESSD_S3_FORCE_PATH_STYLE ?? ''),
     // Many S3-compatible servers (Swift s3api, older MinIO, Ceph) refuse the SDK's default
     // streaming checksums with 501; S3 itself needs them only where an operation requires one.
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
+  if (io) {
+    // The deserialize step runs once per HTTP request, retries included (they are made in an earlier step).
+    client.middlewareStack.add(
+      (next, context) => (args) => {
+        const command = (context.commandName ?? 'Unknown').replace(/Command$/, '');
+        countIo((path) => io.s3Request(path, command));
+        return next(args);
+      },
+      { step: 'deserialize', name: 'compressdCountRequests' },
+    );
+  }
+  return client;
 }
 
 function notFound(err: unknown): boolean {
