@@ -1,10 +1,11 @@
 // Issue "cluster mode": two compressd nodes on one PostgreSQL and one S3 bucket (real servers on loopback).
-import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { openAsBlob } from 'node:fs';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -183,6 +184,39 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     assert.equal(admitPut, 1);
     assert.equal(runGet, 1, 'the run reads the input once');
     assert.equal(runPut, 1, 'and stores the output once');
+  });
+
+  test('an upload cut off halfway leaves no object and no open multipart upload in the bucket, and no job', async () => {
+    const key = await newKey('cutoff', 100);
+    const url = new URL(`${nodes[0]!.url}/compress`);
+    const boundary = 'cutoff-boundary';
+    const head = `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.tif"\r\ncontent-type: image/tiff\r\n\r\n`;
+    const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'x-service-api-key': key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + 20 * 1024 * 1024 + boundary.length + 8) } });
+    req.on('error', () => {});
+    req.write(head);
+    // Past the first 8 MB part, so a multipart upload is under way when the client goes.
+    for (let i = 0; i < 12; i++) await new Promise((r) => req.write(Buffer.alloc(1024 * 1024, i), r));
+    await new Promise((r) => setTimeout(r, 500));
+    req.destroy();
+    const s3 = s3ClientFromEnv();
+    const pool = openPool(databaseUrl);
+    try {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const objects = (await s3.send(new ListObjectsV2Command({ Bucket: 'jobs', Prefix: 'cluster/' }))).Contents ?? [];
+        const ids = [...new Set(objects.map((o) => o.Key!.split('/')[1]!))];
+        const { rows } = await pool.query<{ id: string }>('SELECT id FROM jobs WHERE id = ANY($1)', [ids]);
+        const uploads = (await s3.send(new ListMultipartUploadsCommand({ Bucket: 'jobs', Prefix: 'cluster/' }))).Uploads ?? [];
+        if (rows.length === ids.length && uploads.length === 0) break;
+        assert.ok(Date.now() < deadline, `objects of no job: ${ids.filter((id) => !rows.some((r) => r.id === id))}; multipart uploads open: ${uploads.length}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const { rows } = await pool.query("SELECT 1 FROM jobs WHERE account = 'cutoff'");
+      assert.equal(rows.length, 0);
+    } finally {
+      s3.destroy();
+      await pool.end();
+    }
   });
 
   test('credits are never overspent under concurrent submits to both nodes', async () => {

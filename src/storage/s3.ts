@@ -3,7 +3,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { finished, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { BlobKind, BlobStore } from '../jobs/backend.ts';
 import { countIo, type IoSink } from '../ops/io-counts.ts';
@@ -99,7 +99,8 @@ export class S3BlobStore implements BlobStore {
       queueSize: 2,
       leavePartsOnError: false,
     });
-    body.once('error', (err) => count.destroy(err));
+    // An error or an end before the last byte (a client gone mid-upload) aborts the upload.
+    finished(body, (err) => err && count.destroy(err));
     try {
       await upload.done();
     } catch (err) {
