@@ -107,6 +107,10 @@ export function submitRoutes(deps: SubmitDeps) {
     leaveQueue: () => void,
   ) {
     const { bytes } = a;
+    // The body is stored, so the upload's place goes now: the admission counts it as a job from the
+    // moment it is indexed (files mode: before its records are durable), and a place still held then
+    // would count it twice and turn away a racing upload that has room.
+    leaveQueue();
     const admitted = await deps.engine.submit({
       id: a.id,
       account: c.get('principal').account,
@@ -118,8 +122,6 @@ export function submitRoutes(deps: SubmitDeps) {
       creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
     }, idempotency.claim(c));
-    // Admitted, it counts as an open job now: its upload's place goes at once, not with the response.
-    leaveQueue();
     return idempotency.accepted(c, admitted);
   }
 
