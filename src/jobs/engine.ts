@@ -27,6 +27,12 @@ interface Attempt {
   done?: Promise<void>;
 }
 
+/**
+ * A running job's progress is written at most this often (the latest value last): it needs no
+ * durability, and in cluster mode each write is a database round trip.
+ */
+const PROGRESS_WRITE_MS = 250;
+
 /** Jobs fetched per query of a sweep; a sweep goes on until none is left past its cutoff. */
 const SWEEP_BATCH = 500;
 
@@ -192,6 +198,7 @@ export class JobEngine {
       );
     }, renewEvery);
     const outDir = this.spool.outputDir(job.id);
+    const progress = latestEvery(PROGRESS_WRITE_MS, (p: Job['progress']) => void this.backend.jobs.progress(job.id, job.attempts, p).catch(() => {}));
     try {
       await rm(outDir, { recursive: true, force: true });
       await mkdir(outDir, { recursive: true, mode: 0o700 });
@@ -200,7 +207,7 @@ export class JobEngine {
         ? await this.runner.run(
             { jobId: job.id, jobType: job.jobType, format: job.format, options: job.options, inputPath, outDir },
             controller.signal,
-            inIoScope((percent, phase) => void this.backend.jobs.progress(job.id, job.attempts, { percent, phase }).catch(() => {})),
+            inIoScope((percent, phase) => progress.push({ percent, phase })),
           )
         : ({ ok: false, failure: { code: 'jobs.input_missing', detail: 'The stored input of this job is missing.' } } as const);
       switch (a.reason) {
@@ -226,6 +233,7 @@ export class JobEngine {
     } finally {
       clearTimeout(timer);
       clearInterval(renewer);
+      progress.stop();
       await this.spool.discard(job.id).catch(() => {});
     }
   }
@@ -273,4 +281,32 @@ async function drain(batch: () => Promise<Job[]>, act: (job: Job) => Promise<unk
     await Promise.all(jobs.map(act));
     if (jobs.length < SWEEP_BATCH) return;
   }
+}
+
+/** Calls `write` with the values pushed, at most once per `ms`; of the values pushed meanwhile only the latest, at the end of the interval. */
+function latestEvery<T>(ms: number, write: (value: T) => void): { push(value: T): void; stop(): void } {
+  let last = -Infinity;
+  let latest: T;
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    push(value) {
+      latest = value;
+      if (timer) return;
+      const wait = last + ms - performance.now();
+      if (wait <= 0) {
+        last = performance.now();
+        write(value);
+        return;
+      }
+      timer = setTimeout(() => {
+        timer = undefined;
+        last = performance.now();
+        write(latest);
+      }, wait);
+    },
+    stop() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
 }
