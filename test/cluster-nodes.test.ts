@@ -186,18 +186,21 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     assert.equal(runPut, 1, 'and stores the output once');
   });
 
-  test('an upload cut off halfway leaves no object and no open multipart upload in the bucket, and no job', async () => {
+  test('uploads cut off halfway (streamed to S3, spooled first) leave no object and no open multipart upload in the bucket, and no job', async () => {
     const key = await newKey('cutoff', 100);
     const url = new URL(`${nodes[0]!.url}/compress`);
     const boundary = 'cutoff-boundary';
     const head = `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.tif"\r\ncontent-type: image/tiff\r\n\r\n`;
-    const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'x-service-api-key': key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(head.length + 20 * 1024 * 1024 + boundary.length + 8) } });
-    req.on('error', () => {});
-    req.write(head);
-    // Past the first 8 MB part, so a multipart upload is under way when the client goes.
-    for (let i = 0; i < 12; i++) await new Promise((r) => req.write(Buffer.alloc(1024 * 1024, i), r));
-    await new Promise((r) => setTimeout(r, 500));
-    req.destroy();
+    // 6 MB declared: streamed into storage as it arrives; 20 MB: spooled, then stored.
+    for (const [declaredMb, sentMb] of [[6, 3], [20, 12]] as const) {
+      const length = head.length + declaredMb * 1024 * 1024 + boundary.length + 8;
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'x-service-api-key': key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(length) } });
+      req.on('error', () => {});
+      req.write(head);
+      for (let i = 0; i < sentMb; i++) await new Promise((r) => req.write(Buffer.alloc(1024 * 1024, i), r));
+      await new Promise((r) => setTimeout(r, 500));
+      req.destroy();
+    }
     const s3 = s3ClientFromEnv();
     const pool = openPool(databaseUrl);
     try {

@@ -1,7 +1,7 @@
-import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -16,6 +16,13 @@ export interface S3Location {
 
 /** Upload part size: the memory an upload holds per part in flight (two in flight). */
 const PART_BYTES = 8 * 1024 * 1024;
+
+/**
+ * A local file up to this size is stored in one PutObject of known length. S3 servers take one PUT
+ * much faster than a multipart upload of the same bytes (Swift, 20 MB on loopback: 120–180 ms
+ * against 370–610 ms in 8 MB parts); a bigger file goes in parts, so that a failure costs a part.
+ */
+const SINGLE_PUT_BYTES = 64 * 1024 * 1024;
 
 /**
  * A client for any S3-compatible server. Credentials, region and endpoint come from the AWS SDK's
@@ -61,8 +68,9 @@ function counter(): Transform & { bytes: number } {
 }
 
 /**
- * Job blobs as objects `PREFIX<jobId>/input` and `PREFIX<jobId>/output`. Uploads stream in
- * multipart parts (bounded memory whatever the size); deletes go one object at a time, because
+ * Job blobs as objects `PREFIX<jobId>/input` and `PREFIX<jobId>/output`. A stream up to 8 MB is
+ * stored in one PutObject, a longer one in multipart parts (bounded memory whatever the size); a
+ * local file in one PutObject up to 64 MB; deletes go one object at a time, because
  * batch DeleteObjects needs a Content-MD5 some servers insist on and the SDK no longer sends.
  */
 export class S3BlobStore implements BlobStore {
@@ -111,7 +119,10 @@ export class S3BlobStore implements BlobStore {
   }
 
   async putFile(jobId: string, kind: BlobKind, path: string): Promise<number> {
-    const size = await this.put(jobId, kind, createReadStream(path));
+    const { size } = await stat(path);
+    if (size <= SINGLE_PUT_BYTES) {
+      await this.client.send(new PutObjectCommand({ Bucket: this.at.bucket, Key: this.key(jobId, kind), Body: createReadStream(path), ContentLength: size }));
+    } else await this.put(jobId, kind, createReadStream(path));
     await rm(path, { force: true });
     return size;
   }

@@ -34,6 +34,14 @@ export interface SubmitDeps {
 
 const dotted = (formats: string[]) => formats.map((f) => `.${f}`);
 
+/**
+ * An upload whose request declares at most this length goes into the blob store as it arrives
+ * (in cluster mode one PutObject from memory, the node's disk untouched); a longer one, or one of
+ * unknown length, is spooled first, so that the store gets a file of known length (in cluster mode
+ * one PutObject as well, where streaming would take a multipart upload, several times slower).
+ */
+const STREAMED_UPLOAD_BYTES = 8 * MB;
+
 /** The least a submission can cost before its size is known: its compressor's base cost, on `POST /compress` the catalog's cheapest. */
 const minimumCost = (dedicated: CompressorEntry | undefined) => Math.min(...(dedicated ? [dedicated] : COMPRESSORS).map((e) => creditsFor(e.costing, null)));
 
@@ -183,7 +191,9 @@ export function submitRoutes(deps: SubmitDeps) {
       throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
     }
     const release = await checkBeforeBody(c, dedicated);
-    /** The upload's way into the blob store, once its file part begins. */
+    const declared = Number(c.req.header('content-length') ?? Infinity);
+    const streamed = declared <= STREAMED_UPLOAD_BYTES;
+    /** A streamed upload's way into the blob store, once its file part begins. */
     let storing: Promise<number> | undefined;
     try {
       if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, release);
@@ -198,9 +208,8 @@ export function submitRoutes(deps: SubmitDeps) {
             format = formatOfFileName(name);
             entry = resolveCompressor(format, dedicated);
           },
-          // The bytes go into the blob store as they arrive, copied once: in cluster mode straight to
-          // S3 (one PutObject, or parts sent while the rest still arrives), never to this node's disk first.
           destination: async () => {
+            if (!streamed) return deps.spool.prepare(id);
             const body = new PassThrough();
             storing = deps.blobs.put(id, 'input', body);
             storing.catch((err) => {
@@ -225,7 +234,7 @@ export function submitRoutes(deps: SubmitDeps) {
       const options = validateOptions(entry!, fields.options);
       const webhook = validateWebhook(fields);
       // Admitted only once the input is durable in the blob store.
-      const bytes = await storing!;
+      const bytes = streamed ? await storing! : await deps.blobs.putFile(id, 'input', file.path);
       return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), bytes, options, webhook }, release);
     } catch (err) {
       // An upload still on its way must land (or fail) before its blob is deleted, or it would outlive the delete.
