@@ -8,6 +8,7 @@ import type { Backend } from './jobs/backend.ts';
 import { sharedSecret } from './jobs/cluster/database.ts';
 import { openFilesBackend } from './jobs/files/index.ts';
 import { LocalSpool, ScratchSpool, type Spool } from './jobs/spool.ts';
+import type { IoSink } from './ops/io-counts.ts';
 import type { StartupPhases } from './ops/startup-phases.ts';
 import { DownloadTokens } from './webhooks/download-token.ts';
 
@@ -64,10 +65,10 @@ async function openFilesNode(config: ServeConfig, log: Logger, phases?: StartupP
  * Its backend and storage modules (with the S3 SDK, a large part of the code) load only here, so a
  * files-mode start does not spend time loading them.
  */
-async function openClusterNode(config: ServeConfig, clock: Clock): Promise<NodeBackend> {
+async function openClusterNode(config: ServeConfig, clock: Clock, io?: IoSink): Promise<NodeBackend> {
   const [{ openBlobStore }, { openClusterBackend }] = await Promise.all([import('./storage/index.ts'), import('./jobs/cluster/index.ts')]);
-  const blobs = await openBlobStore(config.storage);
-  const backend = await openClusterBackend(config.databaseUrl, blobs);
+  const blobs = await openBlobStore(config.storage, io);
+  const backend = await openClusterBackend(config.databaseUrl, blobs, io);
   const accounts = new PgAccountRegistry(backend.pool, clock);
   const leaseMs = config.leaseSeconds * 1000;
   return {
@@ -85,6 +86,15 @@ async function openClusterNode(config: ServeConfig, clock: Clock): Promise<NodeB
   };
 }
 
-export function openNodeBackend(config: ServeConfig, log: Logger, clock: Clock, phases?: StartupPhases): Promise<NodeBackend> {
-  return config.databaseUrl ? openClusterNode(config, clock) : openFilesNode(config, log, phases);
+export interface NodeBackendOptions {
+  /** What leases and the key cache read (tests move it). */
+  clock: Clock;
+  /** Marks the start-up phases of a files node's journals. */
+  phases?: StartupPhases;
+  /** Counts the database queries and storage requests of a cluster node (files mode makes none). */
+  io?: IoSink;
+}
+
+export function openNodeBackend(config: ServeConfig, log: Logger, { clock, phases, io }: NodeBackendOptions): Promise<NodeBackend> {
+  return config.databaseUrl ? openClusterNode(config, clock, io) : openFilesNode(config, log, phases);
 }

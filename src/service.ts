@@ -15,6 +15,7 @@ import { JobEngine } from './jobs/engine.ts';
 import { Lifecycle } from './jobs/lifecycle.ts';
 import { CompressorPool } from './jobs/pool.ts';
 import { DiskGuard, insufficientStorage } from './ops/disk.ts';
+import { withIoPath } from './ops/io-counts.ts';
 import { ServiceMetrics } from './ops/metrics.ts';
 import { StartupPhases } from './ops/startup-phases.ts';
 import { createApp } from './server/app.ts';
@@ -66,7 +67,9 @@ export async function startService(
   }
 
   phases.mark('data format');
-  const node = await openNodeBackend(config, log, clock, phases);
+  // Made first: it counts the backend's database queries and storage requests from the start.
+  const metrics = new ServiceMetrics({ counts: () => engine.counts(), poolUtilization: () => pool.utilization });
+  const node = await openNodeBackend(config, log, { clock, phases, io: metrics });
   phases.mark('backend');
   const { backend, accounts, spool, tokens } = node;
 
@@ -124,11 +127,11 @@ export async function startService(
     clock,
   });
 
-  const metrics = new ServiceMetrics({ counts: () => engine.counts(), poolUtilization: () => pool.utilization });
   lifecycle.on('ended', (job) => {
     metrics.jobFinished(job);
     log.info({ jobId: job.id, jobType: job.jobType, status: job.status, error: job.error?.code, outputBytes: job.output?.bytes, inputBytes: job.inputBytes }, 'job finished');
-    outbox.wake();
+    // Deliveries are background work, not the run of the job that owes one.
+    withIoPath('background', () => outbox.wake());
   });
   lifecycle.on('started', (job, waitedMs) => {
     metrics.jobStarted(waitedMs);

@@ -463,6 +463,28 @@ describe('S3 blob store on a real S3 server (Swift with s3api)', () => {
     assert.deepEqual(await store.ids(), ['job-2']);
   });
 
+  test('a stream is stored in one PutObject up to 8 MB and in parts beyond; a 20 MB file in one PutObject', async () => {
+    const sent: string[] = [];
+    const counting = s3ClientFromEnv({ dbQuery() {}, dbConnect() {}, s3Request: (_path, command) => sent.push(command) });
+    const store = new S3BlobStore(counting, { bucket: 'jobs', prefix: 'requests/' }, 0);
+    const requests = async (store: () => Promise<number>, size: number) => {
+      sent.length = 0;
+      assert.equal(await store(), size);
+      return [...sent].sort();
+    };
+    const small = randomBytes(768 * 1024);
+    assert.deepEqual(await requests(() => store.put('small', 'input', Readable.from([small])), small.length), ['PutObject']);
+    const big = randomBytes(20 * 1024 * 1024);
+    const parts = await requests(() => store.put('streamed', 'input', Readable.from([big])), big.length);
+    assert.deepEqual(parts, ['CompleteMultipartUpload', 'CreateMultipartUpload', 'UploadPart', 'UploadPart', 'UploadPart']);
+    const file = join(scratch.path, 'big.bin');
+    await writeFile(file, big);
+    assert.deepEqual(await requests(() => store.putFile('spooled', 'input', file), big.length), ['PutObject']);
+    const back = await store.get('spooled', 'input');
+    assert.equal(sha256(await drain(back!.body)), sha256(big));
+    counting.destroy();
+  });
+
   test('recovery does not see blobs younger than the grace period (an upload another node has not admitted yet)', async () => {
     const store = new S3BlobStore(client, { bucket: 'jobs', prefix: 'grace/' }, 60_000);
     await store.put('young', 'input', Readable.from([Buffer.from('x')]));

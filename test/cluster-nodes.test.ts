@@ -1,10 +1,11 @@
 // Issue "cluster mode": two compressd nodes on one PostgreSQL and one S3 bucket (real servers on loopback).
-import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { CreateBucketCommand, ListMultipartUploadsCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { openAsBlob } from 'node:fs';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -147,6 +148,78 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     assert.equal((await api(b, key, `/compress/job/${id}`, { method: 'DELETE' })).status, 200);
     assert.equal((await api(a, key, `/compress/job/${id}`)).status, 404);
     for (const node of [a, b]) assert.deepEqual(await readdir(join(work.path, node.id, 'spool')).catch(() => []), [], `nothing of the job stays on node ${node.id}'s disk`);
+  });
+
+  /** The sum over both nodes of a counter's samples whose labels include `labels`. */
+  async function counted(name: string, labels: Record<string, string>): Promise<number> {
+    let sum = 0;
+    for (const node of nodes) {
+      const text = await (await fetch(`${node.url}/metrics`)).text();
+      for (const m of text.matchAll(new RegExp(`^${name}\\{([^}]*)\\} (\\S+)$`, 'gm'))) {
+        if (Object.entries(labels).every(([k, v]) => m[1]!.includes(`${k}="${v}"`))) sum += Number(m[2]);
+      }
+    }
+    return sum;
+  }
+
+  test('/metrics counts the database queries and S3 requests of admission and of the run: one PutObject admits a small input', async () => {
+    const key = await newKey('counted', 100);
+    const kinds = [
+      ['compressd_db_queries_total', { path: 'admission' }],
+      ['compressd_db_queries_total', { path: 'run' }],
+      ['compressd_s3_requests_total', { path: 'admission' }],
+      ['compressd_s3_requests_total', { path: 'admission', command: 'PutObject' }],
+      ['compressd_s3_requests_total', { path: 'run', command: 'GetObject' }],
+      ['compressd_s3_requests_total', { path: 'run', command: 'PutObject' }],
+    ] as const;
+    const before = await Promise.all(kinds.map(([name, labels]) => counted(name, labels)));
+    const accepted = await submit(nodes[0]!, key, SMALL);
+    assert.equal(accepted.status, 202);
+    const { id } = (await accepted.json()) as { id: string };
+    assert.equal((await waitFor(nodes[0]!, key, id, ENDED)).status, 'Succeeded');
+    const after = await Promise.all(kinds.map(([name, labels]) => counted(name, labels)));
+    const [admitDb, runDb, admitS3, admitPut, runGet, runPut] = after.map((n, i) => n - before[i]!);
+    assert.ok(admitDb! > 0 && runDb! > 0, `database queries: admission ${admitDb}, run ${runDb}`);
+    assert.equal(admitS3, 1, 'a small input is stored in one request');
+    assert.equal(admitPut, 1);
+    assert.equal(runGet, 1, 'the run reads the input once');
+    assert.equal(runPut, 1, 'and stores the output once');
+  });
+
+  test('uploads cut off halfway (streamed to S3, spooled first) leave no object and no open multipart upload in the bucket, and no job', async () => {
+    const key = await newKey('cutoff', 100);
+    const url = new URL(`${nodes[0]!.url}/compress`);
+    const boundary = 'cutoff-boundary';
+    const head = `--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="big.tif"\r\ncontent-type: image/tiff\r\n\r\n`;
+    // 6 MB declared: streamed into storage as it arrives; 20 MB: spooled, then stored.
+    for (const [declaredMb, sentMb] of [[6, 3], [20, 12]] as const) {
+      const length = head.length + declaredMb * 1024 * 1024 + boundary.length + 8;
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'x-service-api-key': key, 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': String(length) } });
+      req.on('error', () => {});
+      req.write(head);
+      for (let i = 0; i < sentMb; i++) await new Promise((r) => req.write(Buffer.alloc(1024 * 1024, i), r));
+      await new Promise((r) => setTimeout(r, 500));
+      req.destroy();
+    }
+    const s3 = s3ClientFromEnv();
+    const pool = openPool(databaseUrl);
+    try {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const objects = (await s3.send(new ListObjectsV2Command({ Bucket: 'jobs', Prefix: 'cluster/' }))).Contents ?? [];
+        const ids = [...new Set(objects.map((o) => o.Key!.split('/')[1]!))];
+        const { rows } = await pool.query<{ id: string }>('SELECT id FROM jobs WHERE id = ANY($1)', [ids]);
+        const uploads = (await s3.send(new ListMultipartUploadsCommand({ Bucket: 'jobs', Prefix: 'cluster/' }))).Uploads ?? [];
+        if (rows.length === ids.length && uploads.length === 0) break;
+        assert.ok(Date.now() < deadline, `objects of no job: ${ids.filter((id) => !rows.some((r) => r.id === id))}; multipart uploads open: ${uploads.length}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      const { rows } = await pool.query("SELECT 1 FROM jobs WHERE account = 'cutoff'");
+      assert.equal(rows.length, 0);
+    } finally {
+      s3.destroy();
+      await pool.end();
+    }
   });
 
   test('credits are never overspent under concurrent submits to both nodes', async () => {

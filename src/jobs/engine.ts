@@ -1,5 +1,6 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { ApiError } from '../errors.ts';
+import { inIoScope, withIoPath, withIoPathOf } from '../ops/io-counts.ts';
 import { IDEMPOTENCY_TTL_MS, type Backend, type IdempotencyClaim, type RememberedKey, type Runner } from './backend.ts';
 import type { Lifecycle } from './lifecycle.ts';
 import type { Spool } from './spool.ts';
@@ -25,6 +26,12 @@ interface Attempt {
   /** Settles when the worker has stopped and its scratch is gone. */
   done?: Promise<void>;
 }
+
+/**
+ * A running job's progress is written at most this often (the latest value last): it needs no
+ * durability, and in cluster mode each write is a database round trip.
+ */
+const PROGRESS_WRITE_MS = 250;
 
 /** Jobs fetched per query of a sweep; a sweep goes on until none is left past its cutoff. */
 const SWEEP_BATCH = 500;
@@ -72,13 +79,13 @@ export class JobEngine {
       // A database that is briefly away: the next turn sweeps.
       void this.sweep().catch(() => {});
       // Leases of dead nodes expire without anyone telling this one.
-      void this.lifecycle.requeueInterrupted(false).then((jobs) => jobs.length > 0 && this.pump());
+      void withIoPath('poll', () => this.lifecycle.requeueInterrupted(false)).then((jobs) => jobs.length > 0 && this.pump());
     }, every);
     this.sweeper.unref();
     if (this.settings.pollMs) {
       this.poller = setInterval(() => {
         // Other nodes queue jobs and die without telling this one.
-        void this.lifecycle.requeueInterrupted(false).then(() => this.pump(), () => {});
+        void withIoPath('poll', () => this.lifecycle.requeueInterrupted(false)).then(() => this.pump(), () => {});
       }, this.settings.pollMs);
       this.poller.unref();
     }
@@ -162,7 +169,8 @@ export class JobEngine {
       do {
         this.again = false;
         while (!this.stopping && this.attempts.size < this.runner.slots) {
-          const job = await this.lifecycle.start().catch(() => null);
+          // A claim that finds a job is the first step of its run; one that finds none is polling.
+          const job = await withIoPathOf((found) => (found ? 'run' : 'poll'), () => this.lifecycle.start()).catch(() => null);
           if (!job) break;
           this.launch(job);
         }
@@ -175,7 +183,7 @@ export class JobEngine {
   private launch(job: Job): void {
     const attempt: Attempt = { job, controller: new AbortController(), reason: null };
     this.attempts.set(job.id, attempt);
-    const p = this.execute(attempt).finally(() => {
+    const p = withIoPath('run', () => this.execute(attempt)).finally(() => {
       this.attempts.delete(job.id);
       this.inFlight.delete(p);
       this.pump();
@@ -198,6 +206,7 @@ export class JobEngine {
       );
     }, renewEvery);
     const outDir = this.spool.outputDir(job.id);
+    const progress = latestEvery(PROGRESS_WRITE_MS, (p: Job['progress']) => void this.backend.jobs.progress(job.id, job.attempts, p).catch(() => {}));
     try {
       await rm(outDir, { recursive: true, force: true });
       await mkdir(outDir, { recursive: true, mode: 0o700 });
@@ -206,7 +215,7 @@ export class JobEngine {
         ? await this.runner.run(
             { jobId: job.id, jobType: job.jobType, format: job.format, options: job.options, inputPath, outDir },
             controller.signal,
-            (percent, phase) => void this.backend.jobs.progress(job.id, job.attempts, { percent, phase }).catch(() => {}),
+            inIoScope((percent, phase) => progress.push({ percent, phase })),
           )
         : ({ ok: false, failure: { code: 'jobs.input_missing', detail: 'The stored input of this job is missing.' } } as const);
       switch (a.reason) {
@@ -232,6 +241,7 @@ export class JobEngine {
     } finally {
       clearTimeout(timer);
       clearInterval(renewer);
+      progress.stop();
       await this.spool.discard(job.id).catch(() => {});
     }
   }
@@ -280,4 +290,32 @@ async function drain(batch: () => Promise<Job[]>, act: (job: Job) => Promise<unk
     await Promise.all(jobs.map(act));
     if (jobs.length < SWEEP_BATCH) return;
   }
+}
+
+/** Calls `write` with the values pushed, at most once per `ms`; of the values pushed meanwhile only the latest, at the end of the interval. */
+function latestEvery<T>(ms: number, write: (value: T) => void): { push(value: T): void; stop(): void } {
+  let last = -Infinity;
+  let latest: T;
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    push(value) {
+      latest = value;
+      if (timer) return;
+      const wait = last + ms - performance.now();
+      if (wait <= 0) {
+        last = performance.now();
+        write(value);
+        return;
+      }
+      timer = setTimeout(() => {
+        timer = undefined;
+        last = performance.now();
+        write(latest);
+      }, wait);
+    },
+    stop() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
 }

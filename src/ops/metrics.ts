@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Job } from '../jobs/types.ts';
+import type { IoPath, IoSink } from './io-counts.ts';
 
 export interface MetricSources {
   counts(): Promise<{ queued: number; running: number }>;
@@ -7,7 +8,7 @@ export interface MetricSources {
 }
 
 /** The Prometheus metrics of one server (`GET /metrics`). */
-export class ServiceMetrics {
+export class ServiceMetrics implements IoSink {
   readonly registry = new Registry();
   private readonly jobs = new Counter({ name: 'compressd_jobs_total', help: 'Jobs that ended, by job type and final status', labelNames: ['job_type', 'status'], registers: [this.registry] });
   private readonly duration = new Histogram({
@@ -29,6 +30,10 @@ export class ServiceMetrics {
   private readonly webhooks = new Counter({ name: 'compressd_webhook_attempts_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: [this.registry] });
   private readonly fetches = new Counter({ name: 'compressd_url_fetches_total', help: 'URL input downloads by outcome (ok or the error code)', labelNames: ['outcome'], registers: [this.registry] });
   private readonly http = new Counter({ name: 'compressd_http_requests_total', help: 'HTTP requests by method and status', labelNames: ['method', 'status'], registers: [this.registry] });
+  // Cluster mode's cost per job: see IoPath for what each path covers.
+  private readonly dbQueries = new Counter({ name: 'compressd_db_queries_total', help: 'PostgreSQL queries sent (one round trip each), by what they were for', labelNames: ['path'], registers: [this.registry] });
+  private readonly dbConnects = new Counter({ name: 'compressd_db_connections_total', help: 'PostgreSQL connections opened, by what needed them', labelNames: ['path'], registers: [this.registry] });
+  private readonly s3Requests = new Counter({ name: 'compressd_s3_requests_total', help: 'S3 requests sent (retries included), by what they were for and command', labelNames: ['path', 'command'], registers: [this.registry] });
 
   constructor(sources: MetricSources) {
     collectDefaultMetrics({ register: this.registry, prefix: 'compressd_' });
@@ -61,5 +66,17 @@ export class ServiceMetrics {
 
   request(method: string, status: number): void {
     this.http.inc({ method, status: String(status) });
+  }
+
+  dbQuery(path: IoPath): void {
+    this.dbQueries.inc({ path });
+  }
+
+  dbConnect(path: IoPath): void {
+    this.dbConnects.inc({ path });
+  }
+
+  s3Request(path: IoPath, command: string): void {
+    this.s3Requests.inc({ path, command });
   }
 }

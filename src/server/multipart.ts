@@ -10,7 +10,10 @@ import { insufficientStorage } from '../ops/disk.ts';
 
 export interface ReceivedUpload {
   fields: Record<string, string>;
-  /** `sha256`: hex digest of the file's bytes, when `UploadRules.digest` asked for it. */
+  /**
+   * `path`: where the file was written ('' when `destination` gave a stream or nothing). `sha256`:
+   * hex digest of the file's bytes, when `UploadRules.digest` asked for it.
+   */
   file: { name: string; bytes: number; path: string; sha256?: string } | null;
 }
 
@@ -19,10 +22,11 @@ export interface UploadRules {
   /** Called with the client's file name before any byte is stored; throws to refuse it. */
   accept(fileName: string): void;
   /**
-   * Where to store the file (created on demand, so a refused upload leaves nothing); null keeps
-   * nothing (only the digest is wanted).
+   * Where to store the file (created on demand, so a refused upload leaves nothing): a path, or a
+   * stream that stores it elsewhere (an error it raises fails the upload); null keeps nothing (only
+   * the digest is wanted).
    */
-  destination(): Promise<string | null>;
+  destination(): Promise<string | Writable | null>;
   /** Hash the file's bytes (sha256) as they stream. */
   digest?: boolean;
 }
@@ -109,8 +113,11 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
       writing = rules
         .destination()
         .then(async (path) => {
-          if (stream.destroyed) throw failure ?? aborted();
-          received.path = path ?? '';
+          if (stream.destroyed) {
+            if (path instanceof Writable) path.destroy();
+            throw failure ?? aborted();
+          }
+          received.path = typeof path === 'string' ? path : '';
           const hash = rules.digest ? createHash('sha256') : null;
           await pipeline(
             stream,
@@ -121,7 +128,7 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
                 yield chunk;
               }
             },
-            path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : createWriteStream(path, { mode: 0o600 }),
+            path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : typeof path === 'string' ? createWriteStream(path, { mode: 0o600 }) : path,
           );
           if (hash) received.sha256 = hash.digest('hex');
         })

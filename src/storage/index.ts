@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { BlobStore } from '../jobs/backend.ts';
+import type { IoSink } from '../ops/io-counts.ts';
 import { LocalBlobStore } from '../jobs/files/blobs.ts';
 import { s3ClientFromEnv, S3BlobStore, type S3Location } from './s3.ts';
 
@@ -31,10 +32,10 @@ export function parseStorage(spec: string): StorageSpec {
 }
 
 /** The shared blob store of a cluster, checked reachable before the node takes work. */
-export async function openBlobStore(spec: string): Promise<BlobStore> {
+export async function openBlobStore(spec: string, io?: IoSink): Promise<BlobStore> {
   const parsed = parseStorage(spec);
   if (parsed.kind === 's3') {
-    const store = new S3BlobStore(s3ClientFromEnv(), parsed.location, ORPHAN_GRACE_MS);
+    const store = new S3BlobStore(s3ClientFromEnv(io), parsed.location, ORPHAN_GRACE_MS);
     await store.check();
     return store;
   }

@@ -1,11 +1,12 @@
-import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadBucketCommand, HeadObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { finished, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { BlobKind, BlobStore } from '../jobs/backend.ts';
+import { countIo, type IoSink } from '../ops/io-counts.ts';
 
 export interface S3Location {
   bucket: string;
@@ -17,18 +18,37 @@ export interface S3Location {
 const PART_BYTES = 8 * 1024 * 1024;
 
 /**
+ * A local file up to this size is stored in one PutObject of known length. S3 servers take one PUT
+ * much faster than a multipart upload of the same bytes (Swift, 20 MB on loopback: 120–180 ms
+ * against 370–610 ms in 8 MB parts); a bigger file goes in parts, so that a failure costs a part.
+ */
+const SINGLE_PUT_BYTES = 64 * 1024 * 1024;
+
+/**
  * A client for any S3-compatible server. Credentials, region and endpoint come from the AWS SDK's
  * standard environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL_S3);
  * path-style addressing from COMPRESSD_S3_FORCE_PATH_STYLE for servers without virtual-host buckets.
  */
-export function s3ClientFromEnv(): S3Client {
-  return new S3Client({
+export function s3ClientFromEnv(io?: IoSink): S3Client {
+  const client = new S3Client({
     forcePathStyle: /^(1|true|yes)$/i.test(process.env.COMPRESSD_S3_FORCE_PATH_STYLE ?? ''),
     // Many S3-compatible servers (Swift s3api, older MinIO, Ceph) refuse the SDK's default
     // streaming checksums with 501; S3 itself needs them only where an operation requires one.
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
   });
+  if (io) {
+    // The deserialize step runs once per HTTP request, retries included (they are made in an earlier step).
+    client.middlewareStack.add(
+      (next, context) => (args) => {
+        const command = (context.commandName ?? 'Unknown').replace(/Command$/, '');
+        countIo((path) => io.s3Request(path, command));
+        return next(args);
+      },
+      { step: 'deserialize', name: 'compressdCountRequests' },
+    );
+  }
+  return client;
 }
 
 function notFound(err: unknown): boolean {
@@ -48,8 +68,9 @@ function counter(): Transform & { bytes: number } {
 }
 
 /**
- * Job blobs as objects `PREFIX<jobId>/input` and `PREFIX<jobId>/output`. Uploads stream in
- * multipart parts (bounded memory whatever the size); deletes go one object at a time, because
+ * Job blobs as objects `PREFIX<jobId>/input` and `PREFIX<jobId>/output`. A stream up to 8 MB is
+ * stored in one PutObject, a longer one in multipart parts (bounded memory whatever the size); a
+ * local file in one PutObject up to 64 MB; deletes go one object at a time, because
  * batch DeleteObjects needs a Content-MD5 some servers insist on and the SDK no longer sends.
  */
 export class S3BlobStore implements BlobStore {
@@ -86,7 +107,8 @@ export class S3BlobStore implements BlobStore {
       queueSize: 2,
       leavePartsOnError: false,
     });
-    body.once('error', (err) => count.destroy(err));
+    // An error or an end before the last byte (a client gone mid-upload) aborts the upload.
+    finished(body, (err) => err && count.destroy(err));
     try {
       await upload.done();
     } catch (err) {
@@ -97,7 +119,10 @@ export class S3BlobStore implements BlobStore {
   }
 
   async putFile(jobId: string, kind: BlobKind, path: string): Promise<number> {
-    const size = await this.put(jobId, kind, createReadStream(path));
+    const { size } = await stat(path);
+    if (size <= SINGLE_PUT_BYTES) {
+      await this.client.send(new PutObjectCommand({ Bucket: this.at.bucket, Key: this.key(jobId, kind), Body: createReadStream(path), ContentLength: size }));
+    } else await this.put(jobId, kind, createReadStream(path));
     await rm(path, { force: true });
     return size;
   }

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { countIo, type IoSink } from '../../ops/io-counts.ts';
 import { VERSION } from '../../version.ts';
 
 /** Advisory lock keys (class, id): one cluster-wide mutex per purpose. */
@@ -116,10 +117,21 @@ export const OLDEST_COMPATIBLE_SCHEMA = 1;
 
 export type Queryable = pg.Pool | pg.PoolClient;
 
-export function openPool(databaseUrl: string): pg.Pool {
+/** A pool of up to 10 connections; with `io`, every connection made and every query sent (one round trip each) is counted. */
+export function openPool(databaseUrl: string, io?: IoSink): pg.Pool {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10 });
   // An idle connection the server dropped must not crash the process; the next query reconnects.
   pool.on('error', () => {});
+  if (io) {
+    pool.on('connect', (client) => {
+      countIo((path) => io.dbConnect(path));
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      client.query = ((...args: unknown[]) => {
+        countIo((path) => io.dbQuery(path));
+        return query(...args);
+      }) as typeof client.query;
+    });
+  }
   return pool;
 }
 

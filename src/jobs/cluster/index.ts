@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { IoSink } from '../../ops/io-counts.ts';
 import type { Backend, BlobStore, RecoveryReport } from '../backend.ts';
 import { LOCKS, migrate, openPool, withLock } from './database.ts';
 import { PgJobStore } from './job-store.ts';
@@ -18,8 +19,8 @@ export interface ClusterBackend extends Backend {
  * The backend for several nodes: job records, the queue, credits and the webhook outbox in
  * PostgreSQL (the schema is migrated on open), blobs in shared storage.
  */
-export async function openClusterBackend(databaseUrl: string, blobs: BlobStore): Promise<ClusterBackend> {
-  const pool = openPool(databaseUrl);
+export async function openClusterBackend(databaseUrl: string, blobs: BlobStore, io?: IoSink): Promise<ClusterBackend> {
+  const pool = openPool(databaseUrl, io);
   try {
     await migrate(pool);
   } catch (err) {

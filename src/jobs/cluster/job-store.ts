@@ -154,53 +154,71 @@ export class PgJobStore implements JobStore {
 
   async admit(job: Job, limits: AdmissionLimits, idem?: IdempotencyClaim): Promise<AdmitResult> {
     try {
+      // Without a key the admission is one statement (one round trip, atomic on its own); with one,
+      // the key is bound first in the same transaction.
+      if (!idem) return (await this.insertAdmitted(this.pool, job, limits)) ?? (await this.refusal(this.pool, job, limits));
       return await transaction(this.pool, async (c): Promise<AdmitResult> => {
-        const existing = await c.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [job.id]);
-        if (existing.rows[0]) return { ok: true as const, job: toJob(existing.rows[0]) };
-        if (idem) {
-          // Waits for an admission holding the same key uncommitted; if that one commits, this
-          // binds nothing (the key is younger than the TTL) and reads the winner.
-          const accepted: AcceptedJob = { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt };
-          const bound = await c.query(
-            `INSERT INTO idempotency_keys (account, key, fingerprint, job, created_at) VALUES ($1, $2, $3, $4, $5)
-             ON CONFLICT (account, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, job = EXCLUDED.job, created_at = EXCLUDED.created_at
-             WHERE idempotency_keys.created_at < $6`,
-            [job.account, idem.key, idem.fingerprint, JSON.stringify(accepted), job.createdAt, new Date(Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS)],
-          );
-          if (bound.rowCount === 0) {
-            const { rows } = await c.query<KeyRow>('SELECT * FROM idempotency_keys WHERE account = $1 AND key = $2', [job.account, idem.key]);
-            return { ok: false, refusal: 'idempotency.key_taken', remembered: toRemembered(rows[0]!) };
-          }
-        }
-        // The account row is the admission's lock: concurrent admissions of one account queue here
-        // and each re-reads the counts the previous one committed.
-        const room = await c.query(
-          `UPDATE accounts SET open_jobs = open_jobs + 1, reserved = reserved + $2
-           WHERE name = $1 AND open_jobs < $3 AND granted - spent - reserved >= $2`,
-          [job.account, job.creditCost, limits.maxOpenPerAccount],
+        // Waits for an admission holding the same key uncommitted; if that one commits, this
+        // binds nothing (the key is younger than the TTL) and reads the winner.
+        const accepted: AcceptedJob = { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt };
+        const bound = await c.query(
+          `INSERT INTO idempotency_keys (account, key, fingerprint, job, created_at) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (account, key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, job = EXCLUDED.job, created_at = EXCLUDED.created_at
+           WHERE idempotency_keys.created_at < $6`,
+          [job.account, idem.key, idem.fingerprint, JSON.stringify(accepted), job.createdAt, new Date(Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS)],
         );
-        if (room.rowCount === 0) {
-          const { rows } = await c.query<{ open_jobs: number; available: string }>('SELECT open_jobs, granted - spent - reserved AS available FROM accounts WHERE name = $1', [job.account]);
-          // Thrown, so the key bound above is rolled back with the refused admission.
-          if (rows[0] && rows[0].open_jobs >= limits.maxOpenPerAccount) throw new Refused({ ok: false, refusal: 'queue.limit_exceeded' });
-          throw new Refused({ ok: false, refusal: 'entitlements.insufficient_credits', required: job.creditCost, available: Math.max(0, Number(rows[0]?.available ?? 0)) });
+        if (bound.rowCount === 0) {
+          const existing = await c.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [job.id]);
+          if (existing.rows[0]) throw new Refused({ ok: true, job: toJob(existing.rows[0]) });
+          const { rows } = await c.query<KeyRow>('SELECT * FROM idempotency_keys WHERE account = $1 AND key = $2', [job.account, idem.key]);
+          return { ok: false, refusal: 'idempotency.key_taken', remembered: toRemembered(rows[0]!) };
         }
-        await c.query('INSERT INTO credit_holds (job_id, account, amount) VALUES ($1, $2, $3)', [job.id, job.account, job.creditCost]);
-        const { rows } = await c.query<JobRow>(
-          `INSERT INTO jobs (id, account, job_type, format, file_name, options, status, progress, input_bytes, credit_cost, webhook, created_at)
-           VALUES ($1, $2, $3, $4, $5, $6, 'Queued', $7, $8, $9, $10, $11) RETURNING *`,
-          [job.id, job.account, job.jobType, job.format, job.fileName, JSON.stringify(job.options), JSON.stringify(job.progress), job.inputBytes, job.creditCost, job.webhook && JSON.stringify(job.webhook), job.createdAt],
-        );
-        return { ok: true as const, job: toJob(rows[0]!) };
+        const admitted = await this.insertAdmitted(c, job, limits);
+        // Thrown, so the key bound above is rolled back with the refused admission.
+        if (!admitted) throw new Refused(await this.refusal(c, job, limits));
+        return admitted;
       });
     } catch (err) {
       if (err instanceof Refused) return err.result;
-      // The same id admitted concurrently by a retrying client: the first admission stands.
+      // The same id admitted before (a retrying client), or concurrently: the first admission stands.
       if (!isUniqueViolation(err)) throw err;
       const stored = await this.get(job.id);
       if (!stored) throw err;
       return { ok: true, job: stored };
     }
+  }
+
+  /**
+   * The admission's writes in one statement: the account row takes the job (open jobs below the
+   * limit, credits available) and holds its credits, the hold and the job are inserted; nothing
+   * when the account has no room. The account row is the admission's lock: concurrent admissions
+   * of one account queue on it and each re-reads the counts the previous one committed. An id
+   * admitted before fails on the hold's and the job's primary keys (a replay).
+   */
+  private async insertAdmitted(db: Queryable, job: Job, limits: AdmissionLimits): Promise<AdmitResult | null> {
+    const { rows } = await db.query<JobRow>(
+      `WITH room AS (
+         UPDATE accounts SET open_jobs = open_jobs + 1, reserved = reserved + $9::int
+         WHERE name = $2::text AND open_jobs < $12::int AND granted - spent - reserved >= $9::int
+         RETURNING name
+       ), hold AS (
+         INSERT INTO credit_holds (job_id, account, amount) SELECT $1::text, name, $9::int FROM room RETURNING job_id
+       )
+       INSERT INTO jobs (id, account, job_type, format, file_name, options, status, progress, input_bytes, credit_cost, webhook, created_at)
+       SELECT job_id, $2::text, $3::text, $4::text, $5::text, $6::jsonb, 'Queued', $7::jsonb, $8::bigint, $9::int, $10::jsonb, $11::timestamptz FROM hold
+       RETURNING *`,
+      [job.id, job.account, job.jobType, job.format, job.fileName, JSON.stringify(job.options), JSON.stringify(job.progress), job.inputBytes, job.creditCost, job.webhook && JSON.stringify(job.webhook), job.createdAt, limits.maxOpenPerAccount],
+    );
+    return rows[0] ? { ok: true, job: toJob(rows[0]) } : null;
+  }
+
+  /** Why an admission found no room: a replay of an admitted id is no refusal; else the queue limit or the credits. */
+  private async refusal(db: Queryable, job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+    const existing = await db.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [job.id]);
+    if (existing.rows[0]) return { ok: true, job: toJob(existing.rows[0]) };
+    const { rows } = await db.query<{ open_jobs: number; available: string }>('SELECT open_jobs, granted - spent - reserved AS available FROM accounts WHERE name = $1', [job.account]);
+    if (rows[0] && rows[0].open_jobs >= limits.maxOpenPerAccount) return { ok: false, refusal: 'queue.limit_exceeded' };
+    return { ok: false, refusal: 'entitlements.insufficient_credits', required: job.creditCost, available: Math.max(0, Number(rows[0]?.available ?? 0)) };
   }
 
   async rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined> {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
+import { PassThrough } from 'node:stream';
 import { Hono, type Context } from 'hono';
 import type { Plan } from '../../accounts/plan.ts';
 import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, MB, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
@@ -32,6 +33,14 @@ export interface SubmitDeps {
 }
 
 const dotted = (formats: string[]) => formats.map((f) => `.${f}`);
+
+/**
+ * An upload whose request declares at most this length goes into the blob store as it arrives
+ * (in cluster mode one PutObject from memory, the node's disk untouched); a longer one, or one of
+ * unknown length, is spooled first, so that the store gets a file of known length (in cluster mode
+ * one PutObject as well, where streaming would take a multipart upload, several times slower).
+ */
+const STREAMED_UPLOAD_BYTES = 8 * MB;
 
 /** The least a submission can cost before its size is known: its compressor's base cost, on `POST /compress` the catalog's cheapest. */
 const minimumCost = (dedicated: CompressorEntry | undefined) => Math.min(...(dedicated ? [dedicated] : COMPRESSORS).map((e) => creditsFor(e.costing, null)));
@@ -96,15 +105,20 @@ export function submitRoutes(deps: SubmitDeps) {
     const plan = deps.planOf(principal.account);
     const destPath = await deps.spool.prepare(id);
     const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
-    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), path: destPath, options, webhook }, leaveQueue);
+    const bytes = await deps.blobs.putFile(id, 'input', destPath);
+    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes, options, webhook }, leaveQueue);
   }
 
   async function admit(
     c: Context<AppEnv>,
-    a: { id: string; entry: CompressorEntry; format: string; fileName: string; path: string; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
+    a: { id: string; entry: CompressorEntry; format: string; fileName: string; bytes: number; options: ReturnType<typeof validateOptions>; webhook: ReturnType<typeof validateWebhook> },
     leaveQueue: () => void,
   ) {
-    const bytes = await deps.blobs.putFile(a.id, 'input', a.path);
+    const { bytes } = a;
+    // The body is stored, so the upload's place goes now: the admission counts it as a job from the
+    // moment it is indexed (files mode: before its records are durable), and a place still held then
+    // would count it twice and turn away a racing upload that has room.
+    leaveQueue();
     const admitted = await deps.engine.submit({
       id: a.id,
       account: c.get('principal').account,
@@ -116,8 +130,6 @@ export function submitRoutes(deps: SubmitDeps) {
       creditCost: creditsFor(a.entry.costing, bytes),
       webhook: a.webhook,
     }, idempotency.claim(c));
-    // Admitted, it counts as an open job now: its upload's place goes at once, not with the response.
-    leaveQueue();
     return idempotency.accepted(c, admitted);
   }
 
@@ -179,19 +191,39 @@ export function submitRoutes(deps: SubmitDeps) {
       throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
     }
     const release = await checkBeforeBody(c, dedicated);
+    const declared = Number(c.req.header('content-length') ?? Infinity);
+    const streamed = declared <= STREAMED_UPLOAD_BYTES;
+    /** A streamed upload's way into the blob store, once its file part begins. */
+    let storing: Promise<number> | undefined;
     try {
       if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, release);
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
-      const upload = await idempotency.receiveMultipart(c, {
-        maxBytes: plan.maxFileSizeBytes,
-        accept: (name) => {
-          format = formatOfFileName(name);
-          entry = resolveCompressor(format, dedicated);
-        },
-        destination: () => deps.spool.prepare(id),
-      });
+      let storeFailure: unknown;
+      const upload = await idempotency
+        .receiveMultipart(c, {
+          maxBytes: plan.maxFileSizeBytes,
+          accept: (name) => {
+            format = formatOfFileName(name);
+            entry = resolveCompressor(format, dedicated);
+          },
+          destination: async () => {
+            if (!streamed) return deps.spool.prepare(id);
+            const body = new PassThrough();
+            storing = deps.blobs.put(id, 'input', body);
+            storing.catch((err) => {
+              if (body.destroyed) return;
+              storeFailure = err;
+              body.destroy(err);
+            });
+            return body;
+          },
+        })
+        // The store's own failure (storage unreachable) is not the client's; a full disk is already told as such.
+        .catch((err) => {
+          throw storeFailure === undefined || (storeFailure as NodeJS.ErrnoException).code === 'ENOSPC' ? err : storeFailure;
+        });
       const { fields, file } = upload;
       if (file && fields.inputUrl !== undefined) throw new ApiError('url_fetch.mutually_exclusive', 400, 'Send either file or inputUrl, not both.', { isRetryable: false });
       if (!file) {
@@ -201,8 +233,12 @@ export function submitRoutes(deps: SubmitDeps) {
       if (file.bytes === 0) throw new ApiError('request.empty_file', 400, 'The file is empty.');
       const options = validateOptions(entry!, fields.options);
       const webhook = validateWebhook(fields);
-      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), path: file.path, options, webhook }, release);
+      // Admitted only once the input is durable in the blob store.
+      const bytes = streamed ? await storing! : await deps.blobs.putFile(id, 'input', file.path);
+      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), bytes, options, webhook }, release);
     } catch (err) {
+      // An upload still on its way must land (or fail) before its blob is deleted, or it would outlive the delete.
+      await storing?.catch(() => {});
       await Promise.all([deps.spool.discard(id), deps.blobs.delete(id)]);
       throw err;
     } finally {
