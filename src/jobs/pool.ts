@@ -1,4 +1,4 @@
-import { MessageChannel } from 'node:worker_threads';
+import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { CompressOutcome, CompressTask, PreviewOutcome, PreviewTask } from '../../workers/compress.ts';
 import type { PreviewJob } from '../../workers/preview.ts';
@@ -8,6 +8,36 @@ import { workerEntry } from '../runtime/bundled.ts';
 import type { RunOutcome, Runner, RunRequest } from './backend.ts';
 
 export type { CompressOutcome, PreviewOutcome };
+
+/**
+ * How long a stopped task has to reach its next abort check before its thread is terminated. Threads
+ * are not terminated at once: a thread ended inside a libvips operation leaks what that operation
+ * holds (60 threads terminated mid-encode left 589 MB that never came back; 150 ended between
+ * operations left none).
+ */
+const STOP_GRACE_MS = 10_000;
+
+/**
+ * Forwards an abort to the task as the string `abort` (the compressors stop at their next check) and
+ * returns the signal that terminates the task's thread if it has not ended after the grace period.
+ */
+function stopByRequest(signal: AbortSignal, port: MessagePort): { hardStop: AbortSignal; done: () => void } {
+  const hard = new AbortController();
+  let grace: NodeJS.Timeout | undefined;
+  const onAbort = () => {
+    port.postMessage('abort');
+    grace = setTimeout(() => hard.abort(), STOP_GRACE_MS);
+  };
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  return {
+    hardStop: hard.signal,
+    done: () => {
+      clearTimeout(grace);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
 
 /** The worker-thread pool that runs compressors (piscina): one task per job. The engine's and the CLI's runner. */
 export class CompressorPool implements Runner {
@@ -47,26 +77,27 @@ export class CompressorPool implements Runner {
     for (const pool of [this.piscina, this.previews]) pool.on('error', onThreadError);
   }
 
-  /** Makes a finished job's compare previews; an abort (time limit) terminates the task's thread. */
+  /** Makes a finished job's compare previews; an abort (time limit) stops the task (stopByRequest). */
   async preview(job: PreviewJob, signal: AbortSignal): Promise<PreviewOutcome> {
     const { port1, port2 } = new MessageChannel();
-    const onAbort = () => port1.postMessage('abort');
-    signal.addEventListener('abort', onAbort, { once: true });
+    const stop = stopByRequest(signal, port1);
     const task: PreviewTask = { preview: job, port: port2 };
     try {
-      return (await this.previews.run(task, { transferList: [port2], signal })) as PreviewOutcome;
+      const outcome = (await this.previews.run(task, { transferList: [port2], signal: stop.hardStop })) as PreviewOutcome;
+      if (signal.aborted) return { ok: false, code: 'compare.timeout', detail: 'Making the previews took too long.' };
+      return outcome;
     } catch (err) {
       if (signal.aborted) return { ok: false, code: 'compare.timeout', detail: 'Making the previews took too long.' };
       const message = err instanceof Error ? err.message : String(err);
       return { ok: false, code: 'compare.unavailable', detail: truncateDetail(`The preview worker stopped unexpectedly: ${message}`) };
     } finally {
-      signal.removeEventListener('abort', onAbort);
+      stop.done();
       port1.close();
     }
   }
 
   /**
-   * Runs one job. An abort through `signal` terminates the task's thread; a thread that dies fails
+   * Runs one job. An abort through `signal` stops the task (stopByRequest); a thread that dies fails
    * only this job with `jobs.worker_crashed`.
    */
   async run(req: RunRequest, signal: AbortSignal, progress: (percent: number, phase: string) => void): Promise<RunOutcome> {
@@ -74,12 +105,12 @@ export class CompressorPool implements Runner {
     if (!entry) return { ok: false, failure: { code: 'jobs.unknown_compressor', detail: `No compressor for ${req.jobType}.` } };
     const { port1, port2 } = new MessageChannel();
     port1.on('message', (m: { percent: number; phase: string }) => progress(m.percent, m.phase));
-    const onAbort = () => port1.postMessage('abort');
-    signal.addEventListener('abort', onAbort, { once: true });
+    const stop = stopByRequest(signal, port1);
     const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
     Atomics.add(this.running, 0, 1);
     try {
-      const outcome = (await this.piscina.run(task, { transferList: [port2], signal })) as CompressOutcome;
+      const outcome = (await this.piscina.run(task, { transferList: [port2], signal: stop.hardStop })) as CompressOutcome;
+      if (signal.aborted) return { ok: false, failure: { code: 'jobs.aborted', detail: 'The job was stopped.' } };
       return outcome.ok ? { ok: true, output: outcome.result } : { ok: false, failure: { code: outcome.code, detail: outcome.detail } };
     } catch (err) {
       if (signal.aborted) return { ok: false, failure: { code: 'jobs.aborted', detail: 'The job was stopped.' } };
@@ -87,7 +118,7 @@ export class CompressorPool implements Runner {
       return { ok: false, failure: { code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}` } };
     } finally {
       Atomics.sub(this.running, 0, 1);
-      signal.removeEventListener('abort', onAbort);
+      stop.done();
       port1.close();
     }
   }
