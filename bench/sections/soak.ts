@@ -5,11 +5,12 @@
 // past both retentions, restarts, and prints the table and the slopes per 1,000 jobs.
 // SOAK_JOBS (default 10,000), SOAK_MINUTES (or --minutes: stop at whichever comes first),
 // SOAK_SEED, SOAK_SAMPLE_SECONDS, SOAK_RETENTION_SECONDS (both retentions), SOAK_ROOT (the checkout
-// whose server is run: measure another version with the same load).
+// whose server is run: measure another version with the same load), SOAK_BINARY (run that single
+// executable instead of the checkout's source: what users run, on the allocator it carries).
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BenchContext, markdownTable } from '../lib.ts';
 import { freePort, rssBytes } from './api.ts';
@@ -23,7 +24,14 @@ export interface SoakOptions {
   corpus: string;
   root: string;
   workers: number;
+  /** A single executable to run instead of `root`'s source. */
+  binary?: string;
   log?: (line: string) => void;
+}
+
+/** The command that runs `compressd ARGS`: the executable, or the source through tsx. */
+function compressd(opts: SoakOptions): [string, string[]] {
+  return opts.binary ? [opts.binary, []] : [process.execPath, ['--import', 'tsx', 'src/main.ts']];
 }
 
 export interface Sample {
@@ -92,9 +100,10 @@ const sizeOf = (path: string) => (existsSync(path) ? statSync(path).size : 0);
 async function startServer(opts: SoakOptions, dataDir: string): Promise<{ child: ChildProcess; base: string; ms: number }> {
   const port = await freePort();
   const started = performance.now();
+  const [file, prefix] = compressd(opts);
   const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', String(opts.workers), '--rate-limit-per-minute', '0', '--retention-seconds', String(opts.retentionSeconds)],
+    file,
+    [...prefix, 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', String(opts.workers), '--rate-limit-per-minute', '0', '--retention-seconds', String(opts.retentionSeconds)],
     // The environment twin: a version without the setting ignores it (and keeps its 24 h).
     { cwd: opts.root, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn', COMPRESSD_RECORD_RETENTION_SECONDS: String(opts.retentionSeconds) } },
   );
@@ -119,7 +128,8 @@ async function stop(child: ChildProcess): Promise<void> {
 export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   const log = opts.log ?? (() => {});
   const dataDir = mkdtempSync(join(tmpdir(), 'compressd-soak-'));
-  const cli = (...args: string[]) => execFileSync(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args, '--data-dir', dataDir], { cwd: opts.root, encoding: 'utf8' });
+  const [file, prefix] = compressd(opts);
+  const cli = (...args: string[]) => execFileSync(file, [...prefix, ...args, '--data-dir', dataDir], { cwd: opts.root, encoding: 'utf8' });
   const keys = Array.from({ length: ACCOUNTS }, (_, i) => cli('keys', 'create', '--account', `soak-${i}`, '--credits', '100000000').trim().split('\n').pop()!);
   const good = [
     ['jpg/jpeg420exif.jpg', 'photo.jpg'],
@@ -290,7 +300,7 @@ export function soakReport(r: SoakResult, opts: SoakOptions): string {
   return [
     '## Soak',
     '',
-    `${r.jobs} jobs (target ${opts.jobs}, at most ${opts.minutes} min), seed ${opts.seed}, ${opts.workers} workers, ${ACCOUNTS} accounts × ${CLIENTS_PER_ACCOUNT} clients, retention and record retention ${opts.retentionSeconds} s; sampled every ${opts.sampleSeconds} s, then a rest past both retentions and a restart.`,
+    `${r.jobs} jobs (target ${opts.jobs}, at most ${opts.minutes} min), seed ${opts.seed}, ${opts.binary ? `the executable ${opts.binary}` : 'the source (tsx)'}, ${opts.workers} workers, ${ACCOUNTS} accounts × ${CLIENTS_PER_ACCOUNT} clients, retention and record retention ${opts.retentionSeconds} s; sampled every ${opts.sampleSeconds} s, then a rest past both retentions and a restart.`,
     '',
     markdownTable(['phase', 's', 'jobs', ...measures.map(([n]) => n), 'poll p50 / p99 ms'], rows),
     '',
@@ -314,6 +324,7 @@ export default async function soak(ctx: BenchContext): Promise<string> {
     corpus: ctx.corpus,
     root: process.env.SOAK_ROOT ?? fileURLToPath(new URL('../../', import.meta.url)),
     workers: Number(process.env.SOAK_WORKERS ?? 2),
+    binary: process.env.SOAK_BINARY ? resolve(process.env.SOAK_BINARY) : undefined,
     log: (line) => console.log(line),
   };
   return soakReport(await runSoak(opts), opts);
