@@ -40,6 +40,9 @@ export interface Sample {
   jobs: number;
   rssMB: number;
   heapMB: number;
+  /** The heap V8 holds (used or not) and the memory of Buffers outside it: what RSS has beyond native code. */
+  heapTotalMB: number;
+  externalMB: number;
   fds: number;
   threads: number;
   dataDirMB: number;
@@ -162,6 +165,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
       jobs,
       rssMB: rssBytes(pid) / 1048576,
       heapMB: (await metric('compressd_nodejs_heap_size_used_bytes')) / 1048576,
+      heapTotalMB: (await metric('compressd_nodejs_heap_size_total_bytes')) / 1048576,
+      externalMB: (await metric('compressd_nodejs_external_memory_bytes')) / 1048576,
       fds: readdirSync(`/proc/${pid}/fd`).length,
       threads: Number(/Threads:\s+(\d+)/.exec(status)?.[1] ?? NaN),
       dataDirMB: dirBytes(dataDir) / 1048576,
@@ -277,6 +282,8 @@ export function soakReport(r: SoakResult, opts: SoakOptions): string {
   const measures: [string, (s: Sample) => number, number][] = [
     ['RSS MB', (s) => s.rssMB, 0],
     ['JS heap MB', (s) => s.heapMB, 1],
+    ['V8 heap held MB', (s) => s.heapTotalMB, 1],
+    ['external MB', (s) => s.externalMB, 1],
     ['descriptors', (s) => s.fds, 0],
     ['threads', (s) => s.threads, 0],
     ['data dir MB', (s) => s.dataDirMB, 1],
