@@ -13,6 +13,7 @@ import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { backup, restore } from './ops/backup.ts';
 import { allocatorInUse } from './runtime/allocator.ts';
+import { runtimeTree } from './runtime/bundled.ts';
 import { startService } from './service.ts';
 import { VERSION } from './version.ts';
 
@@ -257,6 +258,8 @@ async function main(argv: string[]): Promise<void> {
       console.log(`compressd ${VERSION} (node ${process.version})`);
       console.log(`data directory format ${DATA_FORMAT} (opens formats 1 to ${DATA_FORMAT}, upgrading them to ${DATA_FORMAT})`);
       console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; also runs on a newer schema marked compatible from ${SCHEMA_VERSION} or earlier; marks its own compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
+      // The executable's built-in Node options (build.mjs); from source, the caller's own.
+      if (runtimeTree()) console.log(`node options ${process.execArgv.join(' ') || '(none)'}`);
       console.log(`allocator ${allocatorInUse()}`);
       return;
     case undefined:

