@@ -258,8 +258,8 @@ async function main(argv: string[]): Promise<void> {
       console.log(`compressd ${VERSION} (node ${process.version})`);
       console.log(`data directory format ${DATA_FORMAT} (opens formats 1 to ${DATA_FORMAT}, upgrading them to ${DATA_FORMAT})`);
       console.log(`cluster schema version ${SCHEMA_VERSION} (migrates versions 0 to ${SCHEMA_VERSION}; also runs on a newer schema marked compatible from ${SCHEMA_VERSION} or earlier; marks its own compatible from ${OLDEST_COMPATIBLE_SCHEMA})`);
-      // The executable's built-in Node options (build.mjs); from source, the caller's own.
-      if (runtimeTree()) console.log(`node options ${process.execArgv.join(' ') || '(none)'}`);
+      // The executable's built-in Node options (build.mjs); from source, node's own flags are the caller's.
+      if (runtimeTree()) console.log(`node options ${process.execArgv.join(' ')}`);
       console.log(`allocator ${allocatorInUse()}`);
       return;
     case undefined:
