@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import { describe, it } from 'node:test';
+import sharp from 'sharp';
+import type { Pixels } from '../workers/image/ssim.ts';
+import { Ssimulacra2Reference, ssimulacra2 } from '../workers/image/ssimulacra2.ts';
+
+const quality = new URL('../../shared/quality/ssimulacra2/', import.meta.url).pathname;
+
+async function decode(path: string | Buffer): Promise<Pixels> {
+  const { data, info } = await sharp(path).toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
+function gradient(width: number, height: number, channels: 3 | 4): Pixels {
+  const data = new Uint8Array(width * height * channels);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const o = (y * width + x) * channels;
+      data[o] = (x * 255) / width;
+      data[o + 1] = (y * 255) / height;
+      data[o + 2] = 128 + 100 * Math.sin(x / 9);
+      if (channels === 4) data[o + 3] = 255;
+    }
+  }
+  return { data, width, height, channels };
+}
+
+describe('SSIMULACRA2 against the reference implementation', async () => {
+  const rows = (await readFile(`${quality}reference.tsv`, 'utf8')).trim().split('\n').slice(1).map((l) => l.split('\t'));
+
+  it('has the 64 reference pairs', () => assert.equal(rows.length, 64));
+
+  for (const [original, distorted, score, how] of rows) {
+    it(`${distorted} (${how}) within 0.5 of ${score}`, async () => {
+      const ours = ssimulacra2(await decode(`${quality}${original}`), await decode(`${quality}${distorted}`));
+      assert.ok(Math.abs(ours - Number(score)) <= 0.5, `ours ${ours.toFixed(3)}, reference ${score}`);
+    });
+  }
+});
+
+describe('SSIMULACRA2 in use', () => {
+  it('scores a picture against itself 100, and a prepared reference scores like a fresh one', async () => {
+    const original = await decode(`${quality}denali.png`);
+    assert.equal(ssimulacra2(original, original), 100);
+    const reference = new Ssimulacra2Reference(original);
+    const distorted = [await decode(`${quality}denali.q30-420.jpg`), await decode(`${quality}denali.q85-420.jpg`)];
+    const again = distorted.map((d) => reference.score(d));
+    assert.deepEqual(again, distorted.map((d) => ssimulacra2(original, d)));
+    assert.deepEqual(distorted.map((d) => reference.score(d)), again, 'a reference scores the same every time');
+    assert.ok(again[0] < again[1]);
+  });
+
+  it('sees colour: a hue shift luma SSIM cannot see costs points', async () => {
+    const original = gradient(256, 192, 3);
+    const shifted = { ...original, data: Uint8Array.from(original.data) };
+    // Red and blue traded at equal luma weight: each pixel's BT.601 luma moves by under one level.
+    for (let o = 0; o < shifted.data.length; o += 3) {
+      const [r, b] = [shifted.data[o], shifted.data[o + 2]];
+      const luma = 0.299 * r + 0.114 * b;
+      const r2 = Math.min(255, Math.round(r * 0.8 + 20));
+      shifted.data[o] = r2;
+      shifted.data[o + 2] = Math.max(0, Math.min(255, Math.round((luma - 0.299 * r2) / 0.114)));
+    }
+    assert.ok(ssimulacra2(original, shifted) < 90);
+  });
+
+  it('takes grey, RGBA and small pictures; refuses pictures of different sizes', () => {
+    const rgba = gradient(64, 48, 4);
+    assert.equal(ssimulacra2(rgba, rgba), 100);
+    const grey: Pixels = { data: new Uint8Array(64 * 48).fill(90), width: 64, height: 48, channels: 1 };
+    assert.ok(ssimulacra2(grey, { ...grey, data: new Uint8Array(64 * 48).fill(100) }) < 100);
+    const tiny: Pixels = { data: new Uint8Array(5 * 5 * 3).fill(7), width: 5, height: 5, channels: 3 };
+    assert.equal(ssimulacra2(tiny, tiny), 100);
+    assert.throws(() => ssimulacra2(rgba, gradient(64, 47, 4)), RangeError);
+  });
+
+  it('scores transparency: a picture made transparent is not the same picture', () => {
+    const opaque = gradient(96, 64, 4);
+    const clear = { ...opaque, data: Uint8Array.from(opaque.data) };
+    for (let o = 3; o < clear.data.length; o += 4) clear.data[o] = 0;
+    assert.ok(ssimulacra2(opaque, clear) < 50);
+  });
+
+  it('the committed WebAssembly is the build of its C source', () => {
+    execFileSync(process.execPath, ['scripts/build-metric.mjs', '--check'], { stdio: 'pipe' });
+  });
+});
