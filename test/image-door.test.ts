@@ -14,7 +14,8 @@ import { decodeImage } from '../workers/decoders/index.ts';
 import { compress as gif } from '../workers/gif.ts';
 import { decodeOptions, imageError, isGrey, MAX_PIXELS, profileDecision, SMALL_PROFILE_BYTES } from '../workers/image/door.ts';
 import { frameComponents } from '../workers/image/jpeg-quant.ts';
-import { ssim } from '../workers/image/ssim.ts';
+import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
+import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 import { inputOptions, probeImage, type ImageKind } from '../workers/image/probe.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { recompressImage } from '../workers/office/media.ts';
@@ -210,7 +211,7 @@ describe('embedded ICC profiles', () => {
       const { data, info } = await sharp(b).toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
       return { data, width: info.width, height: info.height, channels: info.channels };
     };
-    assert.ok(ssim(await shown(input), await shown(bytes)) >= 0.975);
+    assert.ok(ssimulacra2(await shown(input), await shown(bytes)) >= PERCEIVED_TARGET - 1);
   });
 
   it('the Display P3 profile (480 bytes) is kept', async () => {
@@ -244,7 +245,7 @@ describe('small documents', () => {
 });
 
 describe('small pictures', () => {
-  it('a 64×43 photo as PNG becomes a palette at the PNG target (a small photo is not noise)', async () => {
+  it('a 64×43 photo as PNG becomes a palette at the perceived target (a small photo is not noise)', async () => {
     const input = join(work, 'tiny-photo.png');
     await sharp(join(corpus, 'jpg/jpeg420exif.jpg')).rotate().resize(64, 64, { fit: 'inside' }).png().toFile(input);
     const out = await outcome(png, input);
@@ -254,6 +255,6 @@ describe('small pictures', () => {
       const { data, info } = await sharp(x).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
       return { data, width: info.width, height: info.height, channels: 4 };
     };
-    assert.ok(ssim(await px(a), await px(b)) >= 0.98);
+    assert.ok(ssimulacra2(await px(a), await px(b)) >= PERCEIVED_TARGET);
   });
 });

@@ -16,7 +16,8 @@ import { documentImages } from '../workers/pdf/images.ts';
 import { loadPdf } from '../workers/pdf/load.ts';
 import { displaySizes } from '../workers/pdf/placements.ts';
 import { asSeen, chooseViewQuality } from '../workers/pdf/quality.ts';
-import { jpegOptions } from '../workers/image/encode.ts';
+import { defaultSetting, jpegOptions } from '../workers/image/encode.ts';
+import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { dedupeStreams } from '../workers/pdf/structure.ts';
 import { picturesPdf, scannedPages, tinyPictures } from './helpers/made-files.ts';
 
@@ -81,7 +82,8 @@ describe('document.pdf-compress on the corpus', async () => {
   }
 
   test('image-heavy files get substantially smaller', () => {
-    assert.ok((savings.get('ocrmypdf-multipage.pdf') ?? 0) > 0.45, `multipage saved ${savings.get('ocrmypdf-multipage.pdf')}`);
+    // 0.47 when pictures were judged by luma SSIM 0.96 on the page view; the perceived target keeps more of its scans.
+    assert.ok((savings.get('ocrmypdf-multipage.pdf') ?? 0) > 0.4, `multipage saved ${savings.get('ocrmypdf-multipage.pdf')}`);
     assert.ok((savings.get('ocrmypdf-francais.pdf') ?? 0) > 0.8, `francais saved ${savings.get('ocrmypdf-francais.pdf')}`);
     assert.ok((savings.get('ocrmypdf-c02-22-scan.pdf') ?? 0) > 0.3, `c02 scan saved ${savings.get('ocrmypdf-c02-22-scan.pdf')}`);
     assert.ok((savings.get('derived-photo-heavy-img2pdf.pdf') ?? 0) > 0.35, `img2pdf saved ${savings.get('derived-photo-heavy-img2pdf.pdf')}`);
@@ -129,11 +131,14 @@ describe('images and structure', () => {
 
   test('a page view averages the image pixels each screen pixel covers, and interpolates a magnified image', () => {
     const stripes = { data: Uint8Array.from({ length: 16 }, (_, i) => (i % 2 ? 200 : 0)), width: 4, height: 4, channels: 1 };
-    assert.deepEqual([...asSeen(stripes, 2, 2)], [100, 100, 100, 100]);
+    assert.deepEqual([...asSeen(stripes, 2, 2).data], [100, 100, 100, 100]);
     const ramp = { data: Uint8Array.from([0, 100, 0, 100]), width: 2, height: 2, channels: 1 };
-    const up = asSeen(ramp, 3, 3);
+    const up = asSeen(ramp, 3, 3).data;
     assert.deepEqual([up[0], up[2]], [0, 100]);
     assert.ok(up[1] > 0 && up[1] < 100, 'interpolated between neighbours');
+    // Colour is averaged channel by channel.
+    const red = { data: Uint8Array.from([200, 0, 0, 0, 0, 200]), width: 2, height: 1, channels: 3 };
+    assert.deepEqual([...asSeen(red, 1, 1).data], [100, 0, 100]);
   });
 
   test('thumbnails and private application data are dropped, bookmarks and metadata kept', async () => {
@@ -199,16 +204,16 @@ describe('bounded work per document (issue 21)', () => {
         encodes.push(q);
         const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
         if (p.channels === 1) img.toColourspace('b-w');
-        return img.jpeg(jpegOptions(q)).toBuffer();
+        return img.jpeg(jpegOptions(defaultSetting(q))).toBuffer();
       };
-      const { quality, encoded } = await chooseViewQuality(p, 72, 0.96, FULL_SEARCH, final);
+      const { quality, encoded } = await chooseViewQuality(p, 72, PERCEIVED_TARGET, FULL_SEARCH, final);
       assert.ok(encoded, 'the answer was probed with the final encode');
       assert.ok(encodes.includes(quality));
       assert.deepEqual(encoded, await final(quality), 'the kept probe is the final encode at the answer');
       assert.equal(frameComponents(encoded), p.channels);
       const big = { data: Buffer.alloc(400 * 400 * p.channels, 90), width: 400, height: 400, channels: p.channels };
       encodes.length = 0;
-      assert.equal((await chooseViewQuality(big, 72, 0.96, FULL_SEARCH, final)).encoded, undefined, 'a large picture probes the cheap way');
+      assert.equal((await chooseViewQuality(big, 72, PERCEIVED_TARGET, FULL_SEARCH, final)).encoded, undefined, 'a large picture probes the cheap way');
       assert.equal(encodes.length, 0);
     }
   });

@@ -39,5 +39,6 @@ export const compress: Compress = async (job, out, ctx) => {
   const keptInput = await keepInputUnlessSmaller(job.inputPath, path);
   const dims = size && !keptInput ? size : meta;
   ctx.progress(100, 'finalizing');
-  return { path, format: 'gif', contentType: 'image/gif', width: dims.width, height: dims.height };
+  const perceived = keptInput || result.score === undefined ? {} : { perceivedQuality: result.score };
+  return { path, format: 'gif', contentType: 'image/gif', width: dims.width, height: dims.height, ...perceived };
 };

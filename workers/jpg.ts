@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto, type JpegSetting } from './image/encode.ts';
+import { dropExifThumbnail } from './image/exif-thumbnail.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { alreadyAsCoarse } from './image/jpeg-quant.ts';
 import { imageError, profileDecision } from './image/door.ts';
@@ -50,12 +51,13 @@ export const compress: Compress = async (job, out, ctx) => {
     await copyFile(job.inputPath, path);
     keptInput = true;
   } else {
-    await writeFile(path, markAsOurs(encoded.data));
+    await writeFile(path, markAsOurs(dropExifThumbnail(encoded.data)));
     keptInput = await keepInputUnlessSmaller(job.inputPath, path, resized ? 0 : MIN_SAVING);
   }
   const stored = keptInput || !encoded ? { width: meta.width, height: meta.height } : encoded;
   ctx.progress(100, 'finalizing');
-  return { path, format: 'jpg', contentType: 'image/jpeg', ...displayed(stored.width, stored.height, meta.orientation) };
+  const perceived = keptInput || !encoded ? {} : { perceivedQuality: encoded.score };
+  return { path, format: 'jpg', contentType: 'image/jpeg', ...displayed(stored.width, stored.height, meta.orientation), ...perceived };
 };
 
 /** Width and height as shown, after the EXIF orientation (5-8 swap the edges). */

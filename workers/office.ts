@@ -21,10 +21,11 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(0, 'analyzing');
   await assertZipContainer(job.inputPath);
   const pkg = await openPackage(job.inputPath);
+  let perceived: number | undefined;
   try {
     const analysis = await analyzePackage(pkg, ctx.signal);
     const budget = await planPictures(pkg, analysis, job.options.resize, ctx.signal);
-    await writePackage(pkg, analysis, outPath, job.options.resize, budget, ctx);
+    ({ perceived } = await writePackage(pkg, analysis, outPath, job.options.resize, budget, ctx));
   } catch (err) {
     await rm(outPath, { force: true });
     throw err;
@@ -32,9 +33,9 @@ export const compress: Compress = async (job, out, ctx) => {
     pkg.zip.close();
   }
   ctx.progress(PROGRESS_FINALIZING, 'finalizing');
-  await keepInputUnlessSmaller(job.inputPath, outPath);
+  const keptInput = await keepInputUnlessSmaller(job.inputPath, outPath);
   ctx.progress(100, 'finalizing');
-  return { path: outPath, format, contentType: contentTypeOf(format) };
+  return { path: outPath, format, contentType: contentTypeOf(format), ...(keptInput || perceived === undefined ? {} : { perceivedQuality: perceived }) };
 };
 
 const PROGRESS_FINALIZING = 96;

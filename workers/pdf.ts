@@ -30,7 +30,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.signal.throwIfAborted();
   ctx.progress(10, 'analyzing');
 
-  await optimizeImages(context, sizes, (done, total) => ctx.progress(10 + (75 * done) / Math.max(1, total), 'images'), ctx.signal);
+  const { perceived } = await optimizeImages(context, sizes, (done, total) => ctx.progress(10 + (75 * done) / Math.max(1, total), 'images'), ctx.signal);
 
   ctx.progress(85, 'writing');
   recompressStreams(context);
@@ -42,10 +42,11 @@ export const compress: Compress = async (job, out, ctx) => {
   const path = join(out.dir, 'output.pdf');
   await writeFile(path, bytes);
   // A rewrite that does not read back with every page is never delivered: the input is.
-  if (!(await samePageCount(bytes, pages.length))) await copyFile(job.inputPath, path);
-  await keepInputUnlessSmaller(job.inputPath, path);
+  const readable = await samePageCount(bytes, pages.length);
+  if (!readable) await copyFile(job.inputPath, path);
+  const keptInput = !readable || (await keepInputUnlessSmaller(job.inputPath, path));
   ctx.progress(100, 'finalizing');
-  return { path, format: 'pdf', contentType: 'application/pdf' };
+  return { path, format: 'pdf', contentType: 'application/pdf', ...(keptInput || perceived === undefined ? {} : { perceivedQuality: perceived }) };
 };
 
 async function samePageCount(bytes: Uint8Array, expected: number): Promise<boolean> {

@@ -35,5 +35,6 @@ export const compress: Compress = async (job, out, ctx) => {
   const keptInput = await keepInputUnlessSmaller(job.inputPath, path);
   const size = keptInput ? meta : encoded;
   ctx.progress(100, 'finalizing');
-  return { path, format: 'png', contentType: 'image/png', width: size.width, height: size.height };
+  const perceived = keptInput || encoded.score === undefined ? {} : { perceivedQuality: encoded.score };
+  return { path, format: 'png', contentType: 'image/png', width: size.width, height: size.height, ...perceived };
 };

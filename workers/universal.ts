@@ -5,7 +5,7 @@ import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
-import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptionsFor, jpegPipeline, MIN_QUALITY, PROXY_MARGIN, probesOf, reaches, type JpegSetting, type JudgedAt } from './image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, MIN_QUALITY, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
 import { imageError, isGrey, MAX_PIXELS, toGrey } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
@@ -46,6 +46,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const path = join(out.dir, `output.${format}`);
   // Same format, same size: the input itself is a valid output and is kept when not beaten.
   const sameFormat = ((family === 'jpeg' && format === 'jpg') || (family === 'png' && format === 'png')) && !upright.resized;
+  let perceived: number | undefined;
   if (sameFormat && family === 'jpeg' && (await jpegOrigin(bytes)) !== 'other') {
     // Already encoded by us (or with our tables at a chosen quality): no second generation (see jpg.ts).
     await writeFile(path, bytes);
@@ -57,14 +58,17 @@ export const compress: Compress = async (job, out, ctx) => {
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
     await writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed);
+    perceived = jpeg.score;
   } else {
     const png = await encodePng(sharp(pixels.data, { raw: rawOf(pixels) }), 'lossy');
     await writeFile(path, png.data);
+    perceived = png.score;
   }
   ctx.progress(95, 'finalizing');
-  if (sameFormat) await keepInputUnlessSmaller(job.inputPath, path);
+  const keptInput = sameFormat && (await keepInputUnlessSmaller(job.inputPath, path));
   ctx.progress(100, 'finalizing');
-  return { path, format, contentType: format === 'jpg' ? 'image/jpeg' : 'image/png', width: pixels.width, height: pixels.height };
+  const quality = keptInput || perceived === undefined ? {} : { perceivedQuality: perceived };
+  return { path, format, contentType: format === 'jpg' ? 'image/jpeg' : 'image/png', width: pixels.width, height: pixels.height, ...quality };
 };
 
 /** The spec's table: JPG and RAW inputs give JPG; every other format PNG when it has alpha, else JPG. */
@@ -127,28 +131,28 @@ function rawOf(p: Pixels): { width: number; height: number; channels: 3 | 4 } {
 }
 
 /**
- * The quality floor of the size rule: a JPG made from another format may go down to this mean
- * luma SSIM (full resolution, image/ssim.ts) to stay within the input's size, never lower; 0.95
- * keeps photos free of visible blocking at normal viewing size.
+ * The perceived-quality floor of the size rule: a JPG made from another format may go down to this
+ * SSIMULACRA2 (full resolution, image/ssimulacra2.ts) to stay within the input's size, never
+ * lower: 70 is "high quality", free of visible blocking at normal viewing size.
  */
-export const JPEG_FLOOR_SSIM = 0.95;
+export const JPEG_FLOOR = 70;
 /** A predicted size this much over the limit is not confirmed by a full encode. */
 const CLEAR_MISS = 1.02;
 /** A first prediction under this share of the limit is trusted without the plain-encode calibration. */
 const FAR_UNDER = 0.8;
 
-export interface SizedJpeg extends JpegSetting {
+export interface SizedJpeg extends JpegChoice {
   data: Buffer;
   /** `target`: the usual automatic quality; `fit`: lowered to fit the size limit; `floor`: at the floor and still over it. */
   rule: 'target' | 'fit' | 'floor';
 }
 
 /**
- * JPG of upright 8-bit RGB pixels at the automatic quality (image/encode.ts: the lowest quality
- * reaching the JPEG target SSIM), EXIF inserted. With `maxBytes` (the input's size, when the
+ * JPG of upright 8-bit RGB pixels at the automatic setting (image/encode.ts: the smallest
+ * reaching the perceived target), EXIF inserted. With `maxBytes` (the input's size, when the
  * input is another format, so the never-larger rule cannot simply return it): when that file is
  * larger, the highest quality whose file fits, but not below the quality that reaches
- * JPEG_FLOOR_SSIM. When even the floor does not fit, the floor's file is the output: the only
+ * JPEG_FLOOR. When even the floor does not fit, the floor's file is the output: the only
  * case where the universal compressor writes more bytes than it got (an efficient input format —
  * 10-bit AVIF, lossy WebP, palette TIFF/BMP — that JPEG cannot match without visible damage,
  * while the spec's table fixes the output format).
@@ -160,9 +164,16 @@ export async function encodeJpegWithin(
   onStep?: (fraction: number) => void,
   judgedAt: JudgedAt = 'full',
 ): Promise<SizedJpeg> {
-  // One table set for every encode of the picture: the one the target's search chose.
-  const { quality: target, table } = await chooseJpeg(pixels, undefined, judgedAt);
-  const at = (quality: number): JpegSetting => ({ quality, table });
+  // One form for every encode of the picture: the one the target's search chose.
+  const choice = await chooseJpeg(pixels, undefined, judgedAt);
+  const { quality: target, table, chroma } = choice;
+  const at = (quality: number): JpegSetting => ({ quality, table, chroma });
+  const sized = async (quality: number, rule: SizedJpeg['rule']): Promise<SizedJpeg> => ({
+    data: await full(quality),
+    ...at(quality),
+    score: quality === target ? choice.score : await predictedScore(pixels, at(quality), judgedAt),
+    rule,
+  });
   const fulls = new Map<number, Buffer>();
   const full = async (quality: number): Promise<Buffer> => {
     let data = fulls.get(quality);
@@ -173,7 +184,7 @@ export async function encodeJpegWithin(
     return data;
   };
   onStep?.(0.4);
-  if (maxBytes === undefined) return { data: await full(target), quality: target, table, rule: 'target' };
+  if (maxBytes === undefined) return sized(target, 'target');
   // Full-size encodes cost seconds at 12 MP (trellis quantisation is most of it), so sizes are
   // predicted: the quality search's proxy probe at q times a full/proxy ratio. The first ratio is
   // measured at the target quality on a plain encode without trellis (a quarter of the cost;
@@ -196,12 +207,12 @@ export async function encodeJpegWithin(
     return data.length <= maxBytes;
   };
   // The target's own file is made unless it is predicted clearly over the limit.
-  if ((await predicted(target)) <= maxBytes * CLEAR_MISS && (await calibrate(target))) return { data: await full(target), quality: target, table, rule: 'target' };
+  if ((await predicted(target)) <= maxBytes * CLEAR_MISS && (await calibrate(target))) return sized(target, 'target');
   // The floor's quality is searched only when the fit comes down to it: until then a quality
-  // whose proxy SSIM reaches the floor's target is above the floor (SSIM rises with quality), which
+  // whose proxy score reaches the floor is above the floor's quality (scores rise with quality), which
   // its probe, usually made by the target's search already, tells.
   let floor: number | undefined;
-  const floorQuality = async (): Promise<number> => (floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt, IMAGE_SEARCH, table));
+  const floorQuality = async (): Promise<number> => (floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR, judgedAt, IMAGE_SEARCH, { table, chroma }));
   onStep?.(0.6);
   let best: number | null = null;
   let lo = MIN_QUALITY;
@@ -215,8 +226,8 @@ export async function encodeJpegWithin(
       if ((await predicted(mid)) <= maxBytes) a = mid;
       else b = mid - 1;
     }
-    if (floor === undefined && !(await reaches(pixels, at(a), JPEG_FLOOR_SSIM + PROXY_MARGIN, judgedAt))) {
-      if ((await floorQuality()) >= target) return { data: await full(target), quality: target, table, rule: 'floor' };
+    if (floor === undefined && !(await reaches(pixels, at(a), JPEG_FLOOR, judgedAt))) {
+      if ((await floorQuality()) >= target) return sized(target, 'floor');
       lo = Math.max(lo, await floorQuality());
       if (a < lo) continue;
     }
@@ -232,17 +243,17 @@ export async function encodeJpegWithin(
   }
   if (best === null) {
     const lowest = await floorQuality();
-    return { data: await full(lowest), quality: lowest, table, rule: 'floor' };
+    return sized(lowest, 'floor');
   }
-  return { data: fulls.get(best)!, quality: best, table, rule: 'fit' };
+  return sized(best, 'fit');
 }
 
 /** Bytes of a plain baseline encode (no trellis, no progressive scans) at the quantisation of a setting: a cheap size probe. */
 async function plainSize(p: Pixels, setting: JpegSetting): Promise<number> {
-  const { chromaSubsampling, quantisationTable } = jpegOptionsFor(p, setting);
+  const { chromaSubsampling, quantisationTable } = jpegOptions(setting);
   return (await jpegPipeline(p).jpeg({ quality: setting.quality, chromaSubsampling, quantisationTable, optimiseCoding: true }).toBuffer()).length;
 }
 
 function encode(p: Pixels, setting: JpegSetting): Promise<Buffer> {
-  return jpegPipeline(p).jpeg(jpegOptionsFor(p, setting)).toBuffer();
+  return jpegPipeline(p).jpeg(jpegOptions(setting)).toBuffer();
 }

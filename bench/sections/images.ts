@@ -4,7 +4,7 @@ import { copyFile, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
-import { jpegOptions } from '../../workers/image/encode.ts';
+import { defaultSetting, jpegOptions } from '../../workers/image/encode.ts';
 import { ssim, type Pixels } from '../../workers/image/ssim.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
@@ -42,7 +42,7 @@ const toFile = (cmd: string, args: (input: string, out: string) => string[], okC
 
 const sharpFixed = (quality: number): Tool => async (input, dir) => {
   const out = join(dir, 'out.jpg');
-  await sharp(input).keepMetadata().jpeg(jpegOptions(quality)).toFile(out);
+  await sharp(input).keepMetadata().jpeg(jpegOptions(defaultSetting(quality))).toFile(out);
   return out;
 };
 
@@ -52,7 +52,7 @@ const sharpFixed = (quality: number): Tool => async (input, dir) => {
  */
 export const sharpBruteForce: Tool = async (input, dir) => {
   const reference = await decode(input);
-  const encodeAt = async (q: number) => sharp(input).keepMetadata().jpeg(jpegOptions(q)).toBuffer();
+  const encodeAt = async (q: number) => sharp(input).keepMetadata().jpeg(jpegOptions(defaultSetting(q))).toBuffer();
   let lo = 30;
   let hi = 95;
   let best = await encodeAt(hi);

@@ -1,13 +1,17 @@
+import { withoutThumbnail } from '../image/exif-thumbnail.ts';
+
 /**
  * EXIF carried into a JPG output: the source's block (TIFF structure) goes into an APP1 segment
- * with its Orientation reset to 1, since the pixels were already turned upright.
+ * with its Orientation reset to 1, since the pixels were already turned upright, and without its
+ * thumbnail (image/exif-thumbnail.ts).
  */
 const EXIF_MARKER = Buffer.from('Exif\0\0', 'latin1');
 const MAX_SEGMENT = 65533;
 
 export function insertExif(jpeg: Buffer, exif: Buffer | undefined): Buffer {
   if (!exif?.length) return jpeg;
-  const tiff = Buffer.from(exif.subarray(0, 6).equals(EXIF_MARKER) ? exif.subarray(6) : exif);
+  const block = exif.subarray(0, 6).equals(EXIF_MARKER) ? exif.subarray(6) : exif;
+  const tiff = withoutThumbnail(block) ?? Buffer.from(block);
   if (!resetOrientation(tiff)) return jpeg;
   const payload = Buffer.concat([EXIF_MARKER, tiff]);
   if (payload.length + 2 > MAX_SEGMENT) return jpeg;

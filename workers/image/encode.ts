@@ -1,63 +1,62 @@
 import sharp from 'sharp';
 import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
+import { PERCEIVED_TARGET, PROXY_MARGIN } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { isGrey, toGrey } from './door.ts';
-import { bin2x2, ssimOfLuma, luma, type Pixels } from './ssim.ts';
+import type { Pixels } from './ssim.ts';
+import { Ssimulacra2Reference } from './ssimulacra2.ts';
 
 /**
- * The perceptual target of automatic JPEG quality: the mean luma SSIM (8×8 windows, full
- * resolution, see ssim.ts) the encoded image must reach against the pixels it was made from.
- */
-export const JPEG_TARGET_SSIM = 0.98;
-/**
- * The proxy scores a little higher than the full image (its tiles miss some of the hardest
- * areas); measured gap on camera photos ≤ 0.0006, so every search on it (the JPG compressor's,
- * the universal compressor's target and floor) aims this much higher.
- */
-export const PROXY_MARGIN = 0.0007;
-/**
  * Quality bounds of every JPEG search (images, PDF and Office pictures): below 40 blocking shows
- * whatever SSIM says (or when a reader zooms into a page); above 95 bytes explode for nothing.
+ * whatever a metric says (or when a reader zooms into a page); above 95 bytes explode for nothing.
  */
 export const MIN_QUALITY = 40;
 export const MAX_QUALITY = 95;
-/**
- * Chroma is kept at full resolution from this quality up, where fine colour detail is part of the
- * promise, but only in images that have fine colour detail (see hasFineChroma): elsewhere 4:4:4
- * costs up to 60 % more bytes for nothing the eye or the luma metric sees.
- */
-const FULL_CHROMA_FROM = 90;
-/**
- * An image has fine colour detail when 2×2 chroma averaging (4:2:0) moves more than this share of
- * its pixels (one in 200) by more than FRINGE levels of |ΔCb| + |ΔCr|: coloured text, thin
- * coloured lines, saturated small features. Measured on the quality search's proxy: camera photos
- * ≤ 0.01 %, photos dithered to 256 colours 0.24–0.32 % (noise, not detail), green text on white
- * 1.8 %, saturated harbour photos 2.8 %, red text on blue 8 %.
- */
-const FINE_CHROMA_SHARE = 0.005;
-const FRINGE = 32;
 
 /**
- * Quantisation tables: mozjpeg's default (3, the ImageMagick/Klein–Silverstein–Carney set, tuned
- * for photos: it quantises the highest frequencies hardest) or the JPEG standard's own example
- * tables (0, Annex K: what libjpeg, ImageMagick and most cameras write). Where the picture's
- * detail is fine, high-frequency luma (the dither of an image saved as 256 colours, grain, fine
- * texture) table 3 only keeps it at quality 93-97, and table 0 reaches the same SSIM at 20 % fewer
- * bytes (bali.tif, a dithered BMP); on ordinary photos the two are within a few per cent.
+ * Quantisation tables (mozjpeg's numbering): 3 is mozjpeg's default (ImageMagick's, tuned for
+ * photos), 0 the JPEG standard's example (Annex K: what libjpeg and most cameras write), 2, 4,
+ * 5 and 6 tables tuned to other models of vision (MS-SSIM, PSNR-HVS-M, Klein-Silverstein-Carney,
+ * DCTune). Which is smallest at a given perceived quality depends on the picture: at
+ * SSIMULACRA2 80, on the corpus, table 6 made a beer label 20 % smaller than table 3, table 0
+ * a CMYK photo 11 % smaller, table 2 a camera photo 7 %; none wins everywhere.
  */
-export type QuantTable = 0 | 3;
-/** What one JPEG encode is set to. */
-export interface JpegSetting {
-  quality: number;
+export type QuantTable = 0 | 2 | 3 | 4 | 5 | 6;
+/** Chroma subsampling: 4:2:0 halves colour resolution (free on photos), 4:4:4 keeps it (coloured text and edges). */
+export type Chroma = '4:2:0' | '4:4:4';
+/** How a picture is coded, apart from its quality. */
+export interface JpegForm {
   table: QuantTable;
+  chroma: Chroma;
 }
+/** What one JPEG encode is set to. */
+export interface JpegSetting extends JpegForm {
+  quality: number;
+}
+/** A chosen setting and the perceived quality it is predicted to reach at full resolution. */
+export interface JpegChoice extends JpegSetting {
+  score: number;
+}
+
+/** mozjpeg's defaults: what a search with no room to compare uses. */
+export const DEFAULT_FORM: JpegForm = { table: 3, chroma: '4:2:0' };
 /**
- * The standard tables are also searched when table 3 needs at least this quality: below it the
- * picture has little fine detail and the two tables are within a few per cent of each other.
+ * The forms a full search compares, per picture, at its perceived target. Measured at
+ * SSIMULACRA2 80 on 1 MP samples of the corpus (bytes against mozjpeg's default): table 2
+ * 0.93-1.03, 4 0.86-1.08, 5 0.95-1.00, 6 0.80-1.10, 0 0.89-1.14; 4:4:4 1.04-1.77 on photos
+ * but the only way to keep coloured text (see the benchmark's made files); tables 1, 7 and 8
+ * never won.
  */
-const STANDARD_TABLES_FROM = 88;
+const FORMS: JpegForm[] = [DEFAULT_FORM, { table: 2, chroma: '4:2:0' }, { table: 4, chroma: '4:2:0' }, { table: 5, chroma: '4:2:0' }, { table: 6, chroma: '4:2:0' }, { table: 0, chroma: '4:2:0' }, { table: 3, chroma: '4:4:4' }, { table: 0, chroma: '4:4:4' }];
+/** The tables any JPEG of ours may carry (jpeg-mark.ts tells our output by them). */
+export const OUR_TABLES: QuantTable[] = [...new Set(FORMS.map((f) => f.table))];
+/**
+ * Another form replaces the default only when predicted this much smaller: its prediction is
+ * made from one probe on the quarter proxy, and a near tie is not worth the risk.
+ */
+const SWITCH_GAIN = 0.02;
 
 export interface JpegAutoOptions {
   /** Carry EXIF, ICC and XMP over from the pipeline's input. */
@@ -65,64 +64,30 @@ export interface JpegAutoOptions {
   /** With keepMetadata: the embedded ICC profile is converted into (sRGB pixels, no profile) instead of kept (door.ts: profileDecision). */
   convertProfile?: boolean;
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
-  /** Full-resolution luma SSIM to reach instead of JPEG_TARGET_SSIM. */
-  targetSsim?: number;
   /** Asked with the chosen setting before the full-size encode; false skips it (encodeJpegAuto then returns null). */
   worthEncoding?: (setting: JpegSetting) => Promise<boolean>;
 }
 
-export interface JpegEncoded {
+export interface JpegEncoded extends JpegChoice {
   data: Buffer;
-  quality: number;
-  table: QuantTable;
   width: number;
   height: number;
 }
 
-/**
- * mozjpeg with trellis quantisation and progressive scans, the settings every encode here uses;
- * 4:4:4 chroma from FULL_CHROMA_FROM for images with fine colour detail (`fineChroma`).
- */
-export function jpegOptions(quality: number, fineChroma = true, table: QuantTable = 3): JpegOptions {
+/** mozjpeg with trellis quantisation and progressive scans, the settings every final encode here uses. */
+export function jpegOptions(setting: JpegSetting): JpegOptions {
   return {
-    quality,
+    quality: setting.quality,
     mozjpeg: true,
     progressive: true,
-    quantisationTable: table,
-    chromaSubsampling: fineChroma && quality >= FULL_CHROMA_FROM ? '4:4:4' : '4:2:0',
+    quantisationTable: setting.table,
+    chromaSubsampling: setting.chroma,
   };
 }
 
-const fineChromaOf = new WeakMap<Uint8Array, boolean>();
-
-/** jpegOptions for these pixels: whether they have fine colour detail is measured once, on their proxy. */
-export function jpegOptionsFor(pixels: Pixels, setting: JpegSetting): JpegOptions {
-  let fine = fineChromaOf.get(pixels.data);
-  if (fine === undefined) {
-    fine = hasFineChroma(probesOf(pixels).proxy);
-    fineChromaOf.set(pixels.data, fine);
-  }
-  return jpegOptions(setting.quality, fine, setting.table);
-}
-
-/** Whether 4:2:0 would visibly shift colours: the share of pixels FRINGE levels off after 2×2 chroma averaging. */
-export function hasFineChroma(p: Pixels): boolean {
-  const { data, width, height, channels: c } = p;
-  if (c < 3) return false;
-  const chroma = (o: number): [number, number] => {
-    const [r, g, b] = [data[o], data[o + 1], data[o + 2]];
-    return [-0.168736 * r - 0.331264 * g + 0.5 * b, 0.5 * r - 0.418688 * g - 0.081312 * b];
-  };
-  let off = 0;
-  for (let y = 0; y + 1 < height; y += 2) {
-    for (let x = 0; x + 1 < width; x += 2) {
-      const block = [0, 1, width, width + 1].map((d) => chroma((y * width + x + d) * c));
-      const mb = (block[0][0] + block[1][0] + block[2][0] + block[3][0]) / 4;
-      const mr = (block[0][1] + block[1][1] + block[2][1] + block[3][1]) / 4;
-      for (const [cb, cr] of block) if (Math.abs(cb - mb) + Math.abs(cr - mr) > FRINGE) off++;
-    }
-  }
-  return off > FINE_CHROMA_SHARE * width * height;
+/** A quality with mozjpeg's default form. */
+export function defaultSetting(quality: number): JpegSetting {
+  return { quality, ...DEFAULT_FORM };
 }
 
 /**
@@ -137,12 +102,11 @@ export function probeOptions(options: JpegOptions): JpegOptions {
 
 /**
  * Whether a quality search bracketed by [lo fails, hi passes] may stop, with `left` probes of its
- * budget left: when the bracket is closed, or when the budget is spent and hi is below
- * FULL_CHROMA_FROM. Above it the search goes on whatever its budget: MAX_QUALITY (nothing passed
- * yet) or a quality with 4:4:4 chroma costs far more bytes than a few more probes.
+ * budget left: when the bracket is closed, or when the budget is spent and some quality below
+ * MAX_QUALITY has passed (MAX_QUALITY itself is only assumed to).
  */
 export function searchDone(lo: number, hi: number, left: number): boolean {
-  return hi - lo <= 1 || (left <= 0 && hi < FULL_CHROMA_FROM);
+  return hi - lo <= 1 || (left <= 0 && hi < MAX_QUALITY);
 }
 
 /**
@@ -155,28 +119,20 @@ export function fastOptions(options: JpegOptions): JpegOptions {
 }
 
 /**
- * What the quality search compares: `full` resolution luma, or `sensor`, luma binned 2×2 for
- * pictures developed from a Bayer sensor (camera RAW). A Bayer sensor records one colour per
+ * What the quality search compares: `full` resolution, or `sensor`, both pictures binned 2×2
+ * for pictures developed from a Bayer sensor (camera RAW). A Bayer sensor records one colour per
  * pixel, so half of a developed image's full-resolution detail is the demosaicing's guess, and
  * two demosaicing algorithms differ from each other by more than any JPEG quality (LibRaw's PPG
- * against dcraw's AHD on the same file: SSIM 0.969-0.994). Scored at full resolution, the search
- * spends its bytes on keeping that guess exactly (q95 4:4:4 on a 12 MP DNG, 6.9 MB).
+ * against dcraw's AHD on the same file: luma SSIM 0.969-0.994). Scored at full resolution, the
+ * search spends its bytes on keeping that guess exactly (q95 4:4:4 on a 12 MP DNG, 6.9 MB).
  */
 export type JudgedAt = 'full' | 'sensor';
 
 /**
- * A full-resolution SSIM target as the equivalent target on 2×2-binned luma: half the loss
- * (1 - SSIM). Measured on camera photos, a full-resolution 0.98 reads 0.990-0.995 binned.
- */
-export function binnedTarget(target: number): number {
-  return 1 - (1 - target) / 2;
-}
-
-/**
- * Encodes a pipeline as JPEG at the lowest quality whose SSIM against the pipeline's own pixels
- * reaches JPEG_TARGET_SSIM (or opts.targetSsim). The quality is searched on a proxy of about 1 MP made of full-
- * resolution tiles sampled across the image (a downscaled proxy would hide exactly the
- * artefacts the metric must see), then the full image is encoded once.
+ * Encodes a pipeline as JPEG with the smallest setting (form and quality) whose perceived quality
+ * reaches PERCEIVED_TARGET against the pipeline's own pixels. The setting is searched on a proxy of
+ * about 1 MP made of full-resolution tiles sampled across the image (a downscaled proxy would
+ * hide exactly the artefacts the metric must see), then the full image is encoded once.
  * CMYK inputs come out as sRGB (sharp converts through the embedded or a standard CMYK profile);
  * transparency is flattened onto white. With keepMetadata, EXIF (orientation included), ICC and
  * XMP are carried over and the pixels are not rotated.
@@ -187,18 +143,17 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   progress(10, 'decoding');
   const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
   progress(30, 'analyzing');
-  const target = (opts.targetSsim ?? JPEG_TARGET_SSIM) + PROXY_MARGIN;
   const rgb = { data, width: info.width, height: info.height, channels: info.channels };
   // Grey pictures (door.ts) are searched and encoded as one component.
   const grey = isGrey(rgb);
   const pixels = grey ? toGrey(rgb) : rgb;
-  const setting = await chooseJpeg(pixels, target);
-  if (opts.worthEncoding && !(await opts.worthEncoding(setting))) return null;
+  const choice = await chooseJpeg(pixels);
+  if (opts.worthEncoding && !(await opts.worthEncoding(choice))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
   if (grey) encoder.toColourspace('b-w');
-  const out = await encoder.jpeg(jpegOptionsFor(pixels, setting)).toBuffer({ resolveWithObject: true });
-  return { data: out.data, ...setting, width: out.info.width, height: out.info.height };
+  const out = await encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true });
+  return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
 }
 
 function rawOf(info: { width: number; height: number; channels: number }): CreateRaw {
@@ -214,55 +169,100 @@ function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
 }
 
 /**
- * The setting of the smallest JPEG reaching the target: the quality search with mozjpeg's tables,
- * and for pictures with fine detail (STANDARD_TABLES_FROM) with the standard tables too, the two
- * answers compared by the size of their proxy probes. When a search stops at MAX_QUALITY short of
- * the target, the two are compared at the SSIM both reach.
+ * The setting of the smallest JPEG whose perceived quality reaches `target` (full resolution).
+ * A full search first chooses the form (chooseForm), then searches its quality; a search under a
+ * document budget keeps mozjpeg's default form (its start is the quality of similar pictures). When no quality up to MAX_QUALITY
+ * reaches the target, the answer is MAX_QUALITY.
  */
-export async function chooseJpeg(pixels: Pixels, target = JPEG_TARGET_SSIM + PROXY_MARGIN, judgedAt: JudgedAt = 'full', search: SearchBudget = IMAGE_SEARCH): Promise<JpegSetting> {
-  const guide = await guideOf(pixels, target, judgedAt, 3, search);
-  // The standard tables reach a given SSIM a few qualities lower (measured: 2-5). Their search
-  // starts below the guide's answer where there is one, so that with a spare core it can run
-  // beside the confirmation of mozjpeg's when the guide already says it will be needed.
-  const standardFrom = (start: number) => searchQuality(pixels, target, judgedAt, 0, { ...search, start });
-  const early = guide && guide.quality >= STANDARD_TABLES_FROM - 1 && search.ahead && spareCore() ? standardFrom(guide.quality - 3) : undefined;
-  early?.catch(() => {});
-  let mozjpeg = await searchQuality(pixels, target, judgedAt, 3, search, guide);
-  if (mozjpeg.quality < STANDARD_TABLES_FROM) return { quality: mozjpeg.quality, table: 3 };
-  let standard = await (early ?? standardFrom((guide?.quality ?? mozjpeg.quality) - 3));
-  const common = Math.min(mozjpeg.ssim, standard.ssim, target);
-  if (mozjpeg.ssim < target || standard.ssim < target) {
-    if (mozjpeg.quality === MAX_QUALITY && mozjpeg.ssim > common) mozjpeg = await searchQuality(pixels, common, judgedAt, 3, { ...search, start: MAX_QUALITY - 2 });
-    if (standard.quality === MAX_QUALITY && standard.ssim > common) standard = await searchQuality(pixels, common, judgedAt, 0, { ...search, start: MAX_QUALITY - 3 });
-  }
+export async function chooseJpeg(pixels: Pixels, target = PERCEIVED_TARGET, judgedAt: JudgedAt = 'full', search: SearchBudget = IMAGE_SEARCH): Promise<JpegChoice> {
   const probes = probesOf(pixels, search.proxyTiles);
-  const a: JpegSetting = { quality: mozjpeg.quality, table: 3 };
-  const b: JpegSetting = { quality: standard.quality, table: 0 };
-  return (await probes.size(b)) < (await probes.size(a)) ? b : a;
+  const aim = aimOf(probes, target);
+  const full = search.probes === Infinity;
+  const { form, guide } = full ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
+  const found = await searchQuality(pixels, aim, judgedAt, form, search, guide && hasGuide(pixels, search) ? guide : full ? undefined : null);
+  return { quality: found.quality, ...form, score: predicted(probes, found.score) };
 }
 
 /**
- * The lowest quality in [MIN_QUALITY, MAX_QUALITY] whose proxy SSIM reaches the target (a
- * full-resolution target; with `judgedAt: 'sensor'` it is scored on binned luma against
- * binnedTarget(target)) with the given quantisation tables. Under a document budget (budget.ts)
- * the first probe is `search.start` and the search stops after `search.probes` once some quality
- * has passed (the check for a non-monotonic SSIM below still runs), answering the lowest quality
- * seen to pass.
+ * The form of a picture: each of FORMS probed once on the quarter-size guide proxy at the quality
+ * the default form needs there, and its size at the target predicted along the default form's
+ * own curve of size against score (their slopes are alike: each table scales all frequencies
+ * together). The smallest prediction wins when it beats the default by SWITCH_GAIN. Small
+ * pictures, their own guide, are compared on themselves. Returns the winner's search there.
+ */
+async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, search: SearchBudget): Promise<{ form: JpegForm; guide: Guide }> {
+  const quarter = hasGuide(pixels, search) ? GUIDE_TILES : search.proxyTiles;
+  const probes = probesOf(pixels, quarter);
+  const aim = aimOf(probes, target);
+  const guideSearch: SearchBudget = { ...search, proxyTiles: quarter };
+  const base = await searchQuality(pixels, aim, judgedAt, DEFAULT_FORM, guideSearch, null);
+  const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
+  const slope = await sizeSlope(probes, base.seen, DEFAULT_FORM);
+  const predictions = await Promise.all(
+    FORMS.map(async (form) => {
+      const [score, size] = await Promise.all([probes.score(at(form), judgedAt), probes.size(at(form))]);
+      return { form, bytes: Math.log(size) + (aim - score) * slope };
+    }),
+  );
+  const [baseline] = predictions;
+  const best = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
+  if (best === baseline || best.bytes > baseline.bytes + Math.log(1 - SWITCH_GAIN)) return { form: DEFAULT_FORM, guide: base };
+  return { form: best.form, guide: await searchQuality(pixels, aim, judgedAt, best.form, { ...guideSearch, start: base.quality }, null) };
+}
+
+/** d log(size) / d score of a form along a search's probes: through the first two far enough apart in score, or a typical slope. */
+async function sizeSlope(probes: Probes, seen: Scored[], form: JpegForm): Promise<number> {
+  const points = [...seen].sort((a, b) => a.q - b.q).filter((p, i, all) => i === 0 || p.q !== all[i - 1].q);
+  for (let i = 1; i < points.length; i++) {
+    const [a, b] = [points[i - 1], points[i]];
+    if (b.s - a.s > 0.5) {
+      const [sa, sb] = await Promise.all([probes.size({ quality: a.q, ...form }), probes.size({ quality: b.q, ...form })]);
+      const slope = (Math.log(sb) - Math.log(sa)) / (b.s - a.s);
+      if (slope > 0 && Number.isFinite(slope)) return slope;
+    }
+  }
+  return TYPICAL_SIZE_SLOPE;
+}
+
+/** Measured on camera photos around a score of 80: each point of SSIMULACRA2 costs about 4 % of the file. */
+const TYPICAL_SIZE_SLOPE = 0.04;
+
+/**
+ * The lowest quality in [MIN_QUALITY, MAX_QUALITY] whose perceived quality reaches a
+ * full-resolution target with the given form. Under a document budget (budget.ts) the first
+ * probe is `search.start` and the search stops after `search.probes` once some quality has passed
+ * (the check for a non-monotonic score below still runs), answering the lowest quality seen to pass.
  */
 export async function chooseJpegQuality(
   pixels: Pixels,
-  target = JPEG_TARGET_SSIM + PROXY_MARGIN,
+  target = PERCEIVED_TARGET,
   judgedAt: JudgedAt = 'full',
   search: SearchBudget = IMAGE_SEARCH,
-  table: QuantTable = 3,
+  form: JpegForm = DEFAULT_FORM,
 ): Promise<number> {
-  return (await searchQuality(pixels, target, judgedAt, table, search)).quality;
+  return (await searchQuality(pixels, aimOf(probesOf(pixels, search.proxyTiles), target), judgedAt, form, search)).quality;
 }
 
-/** Whether a setting's proxy probe reaches a full-resolution SSIM target, as chooseJpegQuality judges it. */
+/** Whether a setting's proxy probe reaches a full-resolution target, as chooseJpegQuality judges it. */
 export async function reaches(pixels: Pixels, setting: JpegSetting, target: number, judgedAt: JudgedAt = 'full'): Promise<boolean> {
-  const s = await probesOf(pixels).score(setting, judgedAt);
-  return s >= (judgedAt === 'sensor' ? binnedTarget(target) : target);
+  const probes = probesOf(pixels);
+  return (await probes.score(setting, judgedAt)) >= aimOf(probes, target);
+}
+
+/** The full-resolution score a setting's proxy probe predicts. */
+export async function predictedScore(pixels: Pixels, setting: JpegSetting, judgedAt: JudgedAt = 'full'): Promise<number> {
+  const probes = probesOf(pixels);
+  return predicted(probes, await probes.score(setting, judgedAt));
+}
+
+/** What a proxy's search aims at for a full-resolution target (see PROXY_MARGIN in perceived.ts). */
+function aimOf(probes: Probes, target: number): number {
+  return probes.exact ? target : target + PROXY_MARGIN;
+}
+
+/** The full-resolution score a proxy score predicts. */
+function predicted(probes: Probes, score: number): number {
+  return probes.exact ? score : Math.min(100, score - PROXY_MARGIN);
 }
 
 /** What a full search's guide (see searchQuality) found on the quarter-size proxy: its answer and its probes. */
@@ -271,52 +271,54 @@ interface Guide {
   seen: Scored[];
 }
 
+/** Whether a full search on these pixels is guided: the quarter proxy is less than half the full one. */
+function hasGuide(pixels: Pixels, search: SearchBudget): boolean {
+  if (search.probes !== Infinity || search.proxyTiles <= GUIDE_TILES) return false;
+  return probesOf(pixels, GUIDE_TILES).proxy.data.length * 2 < probesOf(pixels, search.proxyTiles).proxy.data.length;
+}
+
 /**
  * A full search is first run on a quarter-size proxy (a quarter of the cost per probe). Its
  * answer is the first probe on the full proxy, and its curve, shifted by what that probe
  * measured, aims the second: usually two or three probes where the search alone takes four to
- * six (corpus: 13 % less search time). The answer is still the lowest quality the full proxy
- * passes with the one below it failing, so it is the unguided search's own wherever SSIM rises
- * with quality (the same answer on every corpus image). No guide for a search under a document
- * budget, or where the full proxy is small already.
+ * six. The answer is still the lowest quality the full proxy passes with the one below it
+ * failing, so it is the unguided search's own wherever the score rises with quality. No guide
+ * for a search under a document budget, or where the full proxy is small already.
  */
-async function guideOf(pixels: Pixels, target: number, judgedAt: JudgedAt, table: QuantTable, search: SearchBudget): Promise<Guide | undefined> {
-  if (search.probes !== Infinity || search.proxyTiles <= GUIDE_TILES) return undefined;
-  if (probesOf(pixels, GUIDE_TILES).proxy.data.length * 2 >= probesOf(pixels, search.proxyTiles).proxy.data.length) return undefined;
-  return searchQuality(pixels, target, judgedAt, table, { ...search, proxyTiles: GUIDE_TILES }, null);
+async function guideOf(pixels: Pixels, aim: number, judgedAt: JudgedAt, form: JpegForm, search: SearchBudget): Promise<Guide | undefined> {
+  if (!hasGuide(pixels, search)) return undefined;
+  const quarter = probesOf(pixels, GUIDE_TILES);
+  return searchQuality(pixels, aimOf(quarter, fullTarget(probesOf(pixels, search.proxyTiles), aim)), judgedAt, form, { ...search, proxyTiles: GUIDE_TILES }, null);
+}
+
+/** The full-resolution target behind an aim on these probes. */
+function fullTarget(probes: Probes, aim: number): number {
+  return probes.exact ? aim : aim - PROXY_MARGIN;
 }
 
 /**
- * chooseJpegQuality's answer and the proxy SSIM it reaches (as a full-resolution figure); the
- * first probe at the guide's answer (guideOf; `null`: none, as for the guide's own search, which
- * also skips the noisy check), else at `search.start` (a later search of the same picture starts
- * near an earlier answer).
+ * The lowest quality reaching `aim` on the proxy of `search.proxyTiles` tiles, and the proxy
+ * score it reaches; the first probe at the guide's answer (guideOf; `null`: none, as for the
+ * guide's own search, which also skips the noisy check), else at `search.start`.
  */
 async function searchQuality(
   pixels: Pixels,
-  target: number,
+  aim: number,
   judgedAt: JudgedAt,
-  table: QuantTable,
+  form: JpegForm,
   search: SearchBudget = IMAGE_SEARCH,
   guided?: Guide | null,
-): Promise<{ quality: number; ssim: number; seen: Scored[] }> {
+): Promise<{ quality: number; score: number; seen: Scored[] }> {
   const probes = probesOf(pixels, search.proxyTiles);
-  const guide = guided === undefined ? await guideOf(pixels, target, judgedAt, table, search) : (guided ?? undefined);
+  const guide = guided === undefined ? await guideOf(pixels, aim, judgedAt, form, search) : (guided ?? undefined);
   const start = guide?.quality ?? search.start ?? PROBE_QUALITY;
-  const binned = judgedAt === 'sensor';
-  if (binned) target = binnedTarget(target);
-  const score = (q: number): Promise<number> => probes.score({ quality: q, table }, judgedAt);
-  const reached = async (quality: number) => {
-    const s = await score(quality);
-    return { quality, ssim: binned ? 1 - 2 * (1 - s) : s };
-  };
+  const score = (q: number): Promise<number> => probes.score({ quality: q, ...form }, judgedAt);
   // Probe two typical qualities (after a guide: its answer, then where its curve points), then
-  // aim at the target along the secant of log(1 - SSIM), which is nearly linear in quality:
+  // aim at the target along the secant of log(100 - score), which is nearly linear in quality:
   // through the bracket [lo fails, hi passes] once both ends are measured, through the two
-  // measurements nearest the target before that. A bracket end
-  // that moves twice in a row pulls the next probe halfway to the middle (the Illinois safeguard
-  // against creeping one quality at a time along a curved stretch). 3-5 proxy encodes in practice,
-  // 2-3 after a guide.
+  // measurements nearest the target before that. A bracket end that moves twice in a row pulls
+  // the next probe halfway to the middle (the Illinois safeguard against creeping one quality at
+  // a time along a curved stretch). 3-5 proxy encodes in practice, 2-3 after a guide.
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
   const seen: Scored[] = [];
@@ -326,19 +328,20 @@ async function searchQuality(
     left--;
     const s = await score(q);
     seen.push({ q, s });
-    const pass = s >= target;
-    sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= target ? sameSide + 1 : 0;
+    const pass = s >= aim;
+    sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= aim ? sameSide + 1 : 0;
     if (pass) hi = q;
     else lo = q;
   };
-  const goal = logLoss(target);
+  const goal = logLoss(aim);
   const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start));
-  // With a spare core the probes a guided search most likely asks for next start at once:
-  // its answer, the qualities either side, and the noisy check below it.
-  if (guide && search.ahead && spareCore()) for (const q of [first, first - 1, first + 1, first - NOISY_CHECK]) if (q >= MIN_QUALITY && q <= MAX_QUALITY) score(q).catch(() => {});
+  // With a spare core the probes a guided search most likely asks for next are encoded and
+  // decoded at once (by libvips's threads): its answer, the qualities either side, and the noisy
+  // check below it. Scoring them stays on demand: it runs on this thread.
+  if (guide && search.ahead && spareCore()) for (const q of [first, first - 1, first + 1, first - NOISY_CHECK]) if (q >= MIN_QUALITY && q <= MAX_QUALITY) probes.prefetch({ quality: q, ...form });
   await probe(first);
   if (left > 0 && !searchDone(lo, hi, left)) {
-    const pass = seen[0].s >= target;
+    const pass = seen[0].s >= aim;
     let second = pass ? first - PROBE_STEP : first + PROBE_STEP;
     if (guide) {
       const shift = logLoss(seen[0].s) - logLossAt(guide.seen, first);
@@ -358,36 +361,36 @@ async function searchQuality(
     if (ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
     await probe(Math.min(hi - 1, Math.max(lo + 1, Math.min(q, seen[seen.length - 1].q + MAX_JUMP), seen[seen.length - 1].q - MAX_JUMP)));
   }
-  // SSIM is monotonic in quality on ordinary images, but not where the signal is mostly noise a
+  // The score rises with quality on ordinary images, but not where the signal is mostly noise a
   // few code values deep (nearly black or flat images): there whether trellis keeps that noise
   // flips from one quality to the next. One probe well below the answer tells; when it passes,
   // scan the qualities below it for the lowest that passes.
   const check = hi - NOISY_CHECK;
-  if (guided !== null && check >= MIN_QUALITY && (await score(check)) >= target) {
-    let found = check;
+  let found = Math.max(MIN_QUALITY, hi);
+  if (guided !== null && check >= MIN_QUALITY && (await score(check)) >= aim) {
+    found = check;
     for (let q = MIN_QUALITY; q < check; q += NOISY_STEP) {
-      if ((await score(q)) >= target) {
+      if ((await score(q)) >= aim) {
         found = q;
         break;
       }
     }
-    for (let q = found - 1; q > found - NOISY_STEP && q >= MIN_QUALITY; q--) if ((await score(q)) >= target) found = q;
-    return { ...(await reached(found)), seen };
+    for (let q = found - 1; q > found - NOISY_STEP && q >= MIN_QUALITY; q--) if ((await score(q)) >= aim) found = q;
   }
-  return { ...(await reached(Math.max(MIN_QUALITY, hi))), seen };
+  return { quality: found, score: await score(found), seen };
 }
 
-/** A probe's quality and the proxy SSIM it scored. */
+/** A probe's quality and the proxy score it reached. */
 interface Scored {
   q: number;
   s: number;
 }
 
 function logLoss(s: number): number {
-  return Math.log(Math.max(1e-6, 1 - s));
+  return Math.log(Math.max(0.01, 100 - s));
 }
 
-/** log(1 - SSIM) at quality q along a search's probes: linear between the two nearest on either side, else through the two nearest. */
+/** log(100 - score) at quality q along a search's probes: linear between the two nearest on either side, else through the two nearest. */
 function logLossAt(points: Scored[], q: number): number {
   const sorted = [...points].sort((a, b) => a.q - b.q);
   const exact = sorted.find((p) => p.q === q);
@@ -400,7 +403,7 @@ function logLossAt(points: Scored[], q: number): number {
   return logLoss(a.s) + ((logLoss(b.s) - logLoss(a.s)) * (q - a.q)) / (b.q - a.q);
 }
 
-/** Distance below the answer of the probe that detects a non-monotonic SSIM, and the scan's step. */
+/** Distance below the answer of the probe that detects a non-monotonic score, and the scan's step. */
 const NOISY_CHECK = 10;
 const NOISY_STEP = 3;
 
@@ -413,18 +416,22 @@ const MAX_JUMP = 15;
 
 interface Probes {
   proxy: Pixels;
-  /** Proxy SSIM of a setting as judged at `judgedAt` (memoised). */
+  /** The proxy is the whole picture: its scores are the picture's own. */
+  exact: boolean;
+  /** Proxy SSIMULACRA2 of a setting as judged at `judgedAt` (memoised). */
   score(setting: JpegSetting, judgedAt: JudgedAt): Promise<number>;
   /** Bytes of the proxy's probe encode of a setting (memoised with the scores). */
   size(setting: JpegSetting): Promise<number>;
+  /** Starts a setting's encode and decode ahead of its score. */
+  prefetch(setting: JpegSetting): void;
 }
 
 const probesByPixels = new WeakMap<Uint8Array, Map<number, Probes>>();
 
 /**
- * The quality probes of one image, shared by every search on it (the universal compressor's
- * target and floor searches probe many of the same qualities): the proxy is cut once, each
- * quality is encoded and decoded once, and each reference luma is computed once.
+ * The quality probes of one image, shared by every search on it (the form choice, the target and
+ * the floor searches probe many of the same settings): the proxy is cut once, each setting is
+ * encoded and decoded once, and the reference is prepared once per way of judging.
  */
 export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   const byTiles = probesByPixels.get(pixels.data) ?? new Map<number, Probes>();
@@ -433,36 +440,54 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   if (known) return known;
   const proxy = proxyOf(pixels, tiles);
   const encodes = new Map<string, Promise<Buffer>>();
+  const decodes = new Map<string, Promise<Pixels>>();
   const scores = new Map<string, Promise<number>>();
-  const references = new Map<JudgedAt, Float32Array>();
-  const view = (y: Float32Array, judgedAt: JudgedAt) => (judgedAt === 'sensor' ? bin2x2(y, proxy.width, proxy.height) : y);
+  const references = new Map<JudgedAt, Ssimulacra2Reference>();
+  const view = (p: Pixels, judgedAt: JudgedAt) => (judgedAt === 'sensor' ? bin2x2(p) : p);
+  const reference = (judgedAt: JudgedAt) => {
+    let r = references.get(judgedAt);
+    if (!r) {
+      r = new Ssimulacra2Reference(view(proxy, judgedAt));
+      references.set(judgedAt, r);
+    }
+    return r;
+  };
   // One encode per setting, shared by its size and its scores.
   const encode = (s: JpegSetting): Promise<Buffer> => {
-    const key = `${s.table}:${s.quality}`;
+    const key = `${s.table}:${s.chroma}:${s.quality}`;
     let jpeg = encodes.get(key);
     if (!jpeg) {
-      jpeg = jpegPipeline(proxy).jpeg(probeOptions(jpegOptionsFor(pixels, s))).toBuffer();
+      jpeg = jpegPipeline(proxy).jpeg(probeOptions(jpegOptions(s))).toBuffer();
       encodes.set(key, jpeg);
     }
     return jpeg;
   };
+  const decode = (s: JpegSetting): Promise<Pixels> => {
+    const key = `${s.table}:${s.chroma}:${s.quality}`;
+    let pixels = decodes.get(key);
+    if (!pixels) {
+      pixels = encode(s).then(async (jpeg) => {
+        const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
+        return { data, width: proxy.width, height: proxy.height, channels: info.channels };
+      });
+      decodes.set(key, pixels);
+    }
+    return pixels;
+  };
   const probes: Probes = {
     proxy,
+    exact: proxy === pixels,
     size: async (s) => (await encode(s)).length,
+    prefetch: (s) => void decode(s).catch(() => {}),
     score: (s, judgedAt) => {
-      const key = `${judgedAt}:${s.table}:${s.quality}`;
+      const key = `${judgedAt}:${s.table}:${s.chroma}:${s.quality}`;
       let hit = scores.get(key);
       if (!hit) {
-        hit = (async () => {
-          const decoded = await sharp(await encode(s)).raw().toBuffer({ resolveWithObject: true });
-          let reference = references.get(judgedAt);
-          if (!reference) {
-            reference = view(luma(proxy), judgedAt);
-            references.set(judgedAt, reference);
-          }
-          const [w, h] = judgedAt === 'sensor' ? [proxy.width >> 1, proxy.height >> 1] : [proxy.width, proxy.height];
-          return ssimOfLuma(reference, view(luma({ data: decoded.data, width: proxy.width, height: proxy.height, channels: decoded.info.channels }), judgedAt), w, h);
-        })();
+        // A decode is held only until scored: a search's probes would otherwise keep megabytes each.
+        hit = decode(s).then((decoded) => {
+          decodes.delete(`${s.table}:${s.chroma}:${s.quality}`);
+          return reference(judgedAt).score(view(decoded, judgedAt));
+        });
         scores.set(key, hit);
       }
       return hit;
@@ -470,6 +495,22 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   };
   byTiles.set(tiles, probes);
   return probes;
+}
+
+/** Each 2×2 block's mean (odd last row or column dropped): what a Bayer sensor recorded of a developed picture. */
+export function bin2x2(p: Pixels): Pixels {
+  const w = p.width >> 1;
+  const h = p.height >> 1;
+  const c = p.channels;
+  const data = new Uint8Array(w * h * c);
+  const row = p.width * c;
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const a = (2 * y * p.width + 2 * x) * c;
+      for (let k = 0; k < c; k++) data[(y * w + x) * c + k] = (p.data[a + k] + p.data[a + c + k] + p.data[a + row + k] + p.data[a + row + c + k] + 2) >> 2;
+    }
+  }
+  return { data, width: w, height: h, channels: c };
 }
 
 /** A sharp pipeline over raw 1- or 3-channel pixels that encodes as many JPEG components (sharp writes one channel as three unless told it is grey). */

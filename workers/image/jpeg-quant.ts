@@ -53,7 +53,7 @@ const ours = new Map<string, number[]>();
 async function ourTable(quality: number, tables: QuantTable): Promise<number[]> {
   let table = ours.get(`${tables}:${quality}`);
   if (table === undefined) {
-    const probe = await sharp({ create: { width: 16, height: 16, channels: 3, background: '#808080' } }).jpeg(jpegOptions(quality, true, tables)).toBuffer();
+    const probe = await sharp({ create: { width: 16, height: 16, channels: 3, background: '#808080' } }).jpeg(jpegOptions({ quality, table: tables, chroma: '4:4:4' })).toBuffer();
     table = lumaQuantTable(probe) ?? [];
     ours.set(`${tables}:${quality}`, table);
   }

@@ -4,12 +4,16 @@ import type { Sharp } from 'sharp';
 import { incompressible, oxipngFilters, quantiseEffort } from './budget.ts';
 import { carryColourChunks, paletteEntries, pixelAndColourChunks } from './png-chunks.ts';
 import { proxyOf } from './proxy.ts';
-import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
+import { PERCEIVED_TARGET, PROXY_MARGIN } from './perceived.ts';
+import type { Pixels } from './ssim.ts';
+import { Ssimulacra2Reference } from './ssimulacra2.ts';
 
 export interface PngEncoded {
   data: Buffer;
   width: number;
   height: number;
+  /** The perceived quality (SSIMULACRA2, predicted at full resolution) of a palette; absent for lossless output. */
+  score?: number;
 }
 
 export interface PngEncodeOptions {
@@ -27,10 +31,11 @@ export interface PngEncodeOptions {
 }
 
 /**
- * PNG lossy target: the same perceptual bar as JPEG (mean luma SSIM at full resolution,
- * transparent pixels composited over white).
+ * The perceived quality a palette must keep (SSIMULACRA2 at full resolution; with transparency,
+ * the worse of a dark and a light background): every lossy encode's. A palette's flaws are
+ * isolated dither speckles and steps in smooth gradients, which the metric's artefact maps see.
  */
-export const PNG_TARGET_SSIM = 0.98;
+export const PNG_PALETTE_TARGET = PERCEIVED_TARGET;
 /** libimagequant qualities tried; the smallest result that reaches the target wins (see lossyCandidate). */
 const LOSSY_QUALITIES = [50, 65, 80, 95];
 /** libimagequant's largest palette: a result with this many colours is what any higher quality gives too. */
@@ -66,8 +71,8 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     if (mode === 'lossless') return { data: deep, ...size };
     const eight = await img.clone().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
     const lossy = await lossyCandidate({ data: eight.data, ...size, channels: eight.info.channels });
-    const best = lossy ? await optimise(lossy) : deep;
-    return { data: best.length < deep.length ? best : deep, ...size };
+    const best = lossy && (await optimise(lossy.png));
+    return best && best.length < deep.length ? { data: best, ...size, score: lossy.score } : { data: deep, ...size };
   }
   const pixels: Pixels = { data, ...size, channels: info.channels };
   const proxy = proxyOf(pixels);
@@ -79,10 +84,10 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     return { data: opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, stored) : stored, ...size };
   }
   const lossy = mode === 'lossy' ? await lossyCandidate(pixels) : undefined;
-  const palette = lossy && (await optimise(lossy));
-  if (palette && palette.length < (await predictedLossless(proxy, pixels)) * (1 - OXIPNG_BEST_GAIN)) return { data: palette, ...size };
+  const palette = lossy && (await optimise(lossy.png));
+  if (palette && palette.length < (await predictedLossless(proxy, pixels)) * (1 - OXIPNG_BEST_GAIN)) return { data: palette, ...size, score: lossy.score };
   const lossless = (await direct()) ?? (await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()));
-  return { data: palette && palette.length < lossless.length ? palette : lossless, ...size };
+  return palette && palette.length < lossless.length ? { data: palette, ...size, score: lossy.score } : { data: lossless, ...size };
 }
 
 /** Bytes of the whole image losslessly at fast deflate, scaled up from the proxy. */
@@ -107,22 +112,24 @@ function fromRaw(p: Pixels): Sharp {
 }
 
 /**
- * The smallest palette PNG whose SSIM reaches the target, among LOSSY_QUALITIES. The lowest
- * quality that passes is not always the smallest file: on screenshots and graphics with
- * gradients a small palette dithers the gradients into noise that deflates badly, and a larger
- * palette is both closer and smaller (a UI screenshot: 28.9 KB at q50, 21.7 KB at q95). So every
- * quality from the lowest that passes upward is scored while the files shrink and the palette
- * is not yet full, on the tile proxy (each probe there costs about 1 MP whatever the image's
- * size; for a large image the highest quality is tried right after the lowest, and when it fails
- * too the search ends). The smallest passing one is encoded at full resolution and confirmed
- * there, one quality up while it falls short (the proxy's palette sees fewer colours than the
- * whole image).
+ * The smallest palette PNG whose perceived quality reaches PNG_PALETTE_TARGET, among
+ * LOSSY_QUALITIES, and its predicted score. The lowest quality that passes is not always the
+ * smallest file: on screenshots and graphics with gradients a small palette dithers the
+ * gradients into noise that deflates badly, and a larger palette is both closer and smaller (a
+ * UI screenshot: 28.9 KB at q50, 21.7 KB at q95). So every quality from the lowest that passes
+ * upward is scored while the files shrink and the palette is not yet full, on the tile proxy
+ * (each probe there costs about 1 MP whatever the image's size; for a large image the highest
+ * quality is tried right after the lowest, and when it fails too the search ends). The smallest
+ * passing one is encoded at full resolution and its tiles confirmed, one quality up while they
+ * fall short (the proxy's palette sees fewer colours than the whole image).
  */
-async function lossyCandidate(p: Pixels): Promise<Buffer | undefined> {
+async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number } | undefined> {
   const proxy = proxyOf(p);
+  const exact = proxy === p;
+  const aim = exact ? PNG_PALETTE_TARGET : PNG_PALETTE_TARGET + PROXY_MARGIN;
   const top = LOSSY_QUALITIES.length - 1;
-  const scored = new Map<number, { pass: boolean; png: Buffer }>();
-  const reference = luma(proxy);
+  const scored = new Map<number, { score: number; png: Buffer }>();
+  const reference = new Ssimulacra2Reference(proxy);
   const score = async (i: number) => {
     let r = scored.get(i);
     if (!r) {
@@ -131,32 +138,34 @@ async function lossyCandidate(p: Pixels): Promise<Buffer | undefined> {
     }
     return r;
   };
+  const pass = (r: { score: number }) => r.score >= aim;
+  const found = (r: { score: number; png: Buffer }) => ({ png: r.png, score: exact ? r.score : r.score - PROXY_MARGIN });
   // A proxy stands for a large image: when even the top quality fails there, nothing will.
-  if (proxy !== p && !(await score(0)).pass && !(await score(top)).pass) return undefined;
+  if (!exact && !pass(await score(0)) && !pass(await score(top))) return undefined;
   let best: number | undefined;
   for (let i = 0; i <= top; i++) {
     const r = await score(i);
-    if (!r.pass) continue;
+    if (!pass(r)) continue;
     if (best !== undefined && r.png.length >= scored.get(best)!.png.length) break;
     best = i;
     // A full palette at this quality is the palette of every higher one too.
     if (paletteEntries(r.png) >= MAX_COLOURS) break;
   }
   if (best === undefined) return undefined;
-  if (proxy === p) return scored.get(best)!.png;
-  const full = luma(p);
+  if (exact) return found(scored.get(best)!);
   for (const quality of LOSSY_QUALITIES.slice(best)) {
-    const r = await paletteScore(p, full, quality);
-    if (r.pass) return r.png;
+    const r = await paletteScore(p, reference, quality, proxyOf);
+    if (pass(r)) return found(r);
   }
   return undefined;
 }
 
-async function paletteScore(p: Pixels, reference: Float32Array, quality: number): Promise<{ pass: boolean; png: Buffer }> {
+/** A palette PNG of `p` and the score of its decode (through `view`: the tiles the reference was made of). */
+async function paletteScore(p: Pixels, reference: Ssimulacra2Reference, quality: number, view: (q: Pixels) => Pixels = (q) => q): Promise<{ score: number; png: Buffer }> {
   // A middle deflate level: enough to rank the candidates by size; oxipng compresses the one kept.
   const png = await fromRaw(p).png({ palette: true, quality, effort: quantiseEffort(p.width * p.height), dither: 1, compressionLevel: 6 }).toBuffer();
   const decoded = await decodeAs(png, p.channels);
-  return { pass: decoded !== undefined && ssimOfLuma(reference, luma(decoded), p.width, p.height) >= PNG_TARGET_SSIM, png };
+  return { score: decoded === undefined ? -Infinity : reference.score(view(decoded)), png };
 }
 
 /** Decodes a PNG to 8-bit pixels with the given channel count (grey/RGB, with or without alpha). */

@@ -2,19 +2,15 @@ import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
 import { FULL_SEARCH, type BudgetedPicture } from '../image/budget.ts';
 import { decodeOptions, isGrey, toGrey } from '../image/door.ts';
-import { chooseJpeg, fastOptions, jpegOptionsFor, jpegPipeline } from '../image/encode.ts';
+import { chooseJpeg, fastOptions, jpegOptions, jpegPipeline } from '../image/encode.ts';
 import { jpegOrigin, markAsOurs } from '../image/jpeg-mark.ts';
 import { alreadyAsCoarse } from '../image/jpeg-quant.ts';
 import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
-import { ssim } from '../image/ssim.ts';
+import { PERCEIVED_TARGET, perceivedScore } from '../image/perceived.ts';
+import { PNG_PALETTE_TARGET } from '../image/png-encode.ts';
 import type { Need } from './display-size.ts';
 
-/**
- * JPEG quality target for documents: luma SSIM against the (right-sized) pixels. A notch above the
- * image compressors' 0.98, since a picture in a document is often re-encoded again on export.
- */
-const JPEG_TARGET_SSIM = 0.985;
 /** A JPEG that is not resized is re-encoded only if that saves this much (each re-encode loses a little). */
 const JPEG_MIN_GAIN = 0.1;
 /** Right-sizing starts only when a picture has this much more resolution than it needs. */
@@ -31,12 +27,10 @@ const PNG_LOSSY_QUALITY = 80;
 /** …and kept only if it is this much smaller than the lossless one… */
 const PNG_LOSSY_MIN_GAIN = 0.15;
 /**
- * …and indistinguishable: luma SSIM at least this (half the distortion the JPEG quality search
- * accepts); no 16×16 block whose mean colour moved more than this in any channel (0-255,
- * premultiplied: catches the local hue shifts that luma SSIM cannot see); alpha off by at most
- * this on average.
+ * …and indistinguishable: the perceived quality the PNG compressor's palettes keep
+ * (PNG_PALETTE_TARGET); no 16×16 block whose mean colour moved more than this in any channel
+ * (0-255, premultiplied: a local hue shift on a small area); alpha off by at most this on average.
  */
-const PNG_LOSSY_MIN_SSIM = 0.99;
 const PNG_LOSSY_MAX_BLOCK_SHIFT = 10;
 const PNG_LOSSY_MAX_ALPHA_ERROR = 1;
 const BLOCK = 16;
@@ -55,11 +49,13 @@ export interface Recompressed {
   data: Buffer;
   width: number;
   height: number;
+  /** Perceived quality (SSIMULACRA2, predicted at full resolution) of a lossy encode. */
+  score?: number;
 }
 
 /**
  * A smaller encoding of an image part in its own format, or null to keep the part as it is.
- * JPEG: automatic quality (JPEG_TARGET_SSIM; at its own size only for JPEG_MIN_GAIN). PNG:
+ * JPEG: automatic quality (PERCEIVED_TARGET, as every picture; at its own size only for JPEG_MIN_GAIN). PNG:
  * lossless, or a palette only where it is visually clean (see the constants above). TIFF: lossless
  * deflate, for 8-bit RGB or grey only (CMYK and deep TIFF would not survive unchanged). The size
  * is the smaller of what the resize option asks and TARGET_PPI of the displayed size, never larger
@@ -125,13 +121,13 @@ async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: Budgeted
   const grey = isGrey(rgb);
   const pixels = grey ? toGrey(rgb) : rgb;
   const search = budget?.search ?? FULL_SEARCH;
-  const setting = await chooseJpeg(pixels, JPEG_TARGET_SSIM, 'full', search);
+  const setting = await chooseJpeg(pixels, PERCEIVED_TARGET, 'full', search);
   budget?.found({ quality: setting.quality });
   const encoder = keepOrientation ? (grey ? base.clone().keepExif() : base.clone().keepMetadata()) : jpegPipeline(pixels);
   if (grey) encoder.toColourspace('b-w');
-  const options = jpegOptionsFor(pixels, setting);
+  const options = jpegOptions(setting);
   const out = await encoder.jpeg(search.fastEncode ? fastOptions(options) : options).toBuffer({ resolveWithObject: true });
-  return { data: markAsOurs(out.data), width: out.info.width, height: out.info.height };
+  return { data: markAsOurs(out.data), width: out.info.width, height: out.info.height, score: setting.score };
 }
 
 /** Lossless unless the palette version is clearly smaller and indistinguishable. */
@@ -139,22 +135,22 @@ async function encodePngForDocument(img: Sharp): Promise<Recompressed> {
   const lossless = await encodePng(img, 'lossless');
   if (lossless.data.length < PNG_LOSSY_FROM_BYTES) return lossless;
   const palette = await img.clone().png({ palette: true, quality: PNG_LOSSY_QUALITY, effort: 7, dither: 1 }).toBuffer();
-  if (palette.length < lossless.data.length * (1 - PNG_LOSSY_MIN_GAIN) && (await visuallyClean(img, palette))) {
-    return { data: palette, width: lossless.width, height: lossless.height };
-  }
-  return lossless;
+  if (palette.length >= lossless.data.length * (1 - PNG_LOSSY_MIN_GAIN)) return lossless;
+  const score = await cleanScore(img, palette);
+  return score === undefined ? lossless : { data: palette, width: lossless.width, height: lossless.height, score };
 }
 
-async function visuallyClean(img: Sharp, candidate: Buffer): Promise<boolean> {
+/** The candidate's perceived quality when it is visually clean (see PNG_LOSSY_MAX_BLOCK_SHIFT and the constants around it), else undefined. */
+async function cleanScore(img: Sharp, candidate: Buffer): Promise<number | undefined> {
   const rgba = (s: Sharp) => s.toColourspace('srgb').ensureAlpha().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   const [ref, got] = await Promise.all([rgba(img.clone()), rgba(sharp(candidate))]);
   const { width, height } = ref.info;
-  if (got.info.width !== width || got.info.height !== height || ref.info.channels !== 4 || got.info.channels !== 4) return false;
+  if (got.info.width !== width || got.info.height !== height || ref.info.channels !== 4 || got.info.channels !== 4) return undefined;
   const a = ref.data;
   const b = got.data;
   let alpha = 0;
   for (let i = 3; i < a.length; i += 4) alpha += Math.abs(a[i] - b[i]);
-  if (alpha / (width * height) > PNG_LOSSY_MAX_ALPHA_ERROR) return false;
+  if (alpha / (width * height) > PNG_LOSSY_MAX_ALPHA_ERROR) return undefined;
   for (let by = 0; by < height; by += BLOCK) {
     for (let bx = 0; bx < width; bx += BLOCK) {
       const shift = [0, 0, 0];
@@ -165,10 +161,11 @@ async function visuallyClean(img: Sharp, candidate: Buffer): Promise<boolean> {
           n++;
         }
       }
-      if (shift.some((s) => Math.abs(s / n) > PNG_LOSSY_MAX_BLOCK_SHIFT)) return false;
+      if (shift.some((s) => Math.abs(s / n) > PNG_LOSSY_MAX_BLOCK_SHIFT)) return undefined;
     }
   }
-  return ssim({ data: a, width, height, channels: 4 }, { data: b, width, height, channels: 4 }) >= PNG_LOSSY_MIN_SSIM;
+  const score = perceivedScore({ data: a, width, height, channels: 4 }, { data: b, width, height, channels: 4 });
+  return score >= PNG_PALETTE_TARGET ? score : undefined;
 }
 
 /** An APNG has an acTL chunk before its first IDAT. */

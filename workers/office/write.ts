@@ -32,7 +32,7 @@ export async function writePackage(
   resize: ResizeOptions | undefined,
   budget: PicturePlan,
   ctx: CompressContext,
-): Promise<void> {
+): Promise<{ perceived?: number }> {
   const order = [analysis.contentTypesEntry, ...pkg.entries.filter((e) => e !== analysis.contentTypesEntry)];
   const isImage = (e: PackageEntry): boolean => analysis.images.has(e.name.toLowerCase()) && e.uncompressedSize <= LIMITS.maxMediaBytes;
   const weight = (e: PackageEntry): number => 1 + e.uncompressedSize * (isImage(e) ? IMAGE_WEIGHT : 1);
@@ -40,6 +40,8 @@ export async function writePackage(
   let done = 0;
   // Pictures are recompressed a few at a time ahead of the writer (lanes.ts), each taken in entry order.
   const images = order.filter(isImage);
+  // The lowest perceived quality of the pictures encoded lossily.
+  let perceived: number | undefined;
   const imageIndex = new Map(images.map((e, k) => [e, k]));
   const recompressed = new Lanes(
     images.length,
@@ -48,7 +50,9 @@ export async function writePackage(
       const need = analysis.images.get(entry.name.toLowerCase()) ?? null;
       const recompress = async (picture?: BudgetedPicture): Promise<Buffer> => {
         const original = await readEntry(pkg.zip, entry);
-        return (await recompressImage(original, need, resize, picture))?.data ?? original;
+        const smaller = await recompressImage(original, need, resize, picture);
+        if (smaller?.score !== undefined) perceived = Math.min(perceived ?? 100, smaller.score);
+        return smaller?.data ?? original;
       };
       // A planned picture counts as done however it ends (a part that cannot be read included),
       // so the pictures whose searches wait for it never wait for ever.
@@ -101,4 +105,5 @@ export async function writePackage(
     await writing.catch(() => {});
     throw err;
   }
+  return { perceived };
 }

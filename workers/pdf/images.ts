@@ -9,7 +9,7 @@ import { encodePhoto } from './jpeg.ts';
 import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
 import { Lanes } from '../shared/lanes.ts';
 import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
-import { resamplingLoss, VIEW_TARGET_SSIM } from './quality.ts';
+import { resamplingLoss, VIEW_TARGET } from './quality.ts';
 import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
 import type { DisplaySize } from './placements.ts';
 import { decodeJpeg, expandPalette, looksPhotographic, resample } from './pixels.ts';
@@ -21,8 +21,8 @@ import { decodeJpeg, expandPalette, looksPhotographic, resample } from './pixels
  */
 export const TARGET_PPI = 150;
 export const TRIGGER_PPI = 165;
-/** The strictest SSIM asked of a JPEG after resampling: beyond it quality 95 is reached for nothing. */
-const MAX_JPEG_SSIM = 0.99;
+/** The strictest perceived quality asked of a JPEG after resampling: beyond it quality 95 is reached for nothing. */
+const MAX_JPEG_TARGET = 90;
 /** One image's decoded samples may take at most this much memory; larger images are left as they are. */
 export const MAX_IMAGE_BYTES = 320 * 1024 * 1024;
 /** A lossy re-encode of a JPEG at the same size must save this share, or a generation loss buys too little. */
@@ -33,21 +33,23 @@ const JPEG_OVER_FLATE = 0.75;
 
 const UNTOUCHED_FILTERS = new Set(['CCITTFaxDecode', 'JBIG2Decode', 'JPXDecode', 'Crypt']);
 
-type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: string[] };
+/** A replacement stream; `score`: its perceived quality as seen on the page, when JPEG. */
+type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: string[]; score?: number };
 
 /**
  * Recompresses every image XObject, a few at a time (lanes.ts: two, or one over its pixel bound),
  * the results applied in document order.
  * `sizes` gives where each image is drawn (soft masks inherit their image's size). The quality
  * searches share one document budget (planDocument): a document of many large or many similar
- * pictures searches less per picture. Returns how many images were replaced.
+ * pictures searches less per picture. Returns how many images were replaced, and the lowest
+ * perceived quality of those that became JPEGs.
  */
 export async function optimizeImages(
   ctx: PDFContext,
   sizes: Map<PDFRef, DisplaySize>,
   onImage: (done: number, total: number) => void,
   signal: AbortSignal,
-): Promise<number> {
+): Promise<{ replaced: number; perceived?: number }> {
   const images = documentImages(ctx, sizes);
   const plan = planDocument(images.map((i) => i.picture));
   const classes = new ClassQualities(images.map((image, i) => ({ similar: image.picture.similar, search: plan.searches[i] })));
@@ -68,6 +70,7 @@ export async function optimizeImages(
     (i) => images[i].info.width * images[i].info.height,
   );
   let replaced = 0;
+  let perceived: number | undefined;
   for (const [i, image] of images.entries()) {
     signal.throwIfAborted();
     onImage(i, images.length);
@@ -79,9 +82,10 @@ export async function optimizeImages(
     for (const [key, value] of Object.entries(outcome.set)) dict.set(name(key), value);
     replaceStream(ctx, ref, dict, outcome.contents);
     replaced++;
+    if (outcome.score !== undefined) perceived = Math.min(perceived ?? 100, outcome.score);
   }
   onImage(images.length, images.length);
-  return replaced;
+  return { replaced, perceived };
 }
 
 interface DocumentImage {
@@ -171,10 +175,11 @@ async function recompress(
     const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels);
     if (grey) pixels = toGrey(pixels);
     const fitted = await fitInClass(pixels, placement, budget);
-    const { data, quality } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.ssim, search);
+    const { data, quality, score } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.target, search);
     budget.found({ quality, loss: fitted.loss });
     if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
-    return grey ? withColourSpace(jpegOutcome(data, fitted.pixels), PDFName.of('DeviceGray')) : jpegOutcome(data, fitted.pixels);
+    const out = { ...jpegOutcome(data, fitted.pixels), score };
+    return grey ? withColourSpace(out, PDFName.of('DeviceGray')) : out;
   }
   if (!filters.every(isGeneric)) return undefined;
 
@@ -215,12 +220,12 @@ async function recompress(
   const flate = photo ? undefined : encodeFlateImage(pixels.data, pixels.width, pixels.channels, 8, false);
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
-  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.ssim, search) : undefined;
+  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.target, search) : undefined;
   budget.found({ quality: photoJpeg?.quality, loss: fitted.loss });
   const jpeg = photoJpeg?.data;
   // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
   const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
-  const out = useJpeg ? jpegOutcome(jpeg, pixels) : flate && flateOutcome(ctx, flate.data, flate.predictor, pixels.width, pixels.height);
+  const out = useJpeg ? { ...jpegOutcome(jpeg, pixels), score: photoJpeg?.score } : flate && flateOutcome(ctx, flate.data, flate.predictor, pixels.width, pixels.height);
   if (!out || out.contents.length >= old) return undefined;
   return colourSpace ? withColourSpace(out, colourSpace) : out;
 }
@@ -229,8 +234,8 @@ interface Fitted {
   pixels: Pixels;
   /** Where the pixels are drawn, in pixels per inch. */
   ppi: number | undefined;
-  /** SSIM the JPEG encode must keep as seen on the page: the page's target plus what resampling spent. */
-  ssim: number;
+  /** Perceived quality the JPEG encode must keep as seen on the page: the page's target plus what resampling spent. */
+  target: number;
   resampled: boolean;
   /** What resampling spent, when it was measured on these pixels. */
   loss?: number;
@@ -238,17 +243,17 @@ interface Fitted {
 
 /**
  * The pixels to store, resampled to the placement's size when there is one. Resampling spends
- * part of the page's SSIM budget as seen at 100 % zoom (poppler's box scaler aliases a 150 ppi
- * image more than the original), so the JPEG must then keep VIEW_TARGET_SSIM plus that loss,
- * up to MAX_JPEG_SSIM. `knownLoss` (the largest loss measured on similar pictures of the
+ * part of the page's quality budget as seen at 100 % zoom (poppler's box scaler aliases a 150 ppi
+ * image more than the original), so the JPEG must then keep VIEW_TARGET plus that loss (in
+ * SSIMULACRA2 points), up to MAX_JPEG_TARGET. `knownLoss` (the largest loss measured on similar pictures of the
  * document, under a reduced budget) spares measuring it again on the whole image.
  */
 async function fit(pixels: Pixels, placement: Placement, knownLoss?: number): Promise<Fitted> {
-  if (!placement.size) return { pixels, ppi: placement.ppi, ssim: VIEW_TARGET_SSIM, resampled: false };
+  if (!placement.size) return { pixels, ppi: placement.ppi, target: VIEW_TARGET, resampled: false };
   const resampled = await resample(pixels, placement.size.width, placement.size.height);
   const loss = knownLoss ?? resamplingLoss(pixels, resampled, placement.ppi);
   const ppi = placement.ppi === undefined ? undefined : (placement.ppi * resampled.width) / pixels.width;
-  return { pixels: resampled, ppi, ssim: Math.min(MAX_JPEG_SSIM, VIEW_TARGET_SSIM + loss), resampled: true, loss: knownLoss === undefined ? loss : undefined };
+  return { pixels: resampled, ppi, target: Math.min(MAX_JPEG_TARGET, VIEW_TARGET + loss), resampled: true, loss: knownLoss === undefined ? loss : undefined };
 }
 
 /** fit, within a document: under a reduced budget the class's largest measured loss is reused. */

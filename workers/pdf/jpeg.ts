@@ -1,26 +1,26 @@
 import sharp from 'sharp';
 import type { SearchBudget } from '../image/budget.ts';
-import { fastOptions, jpegOptions } from '../image/encode.ts';
+import { defaultSetting, fastOptions, jpegOptions } from '../image/encode.ts';
 import { frameComponents } from '../image/jpeg-quant.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { chooseViewQuality } from './quality.ts';
 
 /**
- * JPEG of gray or RGB samples drawn at `ppi` on the page, at the lowest quality that keeps
- * `ssim` as seen on the page (chooseViewQuality, within the document's `search` budget).
+ * JPEG of gray or RGB samples drawn at `ppi` on the page, at the lowest quality that keeps the
+ * perceived `target` as seen on the page (chooseViewQuality, within the document's `search` budget).
  * The encode keeps the component count: a PDF image's ColorSpace says how many components its
  * JPEG must have (encodeJpegAuto would always emit sRGB).
  */
-export async function encodePhoto(p: Pixels, ppi: number | undefined, ssim: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number }> {
+export async function encodePhoto(p: Pixels, ppi: number | undefined, target: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number; score: number }> {
   const final = (quality: number): Promise<Buffer> => {
     const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
     // Without this sharp writes grey pixels as a three-component JPEG.
     if (p.channels === 1) img.toColourspace('b-w');
-    return img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(quality)) : jpegOptions(quality)).toBuffer();
+    return img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(defaultSetting(quality))) : jpegOptions(defaultSetting(quality))).toBuffer();
   };
-  const { quality, encoded } = await chooseViewQuality(p, ppi, ssim, search, final);
+  const { quality, encoded, score } = await chooseViewQuality(p, ppi, target, search, final);
   const data = encoded ?? (await final(quality));
   const channels = frameComponents(data);
   if (channels !== p.channels) throw new Error(`JPEG has ${channels} components, the image ${p.channels}`);
-  return { data, quality };
+  return { data, quality, score };
 }
