@@ -21,6 +21,12 @@ export interface CompressResult {
   contentType: string;
   width?: number;
   height?: number;
+  /**
+   * SSIMULACRA2 of the output against the input's pixels (0-100; about 90: hard to tell apart at 1:1, 70: high
+   * quality), as the quality search measured it: the lowest of a document's lossy pictures. Absent when nothing
+   * was encoded lossily (lossless output, the input returned unchanged, no picture recompressed).
+   */
+  perceivedQuality?: number;
 }
 
 export type Compress = (job: CompressJob, out: { dir: string }, ctx: CompressContext) => Promise<CompressResult>;
