@@ -1,4 +1,4 @@
-// Spec: "States and transitions", "Job endpoints", "Limits" — the job lifecycle on real corpus files.
+// Spec: "States and transitions", "Job endpoints", "Job status response", "Limits" — the job lifecycle on real corpus files.
 import assert from 'node:assert/strict';
 import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -10,6 +10,8 @@ import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } 
 const JPG_DIR = join(CORPUS, 'jpg');
 const PHONE = join(JPG_DIR, 'phone-IMG_20180725_163423.jpg');
 const SMALL = join(JPG_DIR, 'jpeg420exif.jpg');
+const PNG = join(CORPUS, 'png', 'density_plot.png');
+const NOT_A_JPG = join(CORPUS, 'bad', 'actually-pdf.jpg');
 
 let s: TestServer;
 before(async () => {
@@ -126,6 +128,53 @@ describe('job endpoints', () => {
     assert.equal(res.status, 200);
     assert.equal((await s.api(`/compress/job/${accepted.id}`)).status, 404);
     assert.ok(!(await readdir(join(s.dataDir, 'spool'))).includes(accepted.id));
+  });
+});
+
+describe('perceived quality (metrics.perceivedQuality)', () => {
+  const LOSSLESS = { options: JSON.stringify({ compression: { mode: 'lossless' } }) };
+  const cases: { name: string; path: string; fields?: Record<string, string>; cancel?: boolean; status: string; quality: 'measured' | null }[] = [
+    { name: 'a JPG encoded lossily', path: SMALL, status: 'Succeeded', quality: 'measured' },
+    { name: 'a PNG compressed losslessly', path: PNG, fields: LOSSLESS, status: 'Succeeded', quality: null },
+    { name: 'a Failed job', path: NOT_A_JPG, status: 'Failed', quality: null },
+    { name: 'a Canceled job', path: PHONE, cancel: true, status: 'Canceled', quality: null },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: ${c.quality ?? 'null'}`, async () => {
+      const accepted = await json(await submit(s, c.path, { fields: c.fields }));
+      if (c.cancel) assert.equal((await s.api(`/compress/job/${accepted.id}/cancel`, { method: 'POST' })).status, 200);
+      const job = await waitForJob(s, accepted.id);
+      assert.equal(job.status, c.status, JSON.stringify(job.error));
+      const q = job.metrics.perceivedQuality;
+      if (c.quality === null) return assert.equal(q, null);
+      assert.equal(typeof q, 'number');
+      assert.ok(q > 0 && q <= 100, `${q} out of (0, 100]`);
+      assert.equal(q, Math.round(q * 10) / 10, `${q} has one decimal`);
+    });
+  }
+
+  it('survives a restart', async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'jobs-quality-restart-'));
+    try {
+      const first = await startTestServer({ dataDir, workers: '1' });
+      let before: Record<string, any>;
+      try {
+        before = await waitForJob(first, (await json(await submit(first, SMALL))).id);
+      } finally {
+        await first.stop();
+      }
+      assert.equal(before.status, 'Succeeded');
+      assert.equal(typeof before.metrics.perceivedQuality, 'number');
+      const second = await startTestServer({ dataDir, workers: '1' });
+      try {
+        const after = await json(await second.api(`/compress/job/${before.id}`));
+        assert.deepEqual([after.status, after.metrics.perceivedQuality], ['Succeeded', before.metrics.perceivedQuality]);
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 });
 

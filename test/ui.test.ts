@@ -1,6 +1,6 @@
 // The web page (issue 32) in headless Chromium, as a person uses it at desktop and phone width:
 // layout assertions (the Compress button and the newest message inside the viewport), axe-core in
-// every state, plain-language errors, compare with zoom and pages, restore after a reload.
+// every state, plain-language errors, compare with zoom, pages and perceived quality, restore after a reload.
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
@@ -143,6 +143,15 @@ describe('the page as a person uses it', { skip: missing }, () => {
   const batch = [PHOTO, GPS_PHOTO, PNG, HEIC, PDF, DOCX];
   const names = batch.map((p) => p.split('/').pop()!);
   const jobIds = new Map<string, string>();
+
+  /** The compare facts show the job's perceived quality, next to the sizes, exactly when its status has one; returns it. */
+  async function assertQualityFact(name: string): Promise<number | null> {
+    const quality = (await json(await server.api(`/compress/job/${jobIds.get(name)}`))).metrics.perceivedQuality as number | null;
+    const facts = await page.locator('#compare-facts').innerText();
+    if (quality === null) assert.doesNotMatch(facts, /Perceived quality|SSIMULACRA2/, name);
+    else assert.match(facts, new RegExp(`Saved[^]*Perceived quality[^\\n]*\\n+SSIMULACRA2 ${String(quality).replace('.', '\\.')} · hard to tell apart ≥ 90, high quality ≥ 70`), name);
+    return quality;
+  }
 
   it('before a key: one short format summary; Compress without a key says so next to the key field', async () => {
     await page.goto(server.url);
@@ -289,6 +298,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
     assert.match(await page.locator('#zoom-level').innerText(), /^Fit \(\d+%\)$/);
     assert.match(await page.locator('#compare-facts').innerText(), /2048 × 1536 px/);
     assert.doesNotMatch(await page.locator('#compare-facts').innerText(), /resized/);
+    assert.notEqual(await assertQualityFact('jpeg420exif.jpg'), null, 'a JPG encoded lossily has a perceived quality');
     for (let i = 0; i < 20; i++) await page.keyboard.press('ArrowRight');
     assert.equal(await page.locator('#compare-split').inputValue(), '70');
     await axe('compare open');
@@ -343,6 +353,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
     await page.locator('#compare-figure').waitFor();
     assert.match(await page.locator('#compare-facts').innerText(), /page size 612 × 792 pt/);
     assert.doesNotMatch(await page.locator('#compare-facts').innerText(), /px/);
+    await assertQualityFact('ocrmypdf-cardinal-scan.pdf');
     assert.equal(await page.locator('#compare-page-count').innerText(), 'of 4');
     const first = await page.evaluate(() => (document.getElementById('compare-before') as unknown as { src: string }).src);
     await page.selectOption('#compare-page', '3');
@@ -360,6 +371,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
     await page.locator('#compare-figure').waitFor();
     assert.match(await page.locator('#compare-subject').innerText(), /^The largest picture in the document: image\d+\.\w+$/);
     assert.doesNotMatch(await page.locator('#compare-facts').innerText(), /\(resized\)/);
+    await assertQualityFact('python-docx-inline-shapes.docx');
     await page.keyboard.press('Escape');
   });
 
@@ -369,6 +381,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
     await page.locator('#compare-figure').waitFor();
     await assertInView('#compare-close', 'Close');
     await assertInView('#compare-frame', 'the picture');
+    await assertQualityFact('baiona_alpha.png');
     const box = (await page.locator('#compare-frame').boundingBox())!;
     const cx = box.width / 2;
     const cy = box.height / 2;

@@ -304,7 +304,7 @@ export interface RunRequest {
 }
 
 export type RunOutcome =
-  | { ok: true; output: { path: string; format: string; contentType: string; width?: number; height?: number } }
+  | { ok: true; output: Omit<JobOutput, 'bytes'> & { path: string } }
   /** A failure the runner saw (compressor error, crashed thread). After an abort the engine ignores it and uses its own reason. */
   | { ok: false; failure: JobFailure };
 

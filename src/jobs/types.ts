@@ -50,6 +50,8 @@ export interface JobOutput {
   bytes: number;
   width?: number;
   height?: number;
+  /** The compressor's `CompressResult.perceivedQuality`, as measured; absent when nothing was encoded lossily. */
+  perceivedQuality?: number;
 }
 
 /** Which node runs a Running job, until when, unless it renews. */

@@ -197,7 +197,20 @@ const responseSchemas = {
     ...strings('id', 'format', 'jobType'),
     status: STATUS,
     progress: object({ percent: { type: 'integer', minimum: 0, maximum: 100 }, phase: nullable('string') }),
-    metrics: object({ ...integers('inputBytes', 'outputBytes', 'creditCost'), compressionRatio: { type: 'number' }, savingsPercent: { type: 'number' } }),
+    metrics: object({
+      ...integers('inputBytes', 'outputBytes', 'creditCost'),
+      compressionRatio: { type: 'number' },
+      savingsPercent: { type: 'number' },
+      perceivedQuality: {
+        type: ['number', 'null'],
+        minimum: 0,
+        maximum: 100,
+        description:
+          'SSIMULACRA2 of the output against the input, one decimal (100: identical; about 90: hard to tell apart side by side at 1:1; 70: high quality; 50: medium), ' +
+          "as the quality search measured it on a calibrated sample of the picture (a document's: its lowest lossy picture). " +
+          'Null when nothing was encoded lossily (lossless output, the input returned unchanged, no picture recompressed) or the job has not succeeded.',
+      },
+    }),
     error: { oneOf: [object(strings('code', 'detail')), { type: 'null' }] },
     output: object({ ...strings('fileName', 'contentType'), fileCount: { type: 'integer' } }),
     createdAt: { type: 'string', format: 'date-time' },

@@ -16,7 +16,7 @@ export function acceptedView(job: Pick<Job, 'id' | 'status' | 'fileName' | 'form
 
 const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
 
-/** `GET /compress/job/{id}`: the spec's status fields, plus timestamps and `expired`. */
+/** `GET /compress/job/{id}`: the spec's status fields, plus `metrics.perceivedQuality`, timestamps and `expired`. */
 export function statusView(job: Job) {
   const succeeded = job.status === 'Succeeded';
   const outputBytes = succeeded && job.output ? job.output.bytes : 0;
@@ -34,6 +34,7 @@ export function statusView(job: Job) {
       creditCost: job.status === 'Failed' || job.status === 'Canceled' ? 0 : job.creditCost,
       compressionRatio: round(ratio, 4),
       savingsPercent: succeeded ? round((1 - ratio) * 100, 2) : 0,
+      perceivedQuality: succeeded && job.output?.perceivedQuality !== undefined ? round(job.output.perceivedQuality, 1) : null,
     },
     error: job.status === 'Failed' ? job.error : null,
     output: {

@@ -60,7 +60,8 @@ function succeeded(at = new Date()): Ending {
     status: 'Succeeded',
     completedAt: at.toISOString(),
     expiresAt: new Date(at.getTime() + 3_600_000).toISOString(),
-    output: { format: 'jpg', contentType: 'image/jpeg', bytes: 10 },
+    // The optional fields too, each stored as the runner gave it (the status view rounds, not the store).
+    output: { format: 'jpg', contentType: 'image/jpeg', bytes: 10, width: 640, height: 480, perceivedQuality: 87.654321 },
     progress: { percent: 100, phase: 'done' },
   };
 }
@@ -521,6 +522,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal((await again.jobs.get(q.id))?.status, 'Queued');
       assert.equal((await again.jobs.get(r.id))?.status, 'Running');
       assert.equal((await again.jobs.get(s.id))?.status, 'Succeeded');
+      assert.deepEqual((await again.jobs.get(s.id))?.output, (succeeded() as Extract<Ending, { status: 'Succeeded' }>).output);
       assert.equal(await again.outbox.pendingCount(), 1);
       await assertConsistent(again, [q, r, s]);
       assert.deepEqual(await again.jobs.requeueInterrupted(new Date(), NODE).then((js) => js.map((j) => j.id)), [r.id]);

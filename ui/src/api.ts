@@ -7,7 +7,7 @@ export interface JobStatus {
   status: 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Canceled';
   format: string;
   progress: { percent: number; phase: string | null };
-  metrics: { inputBytes: number; outputBytes: number; creditCost: number; compressionRatio: number; savingsPercent: number };
+  metrics: { inputBytes: number; outputBytes: number; creditCost: number; compressionRatio: number; savingsPercent: number; perceivedQuality: number | null };
   error: { code: string; detail: string } | null;
   output: { fileName: string; contentType: string; fileCount: number };
   expiresAt: string | null;

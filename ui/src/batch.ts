@@ -255,7 +255,7 @@ export class Batch {
           status: 'Queued',
           format: accepted.format,
           progress: { percent: 0, phase: null },
-          metrics: { inputBytes: item.size, outputBytes: 0, creditCost: 0, compressionRatio: 0, savingsPercent: 0 },
+          metrics: { inputBytes: item.size, outputBytes: 0, creditCost: 0, compressionRatio: 0, savingsPercent: 0, perceivedQuality: null },
           error: null,
           output: { fileName: '', contentType: '', fileCount: 0 },
           expiresAt: null,

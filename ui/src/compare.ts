@@ -1,6 +1,6 @@
 import { ApiProblem, type Api, type CompareView } from './api.ts';
 import { byId, h } from './dom.ts';
-import { formatBytes, savingsText } from './format.ts';
+import { formatBytes, qualityText, savingsText } from './format.ts';
 import { messageFor } from './messages.ts';
 
 const MAX_ZOOM = 8;
@@ -41,6 +41,8 @@ export class CompareDialog {
   private shown: Shown | null = null;
   private fullLoading: Promise<void> | null = null;
   private download: (() => void) | null = null;
+  /** The job's `metrics.perceivedQuality`: the previews come from the compare route, this from the job's status. */
+  private quality: number | null = null;
   /** Content size (pixels of the loaded "before" preview), screen pixels per content pixel, offset. */
   private cw = 1;
   private ch = 1;
@@ -77,8 +79,9 @@ export class CompareDialog {
     new ResizeObserver(() => (this.fitted ? this.fit() : this.apply())).observe(this.frame);
   }
 
-  async open(jobId: string, name: string, download: () => void): Promise<void> {
+  async open(jobId: string, name: string, quality: number | null, download: () => void): Promise<void> {
     this.download = download;
+    this.quality = quality;
     this.title.textContent = `Compare: ${name}`;
     this.figure.hidden = true;
     this.pageBox.hidden = true;
@@ -176,6 +179,8 @@ export class CompareDialog {
       fact('Before', `${formatBytes(r.originalBytes)} · ${what} ${dims(r.inputWidth, r.inputHeight)}`),
       fact('After', `${formatBytes(r.compressedBytes)} · ${what} ${dims(r.outputWidth, r.outputHeight)}${changed}`),
       fact('Saved', `${formatBytes(Math.max(0, r.originalBytes - r.compressedBytes))} · ${savingsText(r.originalBytes, r.compressedBytes)}`, 'savings'),
+      // A document's number is its worst picture, which need not be the page or picture shown.
+      ...(this.quality === null ? [] : [fact(pdf || r.picture ? 'Perceived quality (lowest picture)' : 'Perceived quality', qualityText(this.quality))]),
     );
     this.note.textContent = '';
   }

@@ -20,6 +20,11 @@ export function savingsText(before: number, after: number): string {
   return pct > 0 ? `${pct.toFixed(1)}% smaller` : `${(-pct).toFixed(1)}% larger`;
 }
 
+/** A job's `metrics.perceivedQuality` with the landmarks of its scale, for people who do not know SSIMULACRA2. */
+export function qualityText(score: number): string {
+  return `SSIMULACRA2 ${score} · hard to tell apart ≥ 90, high quality ≥ 70`;
+}
+
 /** "38.2% saved" style share of bytes saved, for totals. */
 export function percentSaved(before: number, after: number): string {
   if (before <= 0) return '';

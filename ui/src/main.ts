@@ -419,7 +419,7 @@ function act(action: RowAction, row: JobRow): void {
   const { item } = row;
   switch (action) {
     case 'compare':
-      void compare.open(item.job!.id, item.name, () => void downloadOne(row));
+      void compare.open(item.job!.id, item.name, item.job!.metrics.perceivedQuality, () => void downloadOne(row));
       return;
     case 'download':
       void downloadOne(row);

@@ -631,6 +631,8 @@ export interface components {
                 creditCost: number;
                 inputBytes: number;
                 outputBytes: number;
+                /** @description SSIMULACRA2 of the output against the input, one decimal (100: identical; about 90: hard to tell apart side by side at 1:1; 70: high quality; 50: medium), as the quality search measured it on a calibrated sample of the picture (a document's: its lowest lossy picture). Null when nothing was encoded lossily (lossless output, the input returned unchanged, no picture recompressed) or the job has not succeeded. */
+                perceivedQuality: number | null;
                 savingsPercent: number;
             };
             output: {
