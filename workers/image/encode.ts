@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
-import { PERCEIVED_TARGET, PROXY_MARGIN } from './perceived.ts';
+import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { isGrey, toGrey } from './door.ts';
@@ -176,11 +176,10 @@ function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
  */
 export async function chooseJpeg(pixels: Pixels, target = PERCEIVED_TARGET, judgedAt: JudgedAt = 'full', search: SearchBudget = IMAGE_SEARCH): Promise<JpegChoice> {
   const probes = probesOf(pixels, search.proxyTiles);
-  const aim = aimOf(probes, target);
   const full = search.probes === Infinity;
   const { form, guide } = full ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
-  const found = await searchQuality(pixels, aim, judgedAt, form, search, guide && hasGuide(pixels, search) ? guide : full ? undefined : null);
-  return { quality: found.quality, ...form, score: predicted(probes, found.score) };
+  const found = await searchQuality(pixels, target, judgedAt, form, search, guide && hasGuide(pixels, search) ? guide : full ? undefined : null);
+  return { quality: found.quality, ...form, score: fromProxy(found.score, probes.exact) };
 }
 
 /**
@@ -193,9 +192,9 @@ export async function chooseJpeg(pixels: Pixels, target = PERCEIVED_TARGET, judg
 async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, search: SearchBudget): Promise<{ form: JpegForm; guide: Guide }> {
   const quarter = hasGuide(pixels, search) ? GUIDE_TILES : search.proxyTiles;
   const probes = probesOf(pixels, quarter);
-  const aim = aimOf(probes, target);
+  const aim = aimOnProxy(target, probes.exact);
   const guideSearch: SearchBudget = { ...search, proxyTiles: quarter };
-  const base = await searchQuality(pixels, aim, judgedAt, DEFAULT_FORM, guideSearch, null);
+  const base = await searchQuality(pixels, target, judgedAt, DEFAULT_FORM, guideSearch, null);
   const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
   const slope = await sizeSlope(probes, base.seen, DEFAULT_FORM);
   const predictions = await Promise.all(
@@ -207,7 +206,7 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const [baseline] = predictions;
   const best = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
   if (best === baseline || best.bytes > baseline.bytes + Math.log(1 - SWITCH_GAIN)) return { form: DEFAULT_FORM, guide: base };
-  return { form: best.form, guide: await searchQuality(pixels, aim, judgedAt, best.form, { ...guideSearch, start: base.quality }, null) };
+  return { form: best.form, guide: await searchQuality(pixels, target, judgedAt, best.form, { ...guideSearch, start: base.quality }, null) };
 }
 
 /** d log(size) / d score of a form along a search's probes: through the first two far enough apart in score, or a typical slope. */
@@ -240,29 +239,19 @@ export async function chooseJpegQuality(
   search: SearchBudget = IMAGE_SEARCH,
   form: JpegForm = DEFAULT_FORM,
 ): Promise<number> {
-  return (await searchQuality(pixels, aimOf(probesOf(pixels, search.proxyTiles), target), judgedAt, form, search)).quality;
+  return (await searchQuality(pixels, target, judgedAt, form, search)).quality;
 }
 
 /** Whether a setting's proxy probe reaches a full-resolution target, as chooseJpegQuality judges it. */
 export async function reaches(pixels: Pixels, setting: JpegSetting, target: number, judgedAt: JudgedAt = 'full'): Promise<boolean> {
   const probes = probesOf(pixels);
-  return (await probes.score(setting, judgedAt)) >= aimOf(probes, target);
+  return (await probes.score(setting, judgedAt)) >= aimOnProxy(target, probes.exact);
 }
 
 /** The full-resolution score a setting's proxy probe predicts. */
 export async function predictedScore(pixels: Pixels, setting: JpegSetting, judgedAt: JudgedAt = 'full'): Promise<number> {
   const probes = probesOf(pixels);
-  return predicted(probes, await probes.score(setting, judgedAt));
-}
-
-/** What a proxy's search aims at for a full-resolution target (see PROXY_MARGIN in perceived.ts). */
-function aimOf(probes: Probes, target: number): number {
-  return probes.exact ? target : target + PROXY_MARGIN;
-}
-
-/** The full-resolution score a proxy score predicts. */
-function predicted(probes: Probes, score: number): number {
-  return probes.exact ? score : Math.min(100, score - PROXY_MARGIN);
+  return fromProxy(await probes.score(setting, judgedAt), probes.exact);
 }
 
 /** What a full search's guide (see searchQuality) found on the quarter-size proxy: its answer and its probes. */
@@ -285,32 +274,28 @@ function hasGuide(pixels: Pixels, search: SearchBudget): boolean {
  * failing, so it is the unguided search's own wherever the score rises with quality. No guide
  * for a search under a document budget, or where the full proxy is small already.
  */
-async function guideOf(pixels: Pixels, aim: number, judgedAt: JudgedAt, form: JpegForm, search: SearchBudget): Promise<Guide | undefined> {
+async function guideOf(pixels: Pixels, target: number, judgedAt: JudgedAt, form: JpegForm, search: SearchBudget): Promise<Guide | undefined> {
   if (!hasGuide(pixels, search)) return undefined;
-  const quarter = probesOf(pixels, GUIDE_TILES);
-  return searchQuality(pixels, aimOf(quarter, fullTarget(probesOf(pixels, search.proxyTiles), aim)), judgedAt, form, { ...search, proxyTiles: GUIDE_TILES }, null);
-}
-
-/** The full-resolution target behind an aim on these probes. */
-function fullTarget(probes: Probes, aim: number): number {
-  return probes.exact ? aim : aim - PROXY_MARGIN;
+  return searchQuality(pixels, target, judgedAt, form, { ...search, proxyTiles: GUIDE_TILES }, null);
 }
 
 /**
- * The lowest quality reaching `aim` on the proxy of `search.proxyTiles` tiles, and the proxy
- * score it reaches; the first probe at the guide's answer (guideOf; `null`: none, as for the
- * guide's own search, which also skips the noisy check), else at `search.start`.
+ * The lowest quality reaching a full-resolution `target` on the proxy of `search.proxyTiles`
+ * tiles (aiming at aimOnProxy there), and the proxy score it reaches; the first probe at the
+ * guide's answer (guideOf; `null`: none, as for the guide's own search, which also skips the
+ * noisy check), else at `search.start`.
  */
 async function searchQuality(
   pixels: Pixels,
-  aim: number,
+  target: number,
   judgedAt: JudgedAt,
   form: JpegForm,
   search: SearchBudget = IMAGE_SEARCH,
   guided?: Guide | null,
 ): Promise<{ quality: number; score: number; seen: Scored[] }> {
   const probes = probesOf(pixels, search.proxyTiles);
-  const guide = guided === undefined ? await guideOf(pixels, aim, judgedAt, form, search) : (guided ?? undefined);
+  const aim = aimOnProxy(target, probes.exact);
+  const guide = guided === undefined ? await guideOf(pixels, target, judgedAt, form, search) : (guided ?? undefined);
   const start = guide?.quality ?? search.start ?? PROBE_QUALITY;
   const score = (q: number): Promise<number> => probes.score({ quality: q, ...form }, judgedAt);
   // Probe two typical qualities (after a guide: its answer, then where its curve points), then

@@ -4,7 +4,7 @@ import type { Sharp } from 'sharp';
 import { incompressible, oxipngFilters, quantiseEffort } from './budget.ts';
 import { carryColourChunks, paletteEntries, pixelAndColourChunks } from './png-chunks.ts';
 import { proxyOf } from './proxy.ts';
-import { PERCEIVED_TARGET, PROXY_MARGIN } from './perceived.ts';
+import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import type { Pixels } from './ssim.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
 
@@ -126,7 +126,7 @@ function fromRaw(p: Pixels): Sharp {
 async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number } | undefined> {
   const proxy = proxyOf(p);
   const exact = proxy === p;
-  const aim = exact ? PNG_PALETTE_TARGET : PNG_PALETTE_TARGET + PROXY_MARGIN;
+  const aim = aimOnProxy(PNG_PALETTE_TARGET, exact);
   const top = LOSSY_QUALITIES.length - 1;
   const scored = new Map<number, { score: number; png: Buffer }>();
   const reference = new Ssimulacra2Reference(proxy);
@@ -139,7 +139,7 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
     return r;
   };
   const pass = (r: { score: number }) => r.score >= aim;
-  const found = (r: { score: number; png: Buffer }) => ({ png: r.png, score: exact ? r.score : r.score - PROXY_MARGIN });
+  const found = (r: { score: number; png: Buffer }) => ({ png: r.png, score: fromProxy(r.score, exact) });
   // A proxy stands for a large image: when even the top quality fails there, nothing will.
   if (!exact && !pass(await score(0)) && !pass(await score(top))) return undefined;
   let best: number | undefined;

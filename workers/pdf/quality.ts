@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { defaultSetting, jpegOptions, MAX_QUALITY, MIN_QUALITY, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
 import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
-import { PERCEIVED_TARGET, PROXY_MARGIN } from '../image/perceived.ts';
+import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { Ssimulacra2Reference, ssimulacra2 } from '../image/ssimulacra2.ts';
 
@@ -29,7 +29,7 @@ export function viewScale(ppi: number | undefined): number {
 
 /**
  * The lowest JPEG quality at which `p`, drawn at `ppi` on its page, keeps the perceived `target`
- * as seen at VIEW_PPI (see asSeen; the proxy aims PROXY_MARGIN higher unless it is the picture). Bisection on the JPG compressor's tile proxy (full-resolution tiles
+ * as seen at VIEW_PPI (see asSeen; on a proxy, aimOnProxy). Bisection on the JPG compressor's tile proxy (full-resolution tiles
  * on the MCU grid, so the proxy's blocks are the image's blocks). Under a document budget
  * (budget.ts) the search starts from `search.start` (then one step below it, or above) and stops
  * after `search.probes` (see searchDone): the answer is the lowest quality seen to pass.
@@ -49,7 +49,8 @@ export async function chooseViewQuality(
   const width = Math.max(8, Math.round(proxy.width * scale));
   const height = Math.max(8, Math.round(proxy.height * scale));
   const reference = new Ssimulacra2Reference(asSeen(proxy, width, height));
-  const margin = proxy === p ? 0 : PROXY_MARGIN;
+  const exact = proxy === p;
+  const aim = aimOnProxy(target, exact);
   const scores = new Map<number, number>();
   const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
   const probeWithFinal = proxy === p && p.width * p.height < CALL_COST ? final : undefined;
@@ -62,9 +63,9 @@ export async function chooseViewQuality(
     const jpeg = probeWithFinal ? await probeWithFinal(q) : await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(defaultSetting(q)))).toBuffer();
     if (probeWithFinal) finals.set(q, jpeg);
     const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
-    const score = reference.score(asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height)) - margin;
-    scores.set(q, score);
-    if (score >= target) hi = q;
+    const score = reference.score(asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height));
+    scores.set(q, fromProxy(score, exact));
+    if (score >= aim) hi = q;
     else lo = q;
   };
   const start = search.start ?? (search.probes === Infinity ? undefined : TYPICAL_QUALITY);
