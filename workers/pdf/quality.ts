@@ -1,9 +1,9 @@
 import sharp from 'sharp';
 import { defaultSetting, jpegOptions, MAX_QUALITY, MIN_QUALITY, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
 import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
-import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
+import { aimOnProxy, fromProxy, PERCEIVED_TARGET, perceivedScore } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
-import { Ssimulacra2Reference, ssimulacra2 } from '../image/ssimulacra2.ts';
+import { Ssimulacra2Reference } from '../image/ssimulacra2.ts';
 
 /**
  * The resolution a page is judged at: 100 % zoom on a typical screen, which is also how the
@@ -22,9 +22,16 @@ export const VIEW_TARGET = PERCEIVED_TARGET;
 /** Magnification beyond this adds nothing to judge (each image pixel is already a block of screen pixels). */
 const MAX_MAGNIFICATION = 3;
 
-/** Screen pixels per image pixel at VIEW_PPI; an unknown placement counts as 1:1. */
-export function viewScale(ppi: number | undefined): number {
-  return ppi === undefined || !(ppi > 0) ? 1 : Math.min(MAX_MAGNIFICATION, VIEW_PPI / ppi);
+/**
+ * A magnified view is judged at most this large: past it the view only repeats the same flaws
+ * bigger, while the metric's time and memory (about 80 bytes a pixel) grow with it.
+ */
+const MAX_VIEW_PIXELS = 2_000_000;
+
+/** Screen pixels per image pixel at VIEW_PPI (an unknown placement counts as 1:1), for a picture of `pixels`. */
+export function viewScale(ppi: number | undefined, pixels = 0): number {
+  const scale = ppi === undefined || !(ppi > 0) ? 1 : Math.min(MAX_MAGNIFICATION, VIEW_PPI / ppi);
+  return scale > 1 && pixels > 0 ? Math.max(1, Math.min(scale, Math.sqrt(MAX_VIEW_PIXELS / pixels))) : scale;
 }
 
 /**
@@ -45,7 +52,7 @@ export async function chooseViewQuality(
   final?: (quality: number) => Promise<Buffer>,
 ): Promise<{ quality: number; encoded?: Buffer; score: number }> {
   const proxy = proxyOf(p, search.proxyTiles);
-  const scale = viewScale(ppi);
+  const scale = viewScale(ppi, proxy.width * proxy.height);
   const width = Math.max(8, Math.round(proxy.width * scale));
   const height = Math.max(8, Math.round(proxy.height * scale));
   const reference = new Ssimulacra2Reference(asSeen(proxy, width, height));
@@ -84,14 +91,14 @@ const START_STEP = 4;
 
 /**
  * Perceived quality (SSIMULACRA2 points) lost by replacing `original`, drawn at `ppi`, with
- * `resampled` (same placement, other pixel size), both as seen at VIEW_PPI. Computed on the
- * whole view: asSeen streams the samples, and a view is screen-sized.
+ * `resampled` (same placement, other pixel size), both as seen at VIEW_PPI: asSeen streams the
+ * samples into the views, scored on their tile proxy (a view can be tens of megapixels).
  */
 export function resamplingLoss(original: Pixels, resampled: Pixels, ppi: number | undefined): number {
-  const scale = viewScale(ppi);
+  const scale = viewScale(ppi, original.width * original.height);
   const width = Math.max(8, Math.round(original.width * scale));
   const height = Math.max(8, Math.round(original.height * scale));
-  return Math.max(0, 100 - ssimulacra2(asSeen(original, width, height), asSeen(resampled, width, height)));
+  return Math.max(0, 100 - perceivedScore(asSeen(original, width, height), asSeen(resampled, width, height)));
 }
 
 /**
