@@ -147,12 +147,16 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   // Grey pictures (door.ts) are searched and encoded as one component.
   const grey = isGrey(rgb);
   const pixels = grey ? toGrey(rgb) : rgb;
-  const choice = await chooseJpeg(pixels);
+  const encode = (setting: JpegSetting) => {
+    const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
+    if (grey) encoder.toColourspace('b-w');
+    return encoder.jpeg(jpegOptions(setting)).toBuffer({ resolveWithObject: true });
+  };
+  const early = speculativeEncode(encode);
+  const choice = await chooseJpeg(pixels, PERCEIVED_TARGET, 'full', IMAGE_SEARCH, early.onGuess);
   if (opts.worthEncoding && !(await opts.worthEncoding(choice))) return null;
   progress(55, 'encoding');
-  const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
-  if (grey) encoder.toColourspace('b-w');
-  const out = await encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true });
+  const out = await (early.take(choice) ?? encode(choice));
   return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
 }
 
@@ -171,15 +175,48 @@ function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
 /**
  * The setting of the smallest JPEG whose perceived quality reaches `target` (full resolution).
  * A full search first chooses the form (chooseForm), then searches its quality; a search under a
- * document budget keeps mozjpeg's default form (its start is the quality of similar pictures). When no quality up to MAX_QUALITY
- * reaches the target, the answer is MAX_QUALITY.
+ * document budget keeps mozjpeg's default form (its start is the quality of similar pictures).
+ * When no quality up to MAX_QUALITY reaches the target, the answer is MAX_QUALITY. `onGuess` is
+ * told the quarter-size proxy's answer, when there is one, while the 1 MP proxy confirms it: the
+ * answer it usually becomes (see speculativeEncode).
  */
-export async function chooseJpeg(pixels: Pixels, target = PERCEIVED_TARGET, judgedAt: JudgedAt = 'full', search: SearchBudget = IMAGE_SEARCH): Promise<JpegChoice> {
+export async function chooseJpeg(
+  pixels: Pixels,
+  target = PERCEIVED_TARGET,
+  judgedAt: JudgedAt = 'full',
+  search: SearchBudget = IMAGE_SEARCH,
+  onGuess?: (setting: JpegSetting) => void,
+): Promise<JpegChoice> {
   const probes = probesOf(pixels, search.proxyTiles);
   const full = search.probes === Infinity;
   const { form, guide } = full ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
-  const found = await searchQuality(pixels, target, judgedAt, form, search, guide && hasGuide(pixels, search) ? guide : full ? undefined : null);
+  const guided = guide && hasGuide(pixels, search) ? guide : undefined;
+  if (guided) onGuess?.({ quality: guided.quality, ...form });
+  const found = await searchQuality(pixels, target, judgedAt, form, search, guided ?? (full ? undefined : null));
   return { quality: found.quality, ...form, score: fromProxy(found.score, probes.exact) };
+}
+
+/**
+ * A final encode started at the search's guess (chooseJpeg's onGuess) on a spare core, so that
+ * it runs while the guess is confirmed: `take` returns it when the answer is the guess, else
+ * undefined (the caller encodes the answer; the early encode is dropped). Only when a core would
+ * otherwise sit idle (spare-core.ts): with every core busy it would slow another job down. The
+ * bytes are the same either way: the same pixels, setting and encoder.
+ */
+export function speculativeEncode<T>(encode: (setting: JpegSetting) => Promise<T>): { onGuess: (setting: JpegSetting) => void; take: (answer: JpegSetting) => Promise<T> | undefined } {
+  let early: { setting: JpegSetting; result: Promise<T> } | undefined;
+  return {
+    onGuess: (setting) => {
+      if (!spareCore()) return;
+      early = { setting, result: encode(setting) };
+      early.result.catch(() => {});
+    },
+    take: (answer) => (early && sameSetting(early.setting, answer) ? early.result : undefined),
+  };
+}
+
+function sameSetting(a: JpegSetting, b: JpegSetting): boolean {
+  return a.quality === b.quality && a.table === b.table && a.chroma === b.chroma;
 }
 
 /**
