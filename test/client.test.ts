@@ -18,7 +18,7 @@ import { CORPUS, fileForm, startTestServer, type TestServer } from './helpers/se
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLIENT_DIR = join(ROOT, 'clients/typescript');
-const JPG = join(CORPUS, 'jpg/baiona_cmyk.jpg');
+const JPG = join(CORPUS, 'jpg/jpeg420exif.jpg');
 const PNG = join(CORPUS, 'png/density_plot.png');
 const PHOTO = join(CORPUS, 'jpg/jpeg420exif.jpg');
 const PDF = join(CORPUS, 'pdf/ocrmypdf-multipage.pdf');

@@ -612,12 +612,10 @@ describe('image.gif-compress', () => {
     assert.equal(mOut.pages, mIn.pages);
     assert.deepEqual(mOut.delay, mIn.delay);
     // 0.67 under the luma bar alone, which let its frames fall to SSIMULACRA2 76.
-    assert.ok(r.outSize < r.inSize * 0.8, `${r.outSize} vs ${r.inSize}`);
-    // Every displayed frame (composited by libvips, not by our own code) stays within the luma bar…
+    assert.ok(r.outSize < r.inSize * 0.85, `${r.outSize} vs ${r.inSize}`);
+    // Every fourth displayed frame (composited by libvips, not by our own code), at full
+    // resolution, within the perceived target (the compressor checks a sample of 5 of them).
     const [framesIn, framesOut] = await Promise.all([shownFrames(input), shownFrames(r.path)]);
-    const shown = ssim(framesIn, framesOut);
-    assert.ok(shown >= 0.98, `displayed SSIM ${shown}`);
-    // …and every fourth frame, at full resolution, within the perceived target (the compressor checks a sample of 8, on its proxy).
     const every4th = (f: typeof framesIn) => {
       const frame = f.width * (f.height / 34) * 4;
       const picked = Array.from({ length: 9 }, (_, i) => f.data.subarray(i * 4 * frame, (i * 4 + 1) * frame));
@@ -654,16 +652,18 @@ describe('image.gif-compress', () => {
     assert.deepEqual(gifTiming(await readFile(r.path)), gifTiming(bytes));
     assert.equal((await sharp(r.path).metadata()).pages, 6);
     assert.ok(r.outSize <= exact.length, `${r.outSize} vs ${exact.length}`);
-    const shown = ssim(await shownFrames(bytes), await shownFrames(r.path));
-    assert.ok(shown >= 0.98, `displayed SSIM ${shown}`);
+    const shown = await perceived(await shownFrames(bytes), await shownFrames(r.path));
+    assert.ok(shown >= PERCEIVED_TARGET - 2, `displayed SSIMULACRA2 ${shown}`);
   });
 
   it('measures an interlaced GIF in display order', async () => {
     const input = `${corpus}gif/lena.gif`;
     const r = await run(gif, input);
     assert.ok(r.outSize <= r.inSize);
-    const s3 = ssim(await pixels(input), await pixels(r.path));
-    assert.ok(s3 >= 0.98, `SSIM ${s3}`);
+    // One frame: what the compressor scored is the picture.
+    const s3 = await perceived(await pixels(input), await pixels(r.path));
+    assert.ok(s3 >= PERCEIVED_TARGET, `SSIMULACRA2 ${s3}`);
+    assert.equal(r.perceivedQuality?.toFixed(3), s3.toFixed(3));
   });
 
   it('resizes every frame of an animation', async () => {

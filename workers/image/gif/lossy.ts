@@ -17,8 +17,9 @@ export const GIF_TARGET_SSIM = 0.98;
  */
 const CHECKED_FRAMES = 8;
 const CHECKED_PIXELS = 2_500_000;
-/** Perceived steps after a luma answer that falls short. */
+/** Perceived steps from the luma search's answer; a pass this close above the target ends them. */
 const PERCEIVED_STEPS = 3;
+const PERCEIVED_CLOSE = 2;
 /**
  * The search aims this much higher: the same SSIM taken over all frames stacked into one tall
  * image (as the benchmark and the tests measure it, windows straddling frame edges included)
@@ -53,30 +54,33 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
 }
 
 /**
- * The luma search's answer if its displayed frames reach PERCEIVED_TARGET (SSIMULACRA2 of the
- * checked displayed frames, stacked). Where the luma bar let through more than the eye accepts,
- * the threshold is bisected between the exact re-encode (threshold 0, displayed identically) and
- * the answer, PERCEIVED_STEPS times, geometrically once a lossy threshold has passed (the score
- * drops a few points at the first lossy step, then slowly, then fast: on exifr-readme-animated.gif
- * 100, 84.3, 82.9, 76.1, 69.5 at thresholds 0, 1, 4, 8, 16). The answer is the highest threshold
- * seen to pass, or the exact re-encode when none did.
+ * The threshold judged by the perceived target (SSIMULACRA2 of the checked displayed frames,
+ * stacked), starting from the luma search's answer. Luma SSIM ranks thresholds well but is no
+ * measure of what is seen: its bar let through screen recordings at 40 and left photo
+ * animations at 88. So from its answer the search moves either way, PERCEIVED_STEPS times at
+ * most: up toward MAX_THRESHOLD while the answer passes with room to spare, down toward the exact
+ * re-encode (threshold 0, displayed identically) while it fails, bisecting the bracket
+ * geometrically (the score drops a few points at the first lossy step, then slowly, then fast:
+ * on exifr-readme-animated.gif 100, 84.3, 82.9, 76.1, 69.5 at thresholds 0, 1, 4, 8, 16). The
+ * answer is the smallest file seen to pass, or the exact re-encode when none did.
  */
 async function confirmPerceived(
   gif: Uint8Array,
   gifs: GifRecompressor,
   found: { data: Buffer; threshold: number; ssim: number },
 ): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
-  if (found.threshold === 0) return found;
   const frames = await displayedFrames(gif);
   const reference = new Ssimulacra2Reference(frames.pixels);
   const score = async (data: Buffer) => reference.score((await displayedFrames(data, frames.picked)).pixels);
-  const first = await score(found.data);
-  if (first >= PERCEIVED_TARGET) return { ...found, score: first };
-  let best: { data: Buffer; threshold: number; ssim: number; score?: number } = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
-  let lo = 0;
-  let hi = found.threshold;
+  const first = found.threshold === 0 ? 100 : await score(found.data);
+  type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
+  let best: Candidate = first >= PERCEIVED_TARGET ? { ...found, score: found.threshold === 0 ? undefined : first } : { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
+  // The bracket [lo passes, hi fails]; hi unknown (MAX_THRESHOLD) when the answer passed.
+  let lo = first >= PERCEIVED_TARGET ? found.threshold : 0;
+  let hi = first >= PERCEIVED_TARGET ? MAX_THRESHOLD : found.threshold;
+  if (first >= PERCEIVED_TARGET && first < PERCEIVED_TARGET + PERCEIVED_CLOSE) return best;
   for (let i = 0; i < PERCEIVED_STEPS; i++) {
-    const threshold = lo > 0 ? Math.sqrt(lo * hi) : hi / 2;
+    const threshold = hi === MAX_THRESHOLD ? Math.min(MAX_THRESHOLD, Math.max(1, 2 * lo)) : lo > 0 ? Math.sqrt(lo * hi) : hi / 2;
     const { data, ssim } = gifs.recompress(threshold);
     const s = await score(data);
     if (s < PERCEIVED_TARGET) {
@@ -85,6 +89,7 @@ async function confirmPerceived(
     }
     lo = threshold;
     if (data.length < best.data.length) best = { data, threshold, ssim, score: s };
+    if (s < PERCEIVED_TARGET + PERCEIVED_CLOSE) break;
   }
   return best;
 }
