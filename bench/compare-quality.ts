@@ -22,14 +22,15 @@ const scoresOf = (rows: FileResult[]): number[] => rows.flatMap((r) => r.ourScor
 
 function kindRow(kind: string, a: FileResult[], b: FileResult[]): string[] {
   const [sa, sb] = [scoresOf(a), scoresOf(b)];
-  const [ba, bb] = [median(a.map((r) => r.ourBytes)), median(b.map((r) => r.ourBytes))];
+  const bytes = (rows: FileResult[]) => (rows.length ? median(rows.map((r) => r.ourBytes)) : NaN);
+  const [ba, bb] = [bytes(a), bytes(b)];
   return [
     kind,
     `${a.length} → ${b.length}`,
     `${sa.length ? fixed(median(sa), 2) : '—'} → ${sb.length ? fixed(median(sb), 2) : '—'}`,
     `${sa.length ? fixed(Math.min(...sa), 2) : '—'} → ${sb.length ? fixed(Math.min(...sb), 2) : '—'}`,
-    `${Math.round(ba)} → ${Math.round(bb)}`,
-    a.length && b.length ? fixed(bb / ba, 3) : '—',
+    `${fixed(ba, 0)} → ${fixed(bb, 0)}`,
+    fixed(bb / ba, 3),
   ];
 }
 
