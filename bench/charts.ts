@@ -1,5 +1,5 @@
-// SVG charts of benchmark rows, rendered to PNG with sharp (librsvg): bytes vs SSIM as one panel
-// per file, and time as grouped bars. Plain SVG text so the charts need no browser.
+// SVG charts of benchmark rows, rendered to PNG with sharp (librsvg): bytes vs SSIM or SSIMULACRA2
+// as one panel per file, and time as grouped bars. Plain SVG text so the charts need no browser.
 import { writeFile } from 'node:fs/promises';
 import sharp from 'sharp';
 
@@ -9,6 +9,8 @@ export interface ChartRow {
   bytesIn: number;
   bytesOut: number | undefined;
   ssim: number | undefined;
+  /** SSIMULACRA2, where the chart is drawn against it. */
+  score?: number;
   ms: number;
 }
 
@@ -99,6 +101,67 @@ export async function savingsVsSsimChart(path: string, title: string, rows: Char
   }
   out.push('</svg>');
   await render(out.join(''), path);
+}
+
+/** 100 − SSIMULACRA2 on a log scale from 0.1 (an identical output is drawn there) up: 99.9, 99, 90 and 0 equally apart. */
+const LOSS_FLOOR = 0.1;
+const lossOf = (score: number): number => Math.log10(Math.max(LOSS_FLOOR, 100 - score));
+
+/**
+ * One panel per file: x is 100 − SSIMULACRA2 on a log scale (labelled with the score, lossless on
+ * the left), y the saving in per cent of the input; a dashed line marks `target`.
+ */
+export async function savingsVsScoreChart(path: string, title: string, rows: ChartRow[], target: number): Promise<void> {
+  const tools = [...new Set(rows.map((r) => r.tool))];
+  const scored = rows.filter((r) => r.score !== undefined && r.bytesOut !== undefined);
+  const files = [...new Set(scored.map((r) => r.file))];
+  if (files.length === 0) return;
+  const cols = Math.min(3, files.length);
+  const [pw, ph] = [330, 250];
+  const width = cols * pw + 20;
+  const head = legend(tools, 20, 50, width - 40);
+  const top = 50 + head.height;
+  const hi = Math.max(2, Math.ceil(Math.max(...scored.map((r) => lossOf(r.score ?? 100)))));
+  const lo = Math.log10(LOSS_FLOOR);
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${top + Math.ceil(files.length / cols) * ph + 10}">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    `<text x="20" y="28" font-size="18" font-weight="bold" ${FONT}>${esc(title)}</text>`,
+    head.svg,
+  ];
+  for (const [i, file] of files.entries()) {
+    const box = { x0: 10 + (i % cols) * pw + 55, y0: top + Math.floor(i / cols) * ph + 20, w: pw - 75, h: ph - 70 };
+    const mine = scored.filter((r) => r.file === file);
+    out.push(scorePanel(file, mine, tools, box, { lo, hi, target }));
+  }
+  out.push('</svg>');
+  await render(out.join(''), path);
+}
+
+function scorePanel(file: string, rows: ChartRow[], tools: string[], b: { x0: number; y0: number; w: number; h: number }, axis: { lo: number; hi: number; target: number }): string {
+  const savings = rows.map((r) => 100 * (1 - (r.bytesOut ?? 0) / r.bytesIn));
+  const ymin = Math.min(0, Math.floor(Math.min(...savings) / 10) * 10);
+  const ymax = Math.max(10, Math.ceil(Math.max(...savings) / 10) * 10);
+  const px = (score: number): number => b.x0 + (b.w * (lossOf(score) - axis.lo)) / (axis.hi - axis.lo);
+  const py = (s: number): number => b.y0 + b.h - (b.h * (s - ymin)) / (ymax - ymin);
+  const out = [
+    `<text x="${b.x0}" y="${b.y0 - 6}" font-size="12" font-weight="bold" ${FONT}>${esc(file)}</text>`,
+    `<rect x="${b.x0}" y="${b.y0}" width="${b.w}" height="${b.h}" fill="none" stroke="#999"/>`,
+  ];
+  for (let e = axis.lo; e <= axis.hi + 1e-9; e++) {
+    const x = b.x0 + (b.w * (e - axis.lo)) / (axis.hi - axis.lo);
+    out.push(`<line x1="${x}" x2="${x}" y1="${b.y0}" y2="${b.y0 + b.h}" stroke="#eee"/>`);
+    out.push(`<text x="${x}" y="${b.y0 + b.h + 14}" font-size="10" text-anchor="middle" ${FONT}>${+(100 - 10 ** e).toFixed(1)}</text>`);
+  }
+  out.push(`<line x1="${px(axis.target)}" x2="${px(axis.target)}" y1="${b.y0}" y2="${b.y0 + b.h}" stroke="#555" stroke-dasharray="4 3"/>`);
+  const step = ymax - ymin > 100 ? 50 : ymax - ymin > 40 ? 20 : 10;
+  for (let s = ymin; s <= ymax; s += step) out.push(`<text x="${b.x0 - 4}" y="${py(s) + 4}" font-size="10" text-anchor="end" ${FONT}>${s}</text>`);
+  out.push(`<text x="${b.x0 + b.w / 2}" y="${b.y0 + b.h + 30}" font-size="11" text-anchor="middle" ${FONT}>SSIMULACRA2 (log of 100 − score); savings % up</text>`);
+  for (const [k, r] of rows.entries()) {
+    const colour = COLOURS[tools.indexOf(r.tool) % COLOURS.length];
+    out.push(`<circle cx="${px(r.score ?? 100)}" cy="${py(savings[k])}" r="6" fill="${colour}" fill-opacity="0.8" stroke="white"/>`);
+  }
+  return out.join('');
 }
 
 /** Median time per tool and file as horizontal bars on a log scale, grouped by file. */

@@ -227,3 +227,91 @@ export async function pathologicalDocuments(): Promise<{ pdf: string[]; office: 
     ],
   };
 }
+
+/**
+ * Red, blue and green text and strokes on white (1200×800, librsvg with the system's fonts):
+ * saturated colour edges, which 4:2:0 chroma and a luma-only metric both miss.
+ */
+export async function colouredTextPng(path: string, width = 1200, height = 800): Promise<string> {
+  const colours = ['#d01010', '#1030d0', '#108a20'];
+  const words = 'Quality is judged in colour too: red, blue and green lines of text at several sizes 0123456789';
+  const lines = Array.from({ length: 16 }, (_, i) => {
+    const size = 12 + (i % 6) * 5;
+    return `<text x="24" y="${40 + i * 46}" font-family="DejaVu Sans" font-size="${size}" fill="${colours[i % 3]}">${words.slice(0, 40 + ((i * 7) % 50))}</text>`;
+  });
+  const strokes = Array.from({ length: 9 }, (_, i) => {
+    const c = colours[i % 3];
+    return `<line x1="${700 + i * 50}" y1="60" x2="${760 + i * 40}" y2="760" stroke="${c}" stroke-width="${1 + (i % 3)}"/><circle cx="${900 + (i % 3) * 90}" cy="${120 + Math.floor(i / 3) * 200}" r="${30 + i * 3}" fill="none" stroke="${c}" stroke-width="2"/>`;
+  });
+  const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><rect width="100%" height="100%" fill="#ffffff"/>${lines.join('')}${strokes.join('')}</svg>`;
+  await sharp(Buffer.from(svg)).flatten({ background: '#ffffff' }).png().toFile(path);
+  return path;
+}
+
+/**
+ * A sky: two colours blended top to bottom with a slight tilt, and ±1 level of seeded noise (a
+ * camera's or a renderer's dither). Smooth gradients are where banding and blocking show first.
+ */
+export async function skyGradientPng(path: string, width = 1600, height = 1000): Promise<string> {
+  const [top, horizon] = [
+    [38, 92, 168],
+    [206, 226, 244],
+  ];
+  const noise = noiseBytes(width * height * 3, 2024);
+  const data = Buffer.allocUnsafe(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const t = Math.min(1, Math.max(0, (y + 0.08 * x) / (height + 0.08 * width)));
+      const o = (y * width + x) * 3;
+      for (let c = 0; c < 3; c++) data[o + c] = Math.max(0, Math.min(255, Math.round(top[c] + t * (horizon[c] - top[c])) + (noise[o + c] % 3) - 1));
+    }
+  }
+  await sharp(data, { raw: { width, height, channels: 3 } }).png().toFile(path);
+  return path;
+}
+
+/**
+ * A screenshot-like 24-bit PNG that palettes dither: a smooth teal gradient across the whole window
+ * (far more than 256 colours) with a few flat UI boxes on it.
+ */
+export async function tealScreenPng(path: string, width = 1200, height = 800): Promise<string> {
+  const data = Buffer.allocUnsafe(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const t = (x / width + y / height) / 2;
+      data.set([Math.round(12 + 70 * t), Math.round(78 + 110 * t), Math.round(92 + 100 * t)], (y * width + x) * 3);
+    }
+  }
+  const frame = new Frame(width, height);
+  frame.data.set(data);
+  frame.rect(0, 0, width, 44, [24, 32, 40]);
+  frame.rect(80, 120, 460, 300, [250, 250, 250]);
+  frame.rect(100, 150, 300, 18, [60, 70, 80]);
+  frame.rect(100, 190, 380, 12, [150, 160, 170]);
+  frame.rect(100, 360, 140, 40, [230, 120, 40]);
+  frame.rect(660, 520, 420, 180, [240, 244, 246]);
+  frame.rect(690, 650, 110, 32, [40, 120, 200]);
+  await sharp(frame.data, { raw: { width, height, channels: 3 } }).png().toFile(path);
+  return path;
+}
+
+/** JPEG at quality 98 with full-resolution chroma: a high-quality source, as cameras and editors export. */
+async function jpegOf(png: string, path: string): Promise<string> {
+  await sharp(png).jpeg({ quality: 98, chromaSubsampling: '4:4:4' }).toFile(path);
+  return path;
+}
+
+/** The equal-quality inputs above, made into `dir` once per run: PNGs for the PNG kind, q98 JPEGs for the JPG kind. */
+export async function equalQualityInputs(dir: string): Promise<{ png: string[]; jpg: string[] }> {
+  const made = async (name: string, make: (path: string) => Promise<string>): Promise<string> => {
+    const path = join(dir, name);
+    return existsSync(path) ? path : make(path);
+  };
+  const text = await made('coloured-text.png', colouredTextPng);
+  const sky = await made('sky-gradient.png', skyGradientPng);
+  const teal = await made('teal-screen.png', tealScreenPng);
+  return {
+    png: [text, sky, teal],
+    jpg: [await made('coloured-text-q98-444.jpg', (p) => jpegOf(text, p)), await made('sky-gradient-q98-444.jpg', (p) => jpegOf(sky, p))],
+  };
+}

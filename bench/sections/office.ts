@@ -6,8 +6,9 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import sharp from 'sharp';
 import yauzl from 'yauzl';
-import { ssim } from '../../workers/image/ssim.ts';
+import { ssim, type Pixels } from '../../workers/image/ssim.ts';
 import { compress } from '../../workers/office.ts';
+import { ScoreJudge } from '../scores.ts';
 import { exec, markdownTable, median, timed, type BenchContext } from '../lib.ts';
 
 export default async function office(ctx: BenchContext): Promise<string> {
@@ -63,18 +64,23 @@ export default async function office(ctx: BenchContext): Promise<string> {
   }
 }
 
-/** The simple reference pipeline (also the Office peer of the speed section). */
-export async function reference(file: string, dir: string, maxQuality = 80): Promise<string> {
+/**
+ * The simple reference pipeline (also the Office peer of the speed section). `pngs`: pngquant at its
+ * default quality, at a quality range, or PNGs kept as they are (the quality benchmark's ends).
+ */
+export async function reference(file: string, dir: string, maxQuality = 80, pngs: 'pngquant' | 'keep' | { quality: string } = 'pngquant'): Promise<string> {
   const tree = await mkdtemp(join(dir, 'ref-'));
-  const out = join(dir, `reference-q${maxQuality}-${basename(file)}`);
+  const tag = pngs === 'pngquant' ? '' : pngs === 'keep' ? '-png-kept' : `-png-${pngs.quality}`;
+  const out = join(dir, `reference-q${maxQuality}${tag}-${basename(file)}`);
   await rm(out, { force: true });
   await exec('unzip', ['-q', '-o', file, '-d', tree]);
   const media = (await readdir(tree, { recursive: true })).filter((f) => /(^|\/)media\//.test(f));
   const jpegs = media.filter((f) => /\.jpe?g$/i.test(f)).map((f) => join(tree, f));
-  const pngs = media.filter((f) => /\.png$/i.test(f)).map((f) => join(tree, f));
+  const pngFiles = media.filter((f) => /\.png$/i.test(f)).map((f) => join(tree, f));
   if (jpegs.length) await exec('jpegoptim', ['-q', `--max=${maxQuality}`, ...jpegs]);
   // pngquant exits 98/99 when it skips a file (larger, or quality not reached): those keep their bytes.
-  for (const p of pngs) await exec('pngquant', ['--force', '--skip-if-larger', '--ext', '.png', p]).catch(() => undefined);
+  const quality = typeof pngs === 'object' ? [`--quality=${pngs.quality}`] : [];
+  for (const p of pngs === 'keep' ? [] : pngFiles) await exec('pngquant', ['--force', '--skip-if-larger', ...quality, '--ext', '.png', p]).catch(() => undefined);
   await exec('zip', ['-q', '-X', '-9', out, '[Content_Types].xml'], { cwd: tree });
   await exec('zip', ['-q', '-X', '-9', '-r', out, '.', '-x', '[Content_Types].xml'], { cwd: tree });
   return out;
@@ -93,6 +99,12 @@ async function zipEntries(path: string): Promise<Map<string, Buffer>> {
   return out;
 }
 
+/** A picture flattened on white and resized to `width`×`height`, as the document shows it at the size our output keeps. */
+async function shown(buf: Buffer, width: number, height: number): Promise<Pixels> {
+  const { data, info } = await sharp(buf).flatten({ background: '#ffffff' }).resize(width, height, { fit: 'fill', kernel: 'lanczos3' }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
 export async function mediaSsim(original: string, ours: string, ref: string): Promise<{ ours: number; ref: number; count: number }> {
   const [a, b, c] = await Promise.all([zipEntries(original), zipEntries(ours), zipEntries(ref)]);
   let so = 0;
@@ -104,16 +116,45 @@ export async function mediaSsim(original: string, ours: string, ref: string): Pr
     if (!mine || !theirs) continue;
     const { width, height } = await sharp(mine).metadata();
     if (!width || !height) continue;
-    const pixels = async (buf: Buffer) => {
-      const { data, info } = await sharp(buf).flatten({ background: '#ffffff' }).resize(width, height, { fit: 'fill', kernel: 'lanczos3' }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
-      return { data, width: info.width, height: info.height, channels: info.channels };
-    };
-    const [po, pm, pr] = await Promise.all([pixels(orig), pixels(mine), pixels(theirs)]);
+    const [po, pm, pr] = await Promise.all([shown(orig, width, height), shown(mine, width, height), shown(theirs, width, height)]);
     so += ssim(po, pm);
     sr += ssim(po, pr);
     n++;
   }
   return { ours: n ? so / n : 0, ref: n ? sr / n : 0, count: n };
+}
+
+/** Per output, over the pictures every output kept: mean luma SSIM, mean SSIMULACRA2 and the worst picture's. */
+export interface MediaScores {
+  count: number;
+  outputs: { ssim: number; score?: number; worst?: number }[];
+}
+
+/**
+ * Every picture of `outputs` (the first is ours, whose picture sizes all are judged at) scored
+ * against the original's, as mediaSsim does, with SSIMULACRA2 beside the luma SSIM. The original
+ * picture is prepared once for all outputs.
+ */
+export async function mediaScores(original: string, outputs: string[]): Promise<MediaScores> {
+  const [orig, ...outs] = await Promise.all([original, ...outputs].map(zipEntries));
+  const per = outputs.map(() => ({ ssim: [] as number[], score: [] as number[] }));
+  for (const [name, buf] of orig) {
+    const bufs = outs.map((o) => o.get(name));
+    if (bufs.some((b) => !b)) continue;
+    const { width, height } = await sharp(bufs[0]).metadata();
+    if (!width || !height) continue;
+    const judge = new ScoreJudge(await shown(buf, width, height));
+    for (const [i, b] of bufs.entries()) {
+      const s = judge.score(await shown(b!, width, height))!;
+      per[i].ssim.push(s.ssim);
+      if (s.score !== undefined) per[i].score.push(s.score);
+    }
+  }
+  const mean = (v: number[]) => (v.length ? v.reduce((x, y) => x + y, 0) / v.length : undefined);
+  return {
+    count: per[0].ssim.length,
+    outputs: per.map((p) => ({ ssim: mean(p.ssim) ?? 0, score: p.score.length === p.ssim.length ? mean(p.score) : undefined, worst: p.score.length ? Math.min(...p.score) : undefined })),
+  };
 }
 
 /** Converts the original and our output to PDF with headless LibreOffice and compares their page counts. */

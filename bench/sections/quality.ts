@@ -1,9 +1,12 @@
 // Rate–quality at equal quality: for every file, each peer runs at several settings, its size is
-// interpolated at the SSIM our output reaches (log bytes against log(1 − SSIM) between the two
-// settings around it), and the report gives per kind the median of ours / peer at equal SSIM and
-// the files where we are more than 5 % bigger than the strongest peer. One metric for all: mean
-// luma SSIM at full resolution (workers/image/ssim.ts) against a reference decode of the input.
-// Inputs: the shared corpus plus files made with the properties of issues 19 and 30 (test/helpers/made-files.ts).
+// interpolated at the quality our output reaches (log bytes against the log distance from lossless
+// between the two settings around it, bench/equal-quality.ts), and the report gives per kind the
+// median of ours / peer at equal quality and the files where we are more than 5 % bigger than the
+// strongest peer. Two metrics, each the same for every tool, against a reference decode of the input:
+// mean luma SSIM at full resolution (workers/image/ssim.ts; the table this page has always had), and
+// SSIMULACRA2 (workers/image/ssimulacra2.ts; the metric our searches are judged by, which sees colour).
+// Inputs: the shared corpus plus files made with the properties of issues 19 and 30 (test/helpers/made-files.ts)
+// and the colour, gradient and palette cases of bench/generated.ts.
 // Universal inputs are scored against one reference decode, which every peer also encodes from.
 // Writes bench/results/quality*.png; a run of every kind also rewrites docs/benchmarks.md's "How well it
 // compresses" table and its charts in docs/bench/.
@@ -28,39 +31,27 @@ import {
 } from '../../test/helpers/made-files.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
-import { binnedSsim, ssim, type Pixels } from '../../workers/image/ssim.ts';
+import type { Pixels } from '../../workers/image/ssim.ts';
 import { compress as jpg } from '../../workers/jpg.ts';
 import { compress as office } from '../../workers/office.ts';
 import { compress as png } from '../../workers/png.ts';
 import { compress as universal } from '../../workers/universal.ts';
-import { ratioChart, savingsVsSsimChart, type ChartRow } from '../charts.ts';
-import { generatedInputs } from '../generated.ts';
+import { ratioChart, savingsVsScoreChart, savingsVsSsimChart, type ChartRow } from '../charts.ts';
+import { fromResult, type Measured, type Metric, type Point, type Ratio, ratios, strongest, toResult } from '../equal-quality.ts';
+import { equalQualityInputs, generatedInputs } from '../generated.ts';
 import { type BenchContext, exec, isRaw, markdownTable, median, timed } from '../lib.ts';
-import { mediaSsim, reference as officeReference } from './office.ts';
+import { MOZJPEG_S2, scoreDetailTable, scorePeerTable, scoreSummaryTable, unscoredNote } from '../score-tables.ts';
+import { MAX_SCORED_PIXELS, ScoreJudge, type Scores } from '../scores.ts';
+import { mediaScores, reference as officeReference } from './office.ts';
 import { pixelsOf, reference as universalReference } from './universal.ts';
 
 const MAGICK = '/usr/bin/convert';
 /** Bigger than the strongest peer at equal SSIM by more than this counts as a loss. */
 const WORSE = 1.05;
 
-interface Point {
-  setting: string;
-  bytes: number;
-  ssim: number;
-  ms: number;
-}
-
-interface Measured {
-  kind: string;
-  file: string;
-  bytesIn: number;
-  ours: Point;
-  peers: Record<string, Point[]>;
-}
-
 /** Reference pixels of one input and the function that scores an output file against them. */
 interface Judge {
-  score: (output: string) => Promise<number | undefined>;
+  score: (output: string) => Promise<Scores | undefined>;
 }
 
 type Peer = (input: string, dir: string, judge: Judge) => Promise<Point[]>;
@@ -76,20 +67,17 @@ const ctxOf = { signal: new AbortController().signal, progress: () => {} };
 const corpusFiles = async (ctx: BenchContext, ...dirs: string[]): Promise<string[]> =>
   (await Promise.all(dirs.map(async (d) => (await readdir(join(ctx.corpus, d))).sort().map((f) => join(ctx.corpus, d, f))))).flat();
 
-async function decode(input: string | Buffer): Promise<Pixels> {
-  const { data, info } = await sharp(input, { animated: true, limitInputPixels: false }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-  return { data, width: info.width, height: info.height, channels: info.channels };
+async function decode(input: string | Buffer): Promise<Pixels & { frameHeight: number }> {
+  const img = sharp(input, { animated: true, limitInputPixels: false });
+  const [{ data, info }, meta] = await Promise.all([img.clone().ensureAlpha().raw().toBuffer({ resolveWithObject: true }), img.metadata()]);
+  return { data, width: info.width, height: info.height, channels: info.channels, frameHeight: meta.pageHeight ?? info.height };
 }
 
 /** Scores against sharp's decode of the input (every frame, stacked, for animations). */
 const decodeJudge = async (input: string): Promise<Judge> => {
   const ref = await decode(input);
-  return {
-    score: async (out) => {
-      const p = await decode(out);
-      return p.width === ref.width && p.height === ref.height ? ssim(ref, p) : undefined;
-    },
-  };
+  const judge = new ScoreJudge(ref, { frameHeight: ref.frameHeight });
+  return { score: async (out) => judge.score(await decode(out)) };
 };
 
 /** Runs a command per setting; each writes `out` (or works in place on a copy). */
@@ -105,8 +93,8 @@ function settings(names: string[], run: (setting: string, input: string, out: st
         continue;
       }
       const ms = performance.now() - t;
-      const score = await judge.score(out).catch(() => undefined);
-      if (score !== undefined) points.push({ setting, bytes: (await stat(out)).size, ssim: score, ms });
+      const scores = await judge.score(out).catch(() => undefined);
+      if (scores) points.push({ setting, bytes: (await stat(out)).size, ...scores, ms });
     }
     return points;
   };
@@ -118,48 +106,67 @@ const copyThen = (cmd: string, args: (setting: string) => string[]) => async (se
 };
 
 /**
- * mozjpeg (sharp, its defaults: 4:2:0, progressive, trellis; metadata kept) at the lowest quality whose SSIM
- * reaches each target, found by bisection on full encodes of `source` (the input, or the reference
- * pixels for formats that are not JPEG).
+ * mozjpeg (sharp, its defaults: 4:2:0, progressive, trellis, standard tables; metadata kept) at the
+ * lowest quality whose `metric` reaches each target, found by bisection on full encodes of `source`
+ * (the input, or the reference pixels for formats that are not JPEG) between `range`'s qualities.
  */
-function mozjpegSearch(targets: number[], source: (input: string, dir: string) => Promise<string> = async (i) => i): Peer {
+function mozjpegSearch(targets: number[], metric: Metric, range: [number, number], source: (input: string, dir: string) => Promise<string> = async (i) => i): Peer {
   return async (input, dir, judge) => {
-    const from = await source(input, dir);
-    const tried = new Map<number, Point>();
-    const at = async (q: number): Promise<Point | undefined> => {
-      if (!tried.has(q)) {
-        const out = join(dir, `moz-${q}.jpg`);
-        const t = performance.now();
-        // Metadata kept, as the other tools and ours do (a camera's EXIF can be 20-60 KB).
-        await sharp(from, { limitInputPixels: false }).keepMetadata().jpeg({ quality: q, mozjpeg: true }).toFile(out);
-        const ms = performance.now() - t;
-        const score = await judge.score(out);
-        if (score === undefined) return undefined;
-        tried.set(q, { setting: `q${q}`, bytes: (await stat(out)).size, ssim: score, ms });
-      }
-      return tried.get(q);
-    };
+    const at = mozjpegAt(await source(input, dir), dir, judge);
     const points: Point[] = [];
-    for (const target of targets) {
-      let lo = 30;
-      let hi = 96;
+    // A higher target is never reached below a lower one's answer: each bisection starts from it.
+    let floor = range[0];
+    let last = NaN;
+    for (const target of [...targets].sort((a, b) => a - b)) {
+      let [lo, hi] = [floor, range[1]];
       while (hi - lo > 1) {
         const mid = (lo + hi) >> 1;
-        if (((await at(mid))?.ssim ?? 0) >= target) hi = mid;
+        if (((await at(mid))?.[metric] ?? -Infinity) >= target) hi = mid;
         else lo = mid;
       }
+      floor = Math.max(range[0], hi - 1);
+      if (hi === last) continue;
+      last = hi;
       const p = await at(hi);
-      if (p) points.push({ ...p, setting: `SSIM ${target}: q${hi}` });
+      if (p) points.push({ ...p, setting: `${metric === 'ssim' ? 'SSIM' : 'SSIMULACRA2'} ${target}: q${hi}` });
     }
     return points;
   };
 }
 
+/** mozjpeg at one quality, each quality encoded and scored once. */
+function mozjpegAt(from: string, dir: string, judge: Judge): (q: number) => Promise<Point | undefined> {
+  const tried = new Map<number, Promise<Point | undefined>>();
+  const encode = async (q: number): Promise<Point | undefined> => {
+    const out = join(dir, `moz-${q}.jpg`);
+    const t = performance.now();
+    // Metadata kept, as the other tools and ours do (a camera's EXIF can be 20-60 KB).
+    await sharp(from, { limitInputPixels: false }).keepMetadata().jpeg({ quality: q, mozjpeg: true }).toFile(out);
+    const ms = performance.now() - t;
+    const scores = await judge.score(out);
+    return scores && { setting: `q${q}`, bytes: (await stat(out)).size, ...scores, ms };
+  };
+  return (q) => {
+    if (!tried.has(q)) tried.set(q, encode(q));
+    return tried.get(q)!;
+  };
+}
+
+/**
+ * The plain search our JPEG quality search is measured against, on each metric. SSIMULACRA2 30–95:
+ * 60–95 spans medium to visually lossless, and our outputs of coloured detail score lower (4:2:0
+ * chroma), so the search goes below; 4:2:0 also caps it on such pictures (q100 about 70).
+ */
+const mozjpegSsimSearch = (source?: (input: string, dir: string) => Promise<string>) => mozjpegSearch([0.97, 0.98, 0.99], 'ssim', [30, 96], source);
+const mozjpegScoreSearch = (source?: (input: string, dir: string) => Promise<string>) => mozjpegSearch([30, 40, 50, 60, 70, 80, 85, 90, 95], 'score', [5, 100], source);
+
 // Quality 85 as well: log(bytes) is convex in log(1 − SSIM) between 80 and 90, so a straight line across
 // that gap credits a peer with files it does not make (a 200×130 photo: libjpeg q80 9,163 B / 0.9786, q85
 // 11,844 B / 0.9857, q90 13,456 B / 0.9971; the 80–90 line puts 0.9813 at 9,250 B, the 80–85 one at 9,990 B).
-const magickJpeg = settings(['60', '70', '80', '85', '90', '95'], (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
-const pngquantRanges = settings(['40-60', '65-80', '85-95', '95-100'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
+// 20 and 98 at the ends: compared on SSIMULACRA2 our outputs lie anywhere from about 45 to 95, and a
+// peer must span our score to be compared at it.
+const magickJpeg = settings(['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'], (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
+const pngquantRanges = settings(['0-30', '40-60', '65-80', '85-95', '95-100'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
 const optipng = settings(['-o2'], (level, input, out) => exec('optipng', [level, '-quiet', '-out', out, input]), 'png');
 
 /**
@@ -187,9 +194,12 @@ const fromReference = (peer: Peer): Peer => async (input, dir, judge) => peer(aw
 
 /** For inputs with transparency (PNG output) the peers are PNG tools; otherwise JPEG encoders. */
 const universalPeers: Record<string, Peer> = {
-  'ImageMagick q60–95': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(magickJpeg)(input, dir, judge)),
-  'mozjpeg SSIM search': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegSearch([0.97, 0.98, 0.99], referencePng)(input, dir, judge)),
-  'pngquant 4 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(pngquantRanges)(input, dir, judge) : []),
+  'ImageMagick q20–98': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(magickJpeg)(input, dir, judge)),
+  'mozjpeg SSIM search': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegSsimSearch(referencePng)(input, dir, judge)),
+  [MOZJPEG_S2]: async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegScoreSearch(referencePng)(input, dir, judge)),
+  'pngquant 5 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(pngquantRanges)(input, dir, judge) : []),
+  // Lossless, the top of the PNG scale: without it no PNG peer reaches an output near it.
+  'optipng -o2': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(optipng)(input, dir, judge) : []),
 };
 
 async function hasAlpha(input: string, dir: string): Promise<boolean> {
@@ -204,6 +214,7 @@ const KINDS: Record<string, Kind> = {
       const grey = await greyPictures(made);
       return [
         ...(await corpusFiles(ctx, 'jpg')),
+        ...(await equalQualityInputs(made)).jpg,
         ...(await maxQualityExports(made)),
         await profiledSmallJpeg(join(made, 'huge-icc-small.jpg')),
         await profiledSmallJpeg(join(made, 'p3-small.jpg'), 0),
@@ -214,20 +225,22 @@ const KINDS: Record<string, Kind> = {
     ours: jpg,
     judge: decodeJudge,
     peers: {
-      'mozjpeg SSIM search': mozjpegSearch([0.97, 0.98, 0.99]),
-      'ImageMagick q60–95': magickJpeg,
-      'jpegoptim --max': settings(['60', '70', '80', '85', '90'], copyThen('jpegoptim', (q) => ['-q', `--max=${q}`])),
+      'mozjpeg SSIM search': mozjpegSsimSearch(),
+      [MOZJPEG_S2]: mozjpegScoreSearch(),
+      'ImageMagick q20–98': magickJpeg,
+      // Above the input's own quality jpegoptim only rewrites the Huffman tables: the lossless end.
+      'jpegoptim --max': settings(['40', '50', '60', '70', '80', '85', '90', '95'], copyThen('jpegoptim', (q) => ['-q', `--max=${q}`])),
     },
   },
   png: {
     inputs: async (ctx, made) => {
       const photographic = join(made, 'photo-rgb.png');
       await writeFile(photographic, await photo('jpeg420exif.jpg', 1024));
-      return [...(await corpusFiles(ctx, 'png')), photographic, await screenshotPng(join(made, 'screenshot.png'))];
+      return [...(await corpusFiles(ctx, 'png')), photographic, await screenshotPng(join(made, 'screenshot.png')), ...(await equalQualityInputs(made)).png];
     },
     ours: png,
     judge: decodeJudge,
-    peers: { 'pngquant 4 ranges': pngquantRanges, 'optipng -o2': optipng },
+    peers: { 'pngquant 5 ranges': pngquantRanges, 'optipng -o2': optipng },
   },
   gif: {
     // The speed bench's generated animations too: a screen recording, a photo-like pan, a sprite loop.
@@ -238,7 +251,7 @@ const KINDS: Record<string, Kind> = {
     ours: gif,
     judge: decodeJudge,
     peers: {
-      'gifsicle -O3 --lossy 0–200': settings(['0', '5', '10', '20', '40', '80', '120', '200'], (lossy, input, out) =>
+      'gifsicle -O3 --lossy 0–300': settings(['0', '5', '10', '20', '40', '80', '120', '200', '300'], (lossy, input, out) =>
         exec('gifsicle', ['-O3', ...(lossy === '0' ? [] : [`--lossy=${lossy}`]), input, '-o', out]),
       ),
     },
@@ -254,16 +267,11 @@ const KINDS: Record<string, Kind> = {
     ],
     ours: universal,
     judge: async (input, dir) => {
-      const ref = await pixelsOf(await referencePng(input, dir));
-      // Camera RAW is judged as the sensor recorded it (binned luma): dcraw's demosaicing guess of
-      // the full resolution differs from any other developer's by more than any JPEG quality.
-      const metric = isRaw(input) ? binnedSsim : ssim;
-      return {
-        score: async (out) => {
-          const p = await pixelsOf(out);
-          return p.width === ref.width && p.height === ref.height ? metric(ref, p) : undefined;
-        },
-      };
+      // Camera RAW is judged as the sensor recorded it (binned 2×2: luma for SSIM, RGB for
+      // SSIMULACRA2): dcraw's demosaicing guess of the full resolution differs from any other
+      // developer's by more than any JPEG quality.
+      const judge = new ScoreJudge(await pixelsOf(await referencePng(input, dir)), { binned: isRaw(input) });
+      return { score: async (out) => judge.score(await pixelsOf(out)) };
     },
     peers: universalPeers,
   },
@@ -282,83 +290,56 @@ const KINDS: Record<string, Kind> = {
   },
 };
 
-/** Office: the simple reference at several jpegoptim levels, media SSIM at the size we keep. */
+/**
+ * The Office peer's levels: jpegoptim caps from low to high, and the lossless end (jpegoptim only
+ * rewriting Huffman tables, PNGs kept), so that its sizes span our pictures' scores.
+ */
+const OFFICE_LEVELS: { setting: string; q: number; pngs: Parameters<typeof officeReference>[3] }[] = [
+  // pngquant's default keeps PNG pictures near their quality; the low end has to lower it too.
+  { setting: 'jpegoptim --max=30, pngquant 0-30', q: 30, pngs: { quality: '0-30' } },
+  ...[40, 60, 70, 80, 90, 95].map((q) => ({ setting: `jpegoptim --max=${q}`, q, pngs: 'pngquant' as const })),
+  { setting: 'lossless (jpegoptim, PNGs kept)', q: 100, pngs: 'keep' },
+];
+
+/** Office: the simple reference at every level; each document's pictures scored at the size our output keeps. */
 async function measureOffice(file: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
-  const points: Point[] = [];
-  let oursSsim: number | undefined;
-  for (const q of [60, 70, 80, 90]) {
+  const refs: { path: string; ms: number }[] = [];
+  for (const level of OFFICE_LEVELS) {
     const t = performance.now();
-    const ref = await officeReference(file, dir, q);
-    const ms = performance.now() - t;
-    const m = await mediaSsim(file, ours.path, ref);
-    if (m.count === 0) return undefined;
-    oursSsim = m.ours;
-    points.push({ setting: `jpegoptim --max=${q}`, bytes: (await stat(ref)).size, ssim: m.ref, ms });
+    const path = await officeReference(file, dir, level.q, level.pngs);
+    refs.push({ path, ms: performance.now() - t });
+  }
+  const m = await mediaScores(file, [ours.path, ...refs.map((r) => r.path)]);
+  if (m.count === 0) return undefined;
+  const [mine, ...theirs] = m.outputs;
+  const points: Point[] = [];
+  for (const [i, level] of OFFICE_LEVELS.entries()) {
+    points.push({ setting: level.setting, bytes: (await stat(refs[i].path)).size, ssim: theirs[i].ssim, score: theirs[i].score, ms: refs[i].ms });
   }
   return {
     kind: 'office',
     file: basename(file),
     bytesIn: (await stat(file)).size,
-    ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: oursSsim ?? 1, ms: ours.ms },
-    peers: { 'simple reference (jpegoptim 60–90, pngquant, zip -9)': points },
+    ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: mine.ssim, score: mine.score, worstScore: mine.worst, ms: ours.ms },
+    peers: { 'simple reference (jpegoptim 30–95 and lossless, pngquant, zip -9)': points },
   };
-}
-
-/**
- * The peer's bytes at SSIM `s`: log-linear interpolation between the two settings around it, or
- * its nearest setting when `s` lies outside what it reached (`beyond`: the peer could not reach our
- * quality, so its true size there is larger; `below`: ours is lower than all its settings).
- */
-export function bytesAt(points: Point[], s: number): { bytes: number; bound?: 'beyond' | 'below' } | undefined {
-  const sorted = [...points].sort((a, b) => a.ssim - b.ssim || a.bytes - b.bytes);
-  if (sorted.length === 0) return undefined;
-  const loss = (v: number) => Math.log(Math.max(1e-5, 1 - v));
-  if (s > sorted[sorted.length - 1].ssim) return { bytes: sorted[sorted.length - 1].bytes, bound: 'beyond' };
-  if (s < sorted[0].ssim) return { bytes: sorted[0].bytes, bound: 'below' };
-  let best = Infinity;
-  for (let i = 0; i + 1 < sorted.length; i++) {
-    const [a, b] = [sorted[i], sorted[i + 1]];
-    if (s < a.ssim || s > b.ssim) continue;
-    const f = loss(a.ssim) === loss(b.ssim) ? 0 : (loss(s) - loss(a.ssim)) / (loss(b.ssim) - loss(a.ssim));
-    best = Math.min(best, Math.exp(Math.log(a.bytes) + f * (Math.log(b.bytes) - Math.log(a.bytes))));
-  }
-  // A setting at or above our SSIM that is smaller than the interpolation (curves are not monotonic).
-  for (const p of sorted) if (p.ssim >= s) best = Math.min(best, p.bytes);
-  return { bytes: best };
-}
-
-interface Ratio {
-  peer: string;
-  ratio: number;
-  bound?: 'beyond' | 'below';
-}
-
-function ratios(m: Measured): Ratio[] {
-  return Object.entries(m.peers).flatMap(([peer, points]) => {
-    const at = bytesAt(points, m.ours.ssim);
-    return at ? [{ peer, ratio: m.ours.bytes / at.bytes, bound: at.bound }] : [];
-  });
-}
-
-/**
- * The peer that is smallest at our SSIM. A peer that never reached our SSIM gives no equal-quality
- * comparison; a file where no peer did has none (listed apart).
- */
-function strongest(m: Measured): Ratio | undefined {
-  const r = ratios(m).filter((x) => x.bound !== 'beyond');
-  return r.length ? r.reduce((a, b) => (b.ratio > a.ratio ? b : a)) : undefined;
 }
 
 /**
  * BENCH_QUALITY_KINDS=jpg,office runs some kinds (docs/benchmarks.md is then left alone); BENCH_QUALITY_FILES=regex
  * runs only matching inputs; BENCH_QUALITY_JSON=a.json[,b.json] renders the report and docs/benchmarks.md from
- * saved measurements (a later file's rows replace an earlier one's for the same kind and file).
+ * saved measurements (a later file's rows replace an earlier one's for the same kind and file). Every run
+ * writes bench/results/quality.json (one FileResult per file, rewritten after each file, so a run cut short
+ * keeps what it measured); `npx tsx bench/compare-quality.ts A.json B.json` compares two of them.
  */
 export default async function quality(ctx: BenchContext): Promise<string> {
   if (process.env.BENCH_QUALITY_JSON) {
     const rows = new Map<string, Measured>();
     for (const f of process.env.BENCH_QUALITY_JSON.split(',')) {
-      for (const m of JSON.parse(await readFile(f, 'utf8')) as Measured[]) rows.set(`${m.kind}/${m.file}`, m);
+      for (const r of JSON.parse(await readFile(f, 'utf8')) as Parameters<typeof fromResult>[0][]) {
+        const m = fromResult(r);
+        rows.set(`${m.kind}/${m.file}`, m);
+      }
     }
     const saved = [...rows.values()];
     const skipped = JSON.parse(await readFile(join(ctx.resultsDir, 'quality-skipped.json'), 'utf8').catch(() => '[]')) as string[];
@@ -401,7 +382,8 @@ export default async function quality(ctx: BenchContext): Promise<string> {
         );
         if (measured) {
           all.push(measured);
-          console.log(`quality: ${kind} ${measured.file}: ${ratios(measured).map((r) => `${r.peer} ${r.ratio.toFixed(3)}${r.bound ? ` (${r.bound})` : ''}`).join(', ')}`);
+          console.log(progressLine(measured));
+          await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all.map(toResult), null, 2));
         }
         referencePngs.delete(input);
         await rm(dir, { recursive: true, force: true });
@@ -410,11 +392,16 @@ export default async function quality(ctx: BenchContext): Promise<string> {
   } finally {
     await rm(work, { recursive: true, force: true });
   }
-  await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all, null, 2));
+  await writeFile(join(ctx.resultsDir, 'quality.json'), JSON.stringify(all.map(toResult), null, 2));
   await writeFile(join(ctx.resultsDir, 'quality-skipped.json'), JSON.stringify(skipped));
   const markdown = await report(all, ctx, load, skipped);
   if (!only && !files) await publish(all, ctx, skipped, load);
   return markdown;
+}
+
+function progressLine(m: Measured): string {
+  const list = (metric: Metric) => ratios(m, metric).map((r) => `${r.peer} ${r.ratio.toFixed(3)}${r.bound ? ` (${r.bound})` : ''}`).join(', ');
+  return `quality: ${m.kind} ${m.file}: SSIM ${m.ours.ssim.toFixed(4)}: ${list('ssim')} · SSIMULACRA2 ${m.ours.score?.toFixed(2) ?? '—'}: ${list('score')}`;
 }
 
 /**
@@ -430,15 +417,15 @@ async function tooLarge(input: string): Promise<boolean> {
 
 async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
   const judge = await k.judge(input, dir);
-  const oursSsim = await judge.score(ours.path);
-  if (oursSsim === undefined) return undefined;
+  const scores = await judge.score(ours.path);
+  if (scores === undefined) return undefined;
   const peers: Record<string, Point[]> = {};
   for (const [name, peer] of Object.entries(k.peers)) {
     const peerDir = await mkdtemp(join(dir, 'peer-'));
     const points = await peer(input, peerDir, judge).catch(() => []);
     if (points.length) peers[name] = points;
   }
-  return { kind, file: basename(input), bytesIn: (await stat(input)).size, ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: oursSsim, ms: ours.ms }, peers };
+  return { kind, file: basename(input), bytesIn: (await stat(input)).size, ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ...scores, ms: ours.ms }, peers };
 }
 
 const pct = (v: number) => `${v.toFixed(1)} %`;
@@ -448,7 +435,7 @@ const fmtRatio = (r: Ratio | undefined) => (r ? `${r.ratio.toFixed(3)}${r.bound 
 function summaryTable(all: Measured[]): string {
   const rows = [...new Set(all.map((m) => m.kind))].map((kind) => {
     const mine = all.filter((m) => m.kind === kind);
-    const strong = mine.map(strongest).filter((r): r is Ratio => r !== undefined);
+    const strong = mine.map((m) => strongest(m)).filter((r): r is Ratio => r !== undefined);
     const worse = mine.filter((m) => (strongest(m)?.ratio ?? 0) > WORSE);
     const unmatched = mine.filter((m) => strongest(m) === undefined);
     const peerSavings = mine.flatMap((m) => {
@@ -488,7 +475,7 @@ function detailTable(all: Measured[], kind: string): string {
 function peerPoints(all: Measured[], kind: string): string {
   return all
     .filter((m) => m.kind === kind)
-    .map((m) => `- ${m.file}: ${Object.entries(m.peers).map(([p, pts]) => `${p}: ${pts.map((x) => `${x.setting} ${x.bytes} B / ${x.ssim.toFixed(4)} / ${x.ms.toFixed(0)} ms`).join('; ')}`).join(' · ')}`)
+    .map((m) => `- ${m.file}: ${Object.entries(m.peers).map(([p, pts]) => `${p}: ${pts.map((x) => `${x.setting} ${x.bytes} B / ${x.ssim.toFixed(4)} / ${x.score?.toFixed(2) ?? '—'} / ${x.ms.toFixed(0)} ms`).join('; ')}`).join(' · ')}`)
     .join('\n');
 }
 
@@ -497,17 +484,34 @@ async function charts(all: Measured[], dir: string, prefix: string): Promise<str
   for (const kind of [...new Set(all.map((m) => m.kind))]) {
     const mine = all.filter((m) => m.kind === kind);
     const rows: ChartRow[] = mine.flatMap((m) => [
-      { file: m.file, tool: 'compressd', bytesIn: m.bytesIn, bytesOut: m.ours.bytes, ssim: m.ours.ssim, ms: m.ours.ms },
-      ...Object.entries(m.peers).flatMap(([tool, pts]) => pts.map((p) => ({ file: m.file, tool, bytesIn: m.bytesIn, bytesOut: p.bytes, ssim: p.ssim, ms: p.ms }))),
+      { file: m.file, tool: 'compressd', bytesIn: m.bytesIn, bytesOut: m.ours.bytes, ssim: m.ours.ssim, score: m.ours.score, ms: m.ours.ms },
+      ...Object.entries(m.peers).flatMap(([tool, pts]) => pts.map((p) => ({ file: m.file, tool, bytesIn: m.bytesIn, bytesOut: p.bytes, ssim: p.ssim, score: p.score, ms: p.ms }))),
     ]);
     const curve = `${prefix}${kind}-rate-quality.png`;
     await savingsVsSsimChart(join(dir, curve), `${kind}: savings vs SSIM, every peer setting (dashed: 0.98)`, rows, 0.98);
     const bars = `${prefix}${kind}-ratio.png`;
     await ratioChart(join(dir, bars), `${kind}: our bytes / peer bytes at our SSIM (1 = equal; right of 1.05 = we are bigger)`, mine.flatMap((m) => ratios(m).map((r) => ({ file: m.file, tool: r.peer, value: r.ratio }))), [1, WORSE]);
-    names.push(curve, bars);
+    names.push(curve, bars, ...(await scoreCharts(mine, rows, dir, `${prefix}${kind}`)));
   }
   return names;
 }
+
+/** The SSIMULACRA2 twins of the two charts above (none for a kind without scores). */
+async function scoreCharts(mine: Measured[], rows: ChartRow[], dir: string, stem: string): Promise<string[]> {
+  const bars = mine.flatMap((m) => ratios(m, 'score').map((r) => ({ file: m.file, tool: r.peer, value: r.ratio })));
+  if (bars.length === 0) return [];
+  const kind = mine[0].kind;
+  const curve = `${stem}-rate-ssimulacra2.png`;
+  await savingsVsScoreChart(join(dir, curve), `${kind}: savings vs SSIMULACRA2, every peer setting (dashed: 90)`, rows, 90);
+  const ratio = `${stem}-ratio-ssimulacra2.png`;
+  await ratioChart(join(dir, ratio), `${kind}: our bytes / peer bytes at our SSIMULACRA2 (right of 1.05 = we are bigger)`, bars, [1, WORSE]);
+  return [curve, ratio];
+}
+
+const SCORE_NOTE =
+  'SSIMULACRA2 against the same reference decode (0–100; 90: hard to tell apart at 1:1, 70: high quality, 50: medium); ' +
+  'animations: the mean over frames; Camera RAW: both pictures binned 2×2 in RGB; Office: per picture at the size our output keeps, a document\'s score the mean over its pictures. ' +
+  'Each peer\'s bytes are interpolated at our score (log bytes against log(100 − score) between its two settings around it).';
 
 const skippedNote = (skipped: string[]): string =>
   skipped.length ? `Left out (over BENCH_QUALITY_MAX_MP=${process.env.BENCH_QUALITY_MAX_MP ?? '∞'} MP, or no reference decode): ${skipped.join(', ')}.` : '';
@@ -525,7 +529,32 @@ async function report(all: Measured[], ctx: BenchContext, load: number, skipped:
     '',
     skippedNote(skipped),
     '',
-    ...kinds.flatMap((kind) => [`### ${kind}`, '', detailTable(all, kind), '', '<details><summary>every peer setting (bytes / SSIM / time)</summary>', '', peerPoints(all, kind), '', '</details>', '']),
+    '## Rate–quality at equal SSIMULACRA2',
+    '',
+    SCORE_NOTE,
+    '',
+    scoreSummaryTable(all, WORSE),
+    '',
+    scorePeerTable(all),
+    '',
+    unscoredNote(all, MAX_SCORED_PIXELS),
+    '',
+    ...kinds.flatMap((kind) => [
+      `### ${kind}`,
+      '',
+      detailTable(all, kind),
+      '',
+      'At equal SSIMULACRA2:',
+      '',
+      scoreDetailTable(all, kind),
+      '',
+      '<details><summary>every peer setting (bytes / SSIM / SSIMULACRA2 / time)</summary>',
+      '',
+      peerPoints(all, kind),
+      '',
+      '</details>',
+      '',
+    ]),
     images.map((f) => `![${f}](${f})`).join(' '),
   ].join('\n');
 }
@@ -549,7 +578,13 @@ async function publish(all: Measured[], ctx: BenchContext, skipped: string[], lo
     '',
     summaryTable(all),
     '',
-    ...(skipped.length ? [skippedNote(skipped), ''] : []),
+    'At equal SSIMULACRA2 (see above; ratios are ours / the peer at our score, a peer that never reached it is not compared):',
+    '',
+    scoreSummaryTable(all, WORSE),
+    '',
+    scorePeerTable(all),
+    '',
+    ...[skippedNote(skipped), unscoredNote(all, MAX_SCORED_PIXELS)].filter(Boolean).flatMap((note) => [note, '']),
     ...images.map((f) => `![${f}](bench/${f})`),
     end,
   ].join('\n');
