@@ -93,7 +93,7 @@ async function submit(inv: Invariants, c: FileCase): Promise<void> {
   form.set('file', new Blob([c.data]), c.fileName);
   try {
     const res = await s.api('/compress', { method: 'POST', body: form, signal: AbortSignal.timeout(30_000) });
-    inv.response(c.name, res.status, Buffer.from(await res.arrayBuffer()));
+    inv.response(c.name, res.status, Buffer.from(await res.arrayBuffer()), undefined, true, c.data);
   } catch (err) {
     inv.violation(c.name, `upload failed: ${(err as Error).message}`);
   }
