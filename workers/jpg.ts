@@ -16,6 +16,13 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  * own output, say) would cost a generation of quality for a few bytes.
  */
 const MIN_SAVING = 0.01;
+/**
+ * An input already about as coarse as the chosen quality (jpeg-quant.ts) is still re-encoded when
+ * the chosen form is predicted to save this much: another table set or chroma subsampling can
+ * reach the target far smaller at the same luma coarseness (a CMYK photo: 72 KB at the target with
+ * the standard tables and 4:4:4, for an input of 149 KB whose luminance table is as coarse).
+ */
+const FORM_GAIN = 0.1;
 
 /** image.jpg-compress: perceptual auto quality (see image/encode.ts), EXIF/ICC/XMP kept, never larger. */
 export const compress: Compress = async (job, out, ctx) => {
@@ -39,7 +46,11 @@ export const compress: Compress = async (job, out, ctx) => {
   try {
     // Whether the input is already about as coarse as the chosen quality is known before the
     // full-size encode, which is then skipped (unless the gain is the profile).
-    const worthEncoding = resized || !profile.keep ? undefined : async (setting: JpegSetting) => !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
+    const inputBytes = (await stat(job.inputPath)).size;
+    const worthEncoding =
+      resized || !profile.keep
+        ? undefined
+        : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
     encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: (p, phase) => ctx.progress(p, phase) });
   } catch (err) {
     throw imageError(err);

@@ -64,8 +64,12 @@ export interface JpegAutoOptions {
   /** With keepMetadata: the embedded ICC profile is converted into (sRGB pixels, no profile) instead of kept (door.ts: profileDecision). */
   convertProfile?: boolean;
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
-  /** Asked with the chosen setting before the full-size encode; false skips it (encodeJpegAuto then returns null). */
-  worthEncoding?: (setting: JpegSetting) => Promise<boolean>;
+  /**
+   * Asked with the chosen setting and the bytes its file is predicted to take (the proxy probe's,
+   * scaled by the pixels it stands for) before the full-size encode; false skips it
+   * (encodeJpegAuto then returns null).
+   */
+  worthEncoding?: (setting: JpegSetting, predictedBytes: number) => Promise<boolean>;
 }
 
 export interface JpegEncoded extends JpegChoice {
@@ -154,7 +158,7 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   };
   const early = speculativeEncode(encode);
   const choice = await chooseJpeg(pixels, PERCEIVED_TARGET, 'full', IMAGE_SEARCH, early.onGuess);
-  if (opts.worthEncoding && !(await opts.worthEncoding(choice))) return null;
+  if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');
   const out = await (early.take(choice) ?? encode(choice));
   return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
@@ -289,6 +293,12 @@ export async function reaches(pixels: Pixels, setting: JpegSetting, target: numb
 export async function predictedScore(pixels: Pixels, setting: JpegSetting, judgedAt: JudgedAt = 'full'): Promise<number> {
   const probes = probesOf(pixels);
   return fromProxy(await probes.score(setting, judgedAt), probes.exact);
+}
+
+/** Bytes of a setting's full-size file as its proxy probe predicts them (a baseline encode: the final one is a few per cent smaller). */
+async function predictedBytes(pixels: Pixels, setting: JpegSetting): Promise<number> {
+  const probes = probesOf(pixels);
+  return ((await probes.size(setting)) * pixels.width * pixels.height) / (probes.proxy.width * probes.proxy.height);
 }
 
 /** What a full search's guide (see searchQuality) found on the quarter-size proxy: its answer and its probes. */
