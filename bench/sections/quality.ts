@@ -331,6 +331,9 @@ async function measureOffice(file: string, dir: string, ours: { path: string; ms
  * saved measurements (a later file's rows replace an earlier one's for the same kind and file). Every run
  * writes bench/results/quality.json (one FileResult per file, rewritten after each file, so a run cut short
  * keeps what it measured); `npx tsx bench/compare-quality.ts A.json B.json` compares two of them.
+ * BENCH_QUALITY_PEERS=a.json takes the image peers' measurements from a saved run instead of measuring
+ * them again: they depend only on the input and its reference decode (made files are made the same way
+ * every run), so a run that changed only our compressors measures only ours (minutes instead of an hour).
  */
 export default async function quality(ctx: BenchContext): Promise<string> {
   if (process.env.BENCH_QUALITY_JSON) {
@@ -347,6 +350,10 @@ export default async function quality(ctx: BenchContext): Promise<string> {
     return report(saved, ctx, loadavg()[0], skipped);
   }
   const only = process.env.BENCH_QUALITY_KINDS?.split(',');
+  const savedPeers = new Map<string, Record<string, Point[]>>();
+  for (const f of process.env.BENCH_QUALITY_PEERS?.split(',') ?? []) {
+    for (const r of JSON.parse(await readFile(f, 'utf8')) as { kind: string; file: string; peers: Record<string, Point[]> }[]) savedPeers.set(`${r.kind}/${r.file}`, r.peers);
+  }
   const files = process.env.BENCH_QUALITY_FILES ? new RegExp(process.env.BENCH_QUALITY_FILES) : undefined;
   const work = await mkdtemp(join(tmpdir(), 'bench-quality-'));
   const made = join(work, 'made');
@@ -374,7 +381,7 @@ export default async function quality(ctx: BenchContext): Promise<string> {
         });
         if (!ours) continue;
         // No reference decode (an AVIF sequence ImageMagick cannot read, say): nothing to compare against.
-        const measured = await (kind === 'office' ? measureOffice(input, dir, { path: ours.result, ms: ours.ms }) : measureImage(kind, k, input, dir, { path: ours.result, ms: ours.ms })).catch(
+        const measured = await (kind === 'office' ? measureOffice(input, dir, { path: ours.result, ms: ours.ms }) : measureImage(kind, k, input, dir, { path: ours.result, ms: ours.ms }, savedPeers.get(`${kind}/${basename(input)}`))).catch(
           (err: Error) => {
             skipped.push(`${kind}/${basename(input)} (${err.message.split('\n')[0].slice(0, 80)})`);
             return undefined;
@@ -415,12 +422,12 @@ async function tooLarge(input: string): Promise<boolean> {
   return width * height > max * 1e6;
 }
 
-async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
+async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: { path: string; ms: number }, saved?: Record<string, Point[]>): Promise<Measured | undefined> {
   const judge = await k.judge(input, dir);
   const scores = await judge.score(ours.path);
   if (scores === undefined) return undefined;
-  const peers: Record<string, Point[]> = {};
-  for (const [name, peer] of Object.entries(k.peers)) {
+  const peers: Record<string, Point[]> = { ...saved };
+  for (const [name, peer] of Object.entries(saved ? {} : k.peers)) {
     const peerDir = await mkdtemp(join(dir, 'peer-'));
     const points = await peer(input, peerDir, judge).catch(() => []);
     if (points.length) peers[name] = points;
