@@ -152,6 +152,7 @@ describe('the response check', () => {
     ['a 304 of a download', exchange({ url: '/compress/job/abc/download', status: 304, headers: download }), null],
     ['a 416 with the size', exchange({ url: '/compress/job/abc/download', status: 416, headers: { ...jsonHeaders, 'content-range': 'bytes */100' }, json: error }), null],
     ['a 416 without the size', exchange({ url: '/compress/job/abc/download', status: 416, json: error }), /required header Content-Range is missing/],
+    ['a 429 from /healthz, which is never limited', exchange({ url: '/healthz', status: 429, headers: { ...jsonHeaders, 'retry-after': '5' }, json: error }), /status 429 is not declared/],
   ];
   for (const [name, x, expected] of cases) {
     it(`${expected ? 'flags' : 'passes'} ${name}`, () => {

@@ -1,4 +1,5 @@
 import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../catalog/index.ts';
+import { RATE_LIMIT_EXEMPT } from '../server/middleware/rate-limit.ts';
 import { SUPPORTED_VERSIONS } from '../server/middleware/versioning.ts';
 import { VERSION } from '../version.ts';
 
@@ -382,7 +383,7 @@ export function openApiDocument(routes: RouteInfo[]) {
     for (const [status, [description, body]] of Object.entries(doc.other ?? {})) responses[status] = asResponse(description, body);
     const keyed = doc.auth === undefined || doc.auth === 'key-or-token';
     const errors: Record<number, string[]> = { ...(doc.errors ?? {}), 400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'] };
-    errors[429] = [...(doc.errors?.[429] ?? []), 'rate_limited'];
+    if (!RATE_LIMIT_EXEMPT.has(r.path)) errors[429] = [...(doc.errors?.[429] ?? []), 'rate_limited'];
     if (keyed) {
       errors[401] = ['api_key.invalid_or_ip_not_allowed', ...(doc.errors?.[401] ?? [])];
       errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
@@ -418,7 +419,8 @@ export function openApiDocument(routes: RouteInfo[]) {
       version: VERSION,
       description:
         'Self-hosted asynchronous file compression. Every endpoint is at version 1. A version is chosen by a `/v<N>` path suffix ' +
-        '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence.',
+        '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence. ' +
+        '/healthz and /readyz are not rate-limited.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
