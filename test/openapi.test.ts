@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { acceptedFormats } from '../src/catalog/index.ts';
 import { ContractChecker, type Exchange } from './helpers/contract.ts';
@@ -153,6 +154,7 @@ describe('the response check', () => {
     ['a 416 with the size', exchange({ url: '/compress/job/abc/download', status: 416, headers: { ...jsonHeaders, 'content-range': 'bytes */100' }, json: error }), null],
     ['a 416 without the size', exchange({ url: '/compress/job/abc/download', status: 416, json: error }), /required header Content-Range is missing/],
     ['a 429 from /healthz, which is never limited', exchange({ url: '/healthz', status: 429, headers: { ...jsonHeaders, 'retry-after': '5' }, json: error }), /status 429 is not declared/],
+    ['a gzip-coded JSON body', { ...exchange({}), headers: { ...jsonHeaders, 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify({ id: 'abc', status: 'Lost' })) }, /body.*must have required property/],
   ];
   for (const [name, x, expected] of cases) {
     it(`${expected ? 'flags' : 'passes'} ${name}`, () => {

@@ -420,7 +420,8 @@ export function openApiDocument(routes: RouteInfo[]) {
       description:
         'Self-hosted asynchronous file compression. Every endpoint is at version 1. A version is chosen by a `/v<N>` path suffix ' +
         '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence. ' +
-        '/healthz and /readyz are not rate-limited.',
+        'JSON answers and the web page of 1 KB or more are compressed (br or gzip) when Accept-Encoding allows it (`Vary: Accept-Encoding`); ' +
+        'downloads never are. /healthz and /readyz are not rate-limited.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
