@@ -14,8 +14,8 @@ const ENTITY_TAG = /(W\/)?"[^"]*"/g;
 const opaque = (tag: string) => tag.replace(/^W\//, '');
 
 /** `If-None-Match` uses the weak comparison: a weak tag of the same bytes matches too. */
-function noneMatchHits(header: string, etag: string | null): boolean {
-  if (etag === null) return false;
+export function noneMatchHits(header: string | undefined, etag: string | null): boolean {
+  if (header === undefined || etag === null) return false;
   if (header.trim() === '*') return true;
   return [...header.matchAll(ENTITY_TAG)].some((m) => opaque(m[0]) === opaque(etag));
 }

@@ -3,6 +3,7 @@ import { brotliCompress, constants, gzip as gzipCallback } from 'node:zlib';
 import { Hono } from 'hono';
 import { bundleUi, type UiAsset, type UiAssets } from '../../../ui/bundle.ts';
 import { ApiError } from '../../errors.ts';
+import { noneMatchHits } from '../conditional.ts';
 import type { AppEnv } from '../env.ts';
 import { MIN_COMPRESSED_BYTES, negotiateEncoding, type ContentCoding } from '../middleware/compression.ts';
 
@@ -36,10 +37,6 @@ const encode: Record<ContentCoding, (body: string) => Promise<Buffer>> = {
 /** The identical-bytes rule of a strong ETag holds per coding: each compressed variant has its own tag. */
 const variantTag = (etag: string, coding: ContentCoding) => `${etag.slice(0, -1)}-${coding}"`;
 
-/** `If-None-Match` compares weakly: `W/"x"` matches `"x"`. */
-const matches = (ifNoneMatch: string | undefined, etag: string) =>
-  ifNoneMatch !== undefined && (ifNoneMatch.trim() === '*' || [...ifNoneMatch.matchAll(/(?:W\/)?("[^"]*")/g)].some((m) => m[1] === etag));
-
 /**
  * The web UI at `/` (no API key: the page asks the person for one and keeps it in the browser).
  * Bundled on the first request and kept for the life of the process; `load` lets a prebuilt
@@ -70,7 +67,7 @@ export function uiRoutes(load: () => Promise<UiAssets> = bundleUi) {
     const a = all.get(path)!;
     const v = await variant(a, negotiateEncoding(c.req.header('accept-encoding')));
     const headers: Record<string, string> = { ...PAGE_HEADERS, etag: v.etag, 'cache-control': 'no-cache', vary: 'Accept-Encoding' };
-    if (matches(c.req.header('if-none-match'), v.etag)) return new Response(null, { status: 304, headers });
+    if (noneMatchHits(c.req.header('if-none-match'), v.etag)) return new Response(null, { status: 304, headers });
     return new Response(v.body, { headers: { ...headers, 'content-type': a.contentType, ...(v.coding ? { 'content-encoding': v.coding } : {}) } });
   };
 
