@@ -176,4 +176,24 @@ describe('IP rate limit', () => {
       await limited.stop();
     }
   });
+
+  it('never limits the health and readiness probes of a busy address, nor counts them', async () => {
+    const limited = await startTestServer({ rateLimitPerMinute: '3' });
+    try {
+      const probes = ['/healthz', '/readyz', '/healthz/v1', '/readyz?version=1'];
+      const before: number[] = [];
+      for (let i = 0; i < 3; i++) for (const p of probes) before.push((await limited.api(p, { key: null })).status);
+      assert.deepEqual(new Set(before), new Set([200]), 'probes do not use up the window');
+      assert.equal((await limited.api('/compress/schema', { key: null })).status, 200);
+      for (let i = 0; i < 3; i++) await limited.api('/compress/schema', { key: null });
+      assert.equal((await limited.api('/compress/schema', { key: null })).status, 429, 'the address is over its limit');
+      for (const p of probes) {
+        const res = await limited.api(p, { key: null });
+        assert.equal(res.status, 200, `${p} from a limited address`);
+        assert.equal(res.headers.get('retry-after'), null);
+      }
+    } finally {
+      await limited.stop();
+    }
+  });
 });

@@ -1,6 +1,9 @@
-// Spec: "Compressor listing", "Option schema", "Cost estimate", "Credit balance".
+// Spec: "Compressor listing", "Option schema", "Cost estimate", "Credit balance"; and how these answers,
+// the OpenAPI document and the page travel: compressed by Accept-Encoding (issue 42).
 import assert from 'node:assert/strict';
+import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
 
 let s: TestServer;
@@ -187,5 +190,81 @@ describe('unsupported_format errors', () => {
     assert.equal(body.error, 'compress.unsupported_format');
     for (const f of ['.jpg', '.jpeg', '.heif', '.tif', '.psd', '.cr2', '.docx']) assert.ok(body.supportedFormats.includes(f), f);
     assert.ok(body.supportedFormats.every((f: string) => f.startsWith('.')));
+  });
+});
+
+/** An answer as it crossed the wire (fetch would undo the coding). */
+function raw(path: string, headers: Record<string, string>, method = 'GET'): Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    request(`${s.url}${path}`, { method, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+const decode = (body: Buffer, coding: string | undefined) => (coding === 'br' ? brotliDecompressSync(body) : coding === 'gzip' ? gunzipSync(body) : body);
+
+describe('response compression', () => {
+  const keyed = () => ({ 'x-service-api-key': s.key });
+  const cases: [string, string, () => Record<string, string>, string | undefined, string | null][] = [
+    // path, Accept-Encoding, other headers, expected coding, expected Vary
+    ['/compress/compressors', 'gzip', keyed, 'gzip', 'Accept-Encoding'],
+    ['/compress/compressors', 'gzip, deflate, br', keyed, 'br', 'Accept-Encoding'],
+    ['/compress/compressors', 'br;q=0.5, gzip', keyed, 'gzip', 'Accept-Encoding'],
+    ['/compress/compressors', 'br;q=0, *', keyed, 'gzip', 'Accept-Encoding'],
+    ['/compress/compressors', 'identity', keyed, undefined, 'Accept-Encoding'],
+    ['/compress/compressors', '', keyed, undefined, 'Accept-Encoding'],
+    ['/compress/schema', 'gzip', () => ({}), 'gzip', 'Accept-Encoding'],
+    ['/openapi.json', 'br', () => ({}), 'br', 'Accept-Encoding'],
+    ['/openapi.json', 'gzip', () => ({}), 'gzip', 'Accept-Encoding'],
+    ['/ui/app.js', 'gzip, br', () => ({}), 'br', 'Accept-Encoding'],
+    ['/ui/app.css', 'gzip', () => ({}), 'gzip', 'Accept-Encoding'],
+    ['/ui/app.css', '', () => ({}), undefined, 'Accept-Encoding'],
+    ['/healthz (under 1 KB)', 'gzip, br', () => ({}), undefined, 'Accept-Encoding'],
+    ['/compress/job/nope (a small error)', 'gzip, br', keyed, undefined, 'Accept-Encoding'],
+  ];
+  for (const [target, accept, headers, coding, vary] of cases) {
+    it(`${target} with Accept-Encoding ${JSON.stringify(accept)}: ${coding ?? 'identity'}`, async () => {
+      const path = target.split(' ')[0]!;
+      const res = await raw(path, { ...headers(), ...(accept ? { 'accept-encoding': accept } : {}) });
+      const plain = await raw(path, headers());
+      assert.equal(res.status, plain.status);
+      assert.equal(res.headers['content-encoding'], coding);
+      assert.equal(res.headers.vary, vary);
+      const body = decode(res.body, coding);
+      assert.deepEqual(body, plain.body, 'the same bytes once decoded');
+      if (coding) assert.ok(res.body.length < plain.body.length, `${res.body.length} B of ${plain.body.length}`);
+      else assert.equal(Number(res.headers['content-length']), plain.body.length);
+    });
+  }
+
+  it('answers HEAD with the headers of the compressed GET and no body', async () => {
+    const res = await raw('/openapi.json', { 'accept-encoding': 'gzip' }, 'HEAD');
+    assert.equal(res.status, 200);
+    assert.equal(res.headers['content-encoding'], 'gzip');
+    assert.equal(res.headers.vary, 'Accept-Encoding');
+    assert.equal(res.body.length, 0);
+  });
+
+  it("gives each coding of the page's files its own ETag, and revalidates each (304)", async () => {
+    const tags = new Map<string, string>();
+    for (const accept of ['', 'gzip', 'br']) {
+      const res = await raw('/ui/app.js', accept ? { 'accept-encoding': accept } : {});
+      tags.set(accept, String(res.headers.etag));
+      const again = await raw('/ui/app.js', { ...(accept ? { 'accept-encoding': accept } : {}), 'if-none-match': String(res.headers.etag) });
+      assert.equal(again.status, 304, `the ${accept || 'identity'} copy is still good`);
+      assert.equal(again.headers.etag, res.headers.etag);
+      const weak = await raw('/ui/app.js', { ...(accept ? { 'accept-encoding': accept } : {}), 'if-none-match': `W/${res.headers.etag}` });
+      assert.equal(weak.status, 304, 'If-None-Match compares weakly');
+    }
+    assert.equal(new Set(tags.values()).size, 3, [...tags.values()].join(' '));
+    const stale = await raw('/ui/app.js', { 'accept-encoding': 'gzip', 'if-none-match': tags.get('')! });
+    assert.equal(stale.status, 200, 'an identity copy does not validate the gzip one');
+    assert.equal(stale.headers['content-encoding'], 'gzip');
   });
 });

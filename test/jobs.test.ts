@@ -1,12 +1,17 @@
-// Spec: "States and transitions", "Job endpoints", "Job status response", "Limits" — the job lifecycle on real corpus files.
+// Spec: "States and transitions", "Job endpoints", "Job status response", "Limits" — the job lifecycle on real corpus files; downloads resume and revalidate (issue 42).
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { promisify } from 'node:util';
+import { DownloadTokens } from '../src/webhooks/download-token.ts';
 import { picturesPdf, scannedPages } from './helpers/made-files.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 
+const run = promisify(execFile);
 const JPG_DIR = join(CORPUS, 'jpg');
 const PHONE = join(JPG_DIR, 'phone-IMG_20180725_163423.jpg');
 const SMALL = join(JPG_DIR, 'jpeg420exif.jpg');
@@ -128,6 +133,85 @@ describe('job endpoints', () => {
     assert.equal(res.status, 200);
     assert.equal((await s.api(`/compress/job/${accepted.id}`)).status, 404);
     assert.ok(!(await readdir(join(s.dataDir, 'spool'))).includes(accepted.id));
+  });
+});
+
+describe('download: byte ranges and validators', () => {
+  let id: string;
+  let whole: Buffer;
+  let etag: string;
+  let lastModified: string;
+  before(async () => {
+    id = (await json(await submit(s, SMALL))).id;
+    const job = await waitForJob(s, id);
+    whole = Buffer.from(await (await s.api(`/compress/job/${id}/download`)).arrayBuffer());
+    etag = `"${createHash('sha256').update(whole).digest('hex')}"`;
+    lastModified = new Date(job.completedAt).toUTCString();
+  });
+
+  type Expect = { status: number; bytes?: [number, number] | 'none'; contentRange?: (size: number) => string; error?: string };
+  const cases: [string, () => Record<string, string>, Expect, string?][] = [
+    ['full GET', () => ({}), { status: 200 }],
+    ['the first 100 bytes', () => ({ range: 'bytes=0-99' }), { status: 206, bytes: [0, 100], contentRange: (n) => `bytes 0-99/${n}` }],
+    ['the last 100 bytes (suffix)', () => ({ range: 'bytes=-100' }), { status: 206, bytes: [-100, 0], contentRange: (n) => `bytes ${n - 100}-${n - 1}/${n}` }],
+    ['from byte 100 on (open range)', () => ({ range: 'bytes=100-' }), { status: 206, bytes: [100, 0], contentRange: (n) => `bytes 100-${n - 1}/${n}` }],
+    ['a last byte past the end, cut to the size', () => ({ range: 'bytes=10-99999999' }), { status: 206, bytes: [10, 0], contentRange: (n) => `bytes 10-${n - 1}/${n}` }],
+    ['a range past the end (416)', () => ({ range: `bytes=${whole.length}-` }), { status: 416, bytes: 'none', contentRange: (n) => `bytes */${n}`, error: 'download.range_not_satisfiable' }],
+    ['several ranges: the whole file', () => ({ range: 'bytes=0-9,20-29' }), { status: 200 }],
+    ['another unit: the whole file', () => ({ range: 'items=0-9' }), { status: 200 }],
+    ['If-None-Match with the ETag (304)', () => ({ 'if-none-match': etag }), { status: 304, bytes: 'none' }],
+    ['If-None-Match with its weak form (304)', () => ({ 'if-none-match': `"x", W/${etag}` }), { status: 304, bytes: 'none' }],
+    ['If-None-Match with another tag', () => ({ 'if-none-match': '"0000"' }), { status: 200 }],
+    ['If-Modified-Since the completion (304)', () => ({ 'if-modified-since': lastModified }), { status: 304, bytes: 'none' }],
+    ['If-Range with the ETag', () => ({ range: 'bytes=0-99', 'if-range': etag }), { status: 206, bytes: [0, 100], contentRange: (n) => `bytes 0-99/${n}` }],
+    ['If-Range with the Last-Modified date', () => ({ range: 'bytes=0-99', 'if-range': lastModified }), { status: 206, bytes: [0, 100], contentRange: (n) => `bytes 0-99/${n}` }],
+    ['If-Range with another tag: the whole file', () => ({ range: 'bytes=0-99', 'if-range': '"0000"' }), { status: 200 }],
+    ['If-Range with a weak tag: the whole file', () => ({ range: 'bytes=0-99', 'if-range': `W/${etag}` }), { status: 200 }],
+    ['HEAD: the same headers, no body', () => ({}), { status: 200, bytes: 'none' }, 'HEAD'],
+  ];
+  for (const [name, headers, expect, method = 'GET'] of cases) {
+    it(`${method} ${name} → ${expect.status}`, async () => {
+      const res = await s.api(`/compress/job/${id}/download`, { method, headers: { 'accept-encoding': 'gzip, br', ...headers() } });
+      const body = Buffer.from(await res.arrayBuffer());
+      assert.equal(res.status, expect.status);
+      assert.equal(res.headers.get('content-encoding'), null, 'an output is sent as stored, never compressed');
+      if (expect.status === 416) {
+        assert.equal((JSON.parse(body.toString()) as { error: string }).error, expect.error);
+        assert.equal(res.headers.get('content-range'), expect.contentRange!(whole.length));
+        return;
+      }
+      assert.equal(res.headers.get('etag'), etag);
+      assert.equal(res.headers.get('last-modified'), lastModified);
+      if (expect.status === 304) return assert.equal(body.length, 0);
+      assert.equal(res.headers.get('accept-ranges'), 'bytes');
+      assert.equal(res.headers.get('content-range'), expect.contentRange?.(whole.length) ?? null);
+      const [from, to] = expect.bytes === undefined || expect.bytes === 'none' ? [0, whole.length] : [expect.bytes[0], expect.bytes[1] || whole.length];
+      const want = whole.subarray(from < 0 ? whole.length + from : from, to);
+      assert.equal(Number(res.headers.get('content-length')), want.length);
+      assert.deepEqual(body, expect.bytes === 'none' ? Buffer.alloc(0) : want);
+    });
+  }
+
+  it('serves a presigned link the same way', async () => {
+    const tokens = await DownloadTokens.open(s.dataDir);
+    const token = tokens.create(id, new Date(Date.now() + 600_000));
+    const res = await fetch(`${s.url}/api/compress/job/${id}/download?token=${encodeURIComponent(token)}`, { headers: { range: 'bytes=-10' } });
+    assert.equal(res.status, 206);
+    assert.equal(res.headers.get('etag'), etag);
+    assert.deepEqual(Buffer.from(await res.arrayBuffer()), whole.subarray(-10));
+  });
+
+  it('lets `curl -C -` resume a cut-off download', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-resume-'));
+    try {
+      const file = join(dir, 'out.jpg');
+      await writeFile(file, whole.subarray(0, 1000));
+      const { stdout } = await run('curl', ['-sS', '-f', '-C', '-', '-o', file, '-w', '%{http_code}', '-H', `x-service-api-key: ${s.key}`, `${s.url}/compress/job/${id}/download`]);
+      assert.equal(stdout, '206');
+      assert.deepEqual(await readFile(file), whole);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

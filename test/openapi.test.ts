@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { gzipSync } from 'node:zlib';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { acceptedFormats } from '../src/catalog/index.ts';
 import { ContractChecker, type Exchange } from './helpers/contract.ts';
@@ -134,6 +135,7 @@ describe('the response check', () => {
     return { method: 'GET', url: '/compress/job/abc', status: 200, headers: jsonHeaders, bodyBytes: body?.length ?? 0, body, ...x };
   };
   const error = { error: 'jobs.not_found', detail: null };
+  const download = { 'accept-ranges': 'bytes', 'last-modified': 'Tue, 01 Dec 2026 10:00:00 GMT', etag: `"${'0'.repeat(64)}"` };
   const cases: [string, Exchange, RegExp | null][] = [
     ['a declared error', exchange({ status: 404, json: error }), null],
     ['a versioned path', exchange({ url: '/compress/job/abc/v1', status: 404, json: error }), null],
@@ -144,7 +146,15 @@ describe('the response check', () => {
     ['a JSON type with no JSON', { ...exchange({ status: 404 }), body: Buffer.from('<html>'), bodyBytes: 6 }, /not JSON/],
     ['a 405 whose Allow lacks a method', exchange({ method: 'PUT', url: '/compress', status: 405, headers: { ...jsonHeaders, allow: 'GET, HEAD' }, json: error }), /lacks POST/],
     ['a 405 with the right Allow', exchange({ method: 'PUT', url: '/compress', status: 405, headers: { ...jsonHeaders, allow: 'GET, HEAD, POST' }, json: error }), null],
-    ['a file download', exchange({ url: '/compress/job/abc/download', headers: { 'content-type': 'image/png' }, bodyBytes: 10 }), null],
+    ['a file download', exchange({ url: '/compress/job/abc/download', headers: { 'content-type': 'image/png', ...download }, bodyBytes: 10 }), null],
+    ['a file download without Accept-Ranges', exchange({ url: '/compress/job/abc/download', headers: { 'content-type': 'image/png', 'last-modified': download['last-modified'] }, bodyBytes: 10 }), /required header Accept-Ranges is missing/],
+    ['a byte range', exchange({ url: '/compress/job/abc/download', status: 206, headers: { 'content-type': 'image/png', ...download, 'content-range': 'bytes 0-9/100' }, bodyBytes: 10 }), null],
+    ['a byte range without Content-Range', exchange({ url: '/compress/job/abc/download', status: 206, headers: { 'content-type': 'image/png', ...download }, bodyBytes: 10 }), /required header Content-Range is missing/],
+    ['a 304 of a download', exchange({ url: '/compress/job/abc/download', status: 304, headers: download }), null],
+    ['a 416 with the size', exchange({ url: '/compress/job/abc/download', status: 416, headers: { ...jsonHeaders, 'content-range': 'bytes */100' }, json: error }), null],
+    ['a 416 without the size', exchange({ url: '/compress/job/abc/download', status: 416, json: error }), /required header Content-Range is missing/],
+    ['a 429 from /healthz, which is never limited', exchange({ url: '/healthz', status: 429, headers: { ...jsonHeaders, 'retry-after': '5' }, json: error }), /status 429 is not declared/],
+    ['a gzip-coded JSON body', { ...exchange({}), headers: { ...jsonHeaders, 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify({ id: 'abc', status: 'Lost' })) }, /body.*must have required property/],
   ];
   for (const [name, x, expected] of cases) {
     it(`${expected ? 'flags' : 'passes'} ${name}`, () => {

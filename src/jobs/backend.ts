@@ -264,6 +264,12 @@ export interface Outbox {
 
 export type BlobKind = 'input' | 'output';
 
+/** Inclusive byte offsets, `start <= end`, both within the blob. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
 /**
  * A job's input and output bytes, by job id (never by a client's file name). Writes replace;
  * `delete` is idempotent.
@@ -277,8 +283,12 @@ export interface BlobStore {
    * delete it; either way the caller no longer owns a file at `path`.
    */
   putFile(jobId: string, kind: BlobKind, path: string): Promise<number>;
-  /** The blob as a stream with its size, or null when it does not exist. */
-  get(jobId: string, kind: BlobKind): Promise<{ body: Readable; size: number } | null>;
+  /**
+   * The blob as a stream with its whole size, or null when it does not exist. With `range`
+   * (inclusive byte offsets within the blob) the stream carries only those bytes: a resumed
+   * download reads no more than it sends.
+   */
+  get(jobId: string, kind: BlobKind, range?: ByteRange): Promise<{ body: Readable; size: number } | null>;
   /**
    * A local file holding the blob, for the worker pool (which reads files): the blob itself when
    * the store is the local disk, else a copy made in `scratchDir`. Null when it does not exist.

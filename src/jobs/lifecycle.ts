@@ -1,4 +1,7 @@
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
+import { createReadStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { ApiError, truncateDetail } from '../errors.ts';
 import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
@@ -103,6 +106,10 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
    */
   async succeed(job: Job, output: Extract<RunOutcome, { ok: true }>['output']): Promise<Job | undefined> {
     if (!(await this.backend.jobs.renew(job.id, this.settings.nodeId, job.attempts, this.leaseUntil()))) return undefined;
+    // Hashed before putFile consumes the file (it may upload and delete it); the output never changes after.
+    const hash = createHash('sha256');
+    await pipeline(createReadStream(output.path), hash);
+    const sha256 = hash.digest('hex');
     const bytes = await this.backend.blobs.putFile(job.id, 'output', output.path);
     const completedAt = this.now();
     const { path: _path, ...described } = output;
@@ -110,7 +117,7 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
       status: 'Succeeded',
       completedAt: completedAt.toISOString(),
       expiresAt: new Date(completedAt.getTime() + this.settings.retentionSeconds * 1000).toISOString(),
-      output: { ...described, bytes },
+      output: { ...described, bytes, sha256 },
       progress: { percent: 100, phase: 'done' },
     });
   }

@@ -52,6 +52,11 @@ export interface JobOutput {
   height?: number;
   /** The compressor's `CompressResult.perceivedQuality`, as measured; absent when nothing was encoded lossily. */
   perceivedQuality?: number;
+  /**
+   * SHA-256 of the output's bytes (hex), taken once as it is stored: downloads answer it as their
+   * ETag without reading the file again. Absent on outputs stored before it was recorded.
+   */
+  sha256?: string;
 }
 
 /** Which node runs a Running job, until when, unless it renews. */

@@ -1,4 +1,5 @@
 import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../catalog/index.ts';
+import { RATE_LIMIT_EXEMPT } from '../server/middleware/rate-limit.ts';
 import { SUPPORTED_VERSIONS } from '../server/middleware/versioning.ts';
 import { VERSION } from '../version.ts';
 
@@ -27,7 +28,11 @@ interface RouteDoc {
   errors?: Record<number, string[]>;
   /** Other answers that are not the error envelope (a 304, a 503 in another shape), by status. */
   other?: Record<number, [string, Body?]>;
+  /** Headers an error answer carries, by status (429 and a submission's 409/503 have Retry-After anyway). */
+  errorHeaders?: Record<number, Record<string, unknown>>;
   query?: Schema[];
+  /** Request headers beyond the version one, as references to `components.parameters`. */
+  headers?: string[];
   /** The submission body, for `POST /compress` (undefined entry) or a dedicated path. */
   submit?: { entry?: CompressorEntry };
 }
@@ -35,7 +40,8 @@ interface RouteDoc {
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: Schema): Body => ({ content: { 'application/json': schema } });
 const text = (mediaType: string): Body => ({ content: { [mediaType]: { type: 'string' } } });
-const retryAfter = { 'Retry-After': { $ref: '#/components/headers/RetryAfter' } };
+const header = (name: string) => ({ $ref: `#/components/headers/${name}` });
+const retryAfter = { 'Retry-After': header('RetryAfter') };
 
 const SUBMIT_ERRORS = {
   400: [
@@ -70,9 +76,24 @@ const LISTING_QUERY = [
 ];
 const listing = (id: string, summary: string): RouteDoc => ({ id, summary, ok: [200, 'GetCompressorsResponse', json(ref('Compressors'))], query: LISTING_QUERY });
 const outputContentTypes = () => [...new Set(COMPRESSORS.flatMap((c) => outputFormatsOf(c)).map(contentTypeOf))].sort();
-const fileBody = (): Body => ({
+const validatorHeaders = { ETag: header('ETag'), 'Last-Modified': header('LastModified') };
+const fileBody = (extra: Record<string, unknown> = {}): Body => ({
   content: Object.fromEntries(outputContentTypes().map((t) => [t, { type: 'string', format: 'binary' }])),
-  headers: { 'Content-Disposition': { description: 'attachment, with the output file name', schema: { type: 'string' } } },
+  headers: { 'Content-Disposition': { description: 'attachment, with the output file name', schema: { type: 'string' } }, 'Accept-Ranges': header('AcceptRanges'), ...validatorHeaders, ...extra },
+});
+/** Both download routes answer ranges and validators alike (`downloadResponse`). */
+const download = (id: string, summary: string, auth: RouteDoc['auth'], errors: Record<number, string[]>): RouteDoc => ({
+  id,
+  summary,
+  auth,
+  ok: [200, 'the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD)', fileBody()],
+  other: {
+    206: ['one byte range of the output file', fileBody({ 'Content-Range': { ...header('ContentRange') } })],
+    304: ['Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified)', { headers: validatorHeaders }],
+  },
+  errors: { ...errors, 416: ['download.range_not_satisfiable'] },
+  errorHeaders: { 416: { 'Content-Range': header('UnsatisfiedRange') } },
+  headers: ['Range', 'IfRange', 'IfNoneMatch', 'IfModifiedSince'],
 });
 const uiAsset = (id: string, summary: string, mediaType: string): RouteDoc => ({
   id,
@@ -110,13 +131,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   'GET /': uiAsset('getWebUi', 'Web UI', 'text/html'),
   'GET /ui/app.js': uiAsset('getWebUiScript', 'Web UI script', 'text/javascript'),
   'GET /ui/app.css': uiAsset('getWebUiStyles', 'Web UI style sheet', 'text/css'),
-  'GET /api/compress/job/:id/download': {
-    id: 'downloadJobWithToken',
-    summary: 'Presigned download (token query parameter, no key)',
-    auth: 'token',
-    ok: [200, 'the output file', fileBody()],
-    errors: { 401: ['download.invalid_token'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
-  },
+  'GET /api/compress/job/:id/download': download('downloadJobWithToken', 'Presigned download (token query parameter, no key)', 'token', {
+    401: ['download.invalid_token'],
+    409: ['jobs.not_ready'],
+    410: ['jobs.expired'],
+  }),
   'GET /compress': { id: 'listCompressorsLegacy', summary: 'Legacy compressor listing', ok: [200, 'jobId, category, pool, dotted formats', json(ref('LegacyCompressors'))] },
   'GET /compress/compressors': listing('listCompressors', 'All compressors, the format graph and limits'),
   'GET /compress/compressors/:filter': listing('listCompressorsByFilter', 'Compressors by format (input or output) or category'),
@@ -135,13 +154,12 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   'GET /compress/entitlements/me': { id: 'getEntitlements', summary: 'Credit balance and plan limits', ok: [200, 'balance, credits, limits', json(ref('Entitlements'))] },
   'POST /compress': { id: 'submitJob', summary: 'Submit a job (upload or URL)', ok: [202, 'Job accepted', json(ref('JobAccepted'))], errors: SUBMIT_ERRORS, submit: {} },
   'GET /compress/job/:id': { id: 'getJob', summary: 'Job status', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: JOB_ERRORS },
-  'GET /compress/job/:id/download': {
-    id: 'downloadJob',
-    summary: 'Download the output (API key, or a presigned token)',
-    auth: 'key-or-token',
-    ok: [200, 'the output file', fileBody()],
-    errors: { ...JOB_ERRORS, 401: ['download.invalid_token'], 409: ['jobs.not_ready'], 410: ['jobs.expired'] },
-  },
+  'GET /compress/job/:id/download': download('downloadJob', 'Download the output (API key, or a presigned token)', 'key-or-token', {
+    ...JOB_ERRORS,
+    401: ['download.invalid_token'],
+    409: ['jobs.not_ready'],
+    410: ['jobs.expired'],
+  }),
   'POST /compress/job/:id/cancel': { id: 'cancelJob', summary: 'Cancel a queued or running job', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_cancellable'] } },
   'DELETE /compress/job/:id': { id: 'deleteJob', summary: 'Delete a finished job and its files', ok: [200, '{id, deleted}', json(ref('JobDeleted'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_deletable'] } },
   'GET /compress/job/:id/compare': {
@@ -364,17 +382,14 @@ export function openApiDocument(routes: RouteInfo[]) {
     const responses: Record<string, unknown> = { [okStatus]: asResponse(okDescription, okBody) };
     for (const [status, [description, body]] of Object.entries(doc.other ?? {})) responses[status] = asResponse(description, body);
     const keyed = doc.auth === undefined || doc.auth === 'key-or-token';
-    const errors: Record<number, string[]> = {
-      ...(doc.errors ?? {}),
-      400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'],
-      429: [...(doc.errors?.[429] ?? []), 'rate_limited'],
-    };
+    const errors: Record<number, string[]> = { ...(doc.errors ?? {}), 400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'] };
+    if (!RATE_LIMIT_EXEMPT.has(r.path)) errors[429] = [...(doc.errors?.[429] ?? []), 'rate_limited'];
     if (keyed) {
       errors[401] = ['api_key.invalid_or_ip_not_allowed', ...(doc.errors?.[401] ?? [])];
       errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
     }
     for (const [status, codes] of Object.entries(errors)) {
-      responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : undefined);
+      responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : doc.errorHeaders?.[Number(status)]);
     }
     if (doc.submit) responses[okStatus] = { ...(responses[okStatus] as object), headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } };
     responses[405] = { $ref: '#/components/responses/MethodNotAllowed' };
@@ -386,6 +401,7 @@ export function openApiDocument(routes: RouteInfo[]) {
         ...params,
         ...(doc.query ?? []),
         ...(doc.submit ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : []),
+        ...(doc.headers ?? []).map((name) => ({ $ref: `#/components/parameters/${name}` })),
         { $ref: '#/components/parameters/Version' },
         { $ref: '#/components/parameters/VersionHeader' },
       ],
@@ -403,7 +419,9 @@ export function openApiDocument(routes: RouteInfo[]) {
       version: VERSION,
       description:
         'Self-hosted asynchronous file compression. Every endpoint is at version 1. A version is chosen by a `/v<N>` path suffix ' +
-        '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence.',
+        '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence. ' +
+        'JSON answers and the web page of 1 KB or more are compressed (br or gzip) when Accept-Encoding allows it (`Vary: Accept-Encoding`); ' +
+        'downloads never are. /healthz and /readyz are not rate-limited.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
@@ -423,10 +441,25 @@ export function openApiDocument(routes: RouteInfo[]) {
           description: 'The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch.',
           schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x20-\\x7E]+$' },
         },
+        Range: {
+          name: 'Range',
+          in: 'header',
+          required: false,
+          description: 'One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200).',
+          schema: { type: 'string', examples: ['bytes=0-99'] },
+        },
+        IfRange: { name: 'If-Range', in: 'header', required: false, description: 'The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200).', schema: { type: 'string' } },
+        IfNoneMatch: { name: 'If-None-Match', in: 'header', required: false, description: 'ETags the client holds; a match answers 304.', schema: { type: 'string' } },
+        IfModifiedSince: { name: 'If-Modified-Since', in: 'header', required: false, description: 'Used without If-None-Match: 304 when the output is not newer.', schema: { type: 'string' } },
       },
       headers: {
         RetryAfter: { description: 'Seconds to wait before retrying', required: true, schema: { type: 'integer', minimum: 0 } },
         IdempotentReplayed: { description: '"true" when the answer is the first job of this Idempotency-Key, replayed', schema: { type: 'string', enum: ['true'] } },
+        AcceptRanges: { description: 'Byte ranges are served', required: true, schema: { type: 'string', const: 'bytes' } },
+        ETag: { description: "Strong: the SHA-256 of the output's bytes (absent on outputs stored before ETags were recorded)", schema: { type: 'string', pattern: '^"[0-9a-f]{64}"$' } },
+        LastModified: { description: 'When the job completed (HTTP date)', required: true, schema: { type: 'string' } },
+        ContentRange: { description: 'The bytes sent and the whole size: bytes a-b/size', required: true, schema: { type: 'string', pattern: '^bytes \\d+-\\d+/\\d+$' } },
+        UnsatisfiedRange: { description: 'The whole size, which the range missed: bytes */size', required: true, schema: { type: 'string', pattern: '^bytes \\*/\\d+$' } },
       },
       responses: {
         MethodNotAllowed: {

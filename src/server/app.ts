@@ -16,6 +16,7 @@ import { allowedMethods } from './allowed-methods.ts';
 import type { AppEnv } from './env.ts';
 import { requireApiKey } from './middleware/auth.ts';
 import { clientIp } from './middleware/client-ip.ts';
+import { compression } from './middleware/compression.ts';
 import { ioPath } from './middleware/io-path.ts';
 import { rateLimit } from './middleware/rate-limit.ts';
 import { requestLog } from './middleware/request-log.ts';
@@ -85,7 +86,7 @@ export function createApp(s: AppServices): Hono<AppEnv> {
     return c.json({ error: 'route.method_not_allowed', detail: `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(', ')}.` }, 405);
   });
 
-  app.use('*', ioPath, clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute, s.clock), versioning);
+  app.use('*', compression, ioPath, clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute, s.clock), versioning);
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
   app.route('/', schemaRoutes());
   app.route('/', uiRoutes());

@@ -5,7 +5,7 @@ import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { finished, Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BlobKind, BlobStore } from '../jobs/backend.ts';
+import type { BlobKind, BlobStore, ByteRange } from '../jobs/backend.ts';
 import { countIo, type IoSink } from '../ops/io-counts.ts';
 
 export interface S3Location {
@@ -127,10 +127,14 @@ export class S3BlobStore implements BlobStore {
     return size;
   }
 
-  async get(jobId: string, kind: BlobKind): Promise<{ body: Readable; size: number } | null> {
+  async get(jobId: string, kind: BlobKind, range?: ByteRange): Promise<{ body: Readable; size: number } | null> {
     try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.at.bucket, Key: this.key(jobId, kind) }));
-      return { body: res.Body as Readable, size: res.ContentLength ?? 0 };
+      const res = await this.client.send(
+        new GetObjectCommand({ Bucket: this.at.bucket, Key: this.key(jobId, kind), Range: range && `bytes=${range.start}-${range.end}` }),
+      );
+      // A ranged answer's Content-Length is the part's; the whole size is after the slash of Content-Range.
+      const whole = range ? Number(res.ContentRange?.split('/')[1]) : res.ContentLength;
+      return { body: res.Body as Readable, size: whole ?? 0 };
     } catch (err) {
       if (notFound(err)) return null;
       throw err;

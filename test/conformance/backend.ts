@@ -61,7 +61,7 @@ function succeeded(at = new Date()): Ending {
     completedAt: at.toISOString(),
     expiresAt: new Date(at.getTime() + 3_600_000).toISOString(),
     // The optional fields too, each stored as the runner gave it (the status view rounds, not the store).
-    output: { format: 'jpg', contentType: 'image/jpeg', bytes: 10, width: 640, height: 480, perceivedQuality: 87.654321 },
+    output: { format: 'jpg', contentType: 'image/jpeg', bytes: 10, width: 640, height: 480, perceivedQuality: 87.654321, sha256: 'ab'.repeat(32) },
     progress: { percent: 100, phase: 'done' },
   };
 }
@@ -593,7 +593,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
   });
 
   describe(`${name} backend: blobs`, () => {
-    it('stores, streams, measures and deletes a job’s input and output', async () => {
+    it('stores, streams (whole or a byte range), measures and deletes a job’s input and output', async () => {
       const { b } = await fresh();
       assert.equal(await b.blobs.put('blob-1', 'input', Readable.from([Buffer.from('hello '), Buffer.from('world')])), 11);
       assert.equal(await b.blobs.size('blob-1', 'input'), 11);
@@ -602,6 +602,9 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const got = await b.blobs.get('blob-1', 'input');
       assert.equal(got?.size, 11);
       assert.equal(await text(got!.body), 'hello world');
+      const part = await b.blobs.get('blob-1', 'input', { start: 6, end: 9 });
+      assert.equal(part?.size, 11, 'a range still reports the whole size');
+      assert.equal(await text(part!.body), 'worl');
       assert.deepEqual(await b.blobs.ids(), ['blob-1']);
       await b.blobs.delete('blob-1');
       await b.blobs.delete('blob-1');

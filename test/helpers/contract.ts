@@ -5,6 +5,7 @@ import { appendFileSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { pathWithoutVersion } from '../../src/server/middleware/versioning.ts';
 
@@ -31,6 +32,13 @@ export interface Verdict {
 const BODY_CAP = 64 * 1024 * 1024;
 const isJson = (mediaType: string) => mediaType === 'application/json' || mediaType.endsWith('+json');
 const mediaTypeOf = (contentType: string | undefined) => (contentType ?? '').split(';')[0]!.trim().toLowerCase();
+
+/** The body as sent, without its content coding: what the JSON schema describes. */
+function decoded(body: Buffer, coding: string | undefined): Buffer {
+  if (coding === 'gzip') return gunzipSync(body);
+  if (coding === 'br') return brotliDecompressSync(body);
+  return body;
+}
 
 /** Rewrites the document's local `#/…` references so its schemas compile on their own against `doc`. */
 function anchorRefs(node: unknown): unknown {
@@ -136,7 +144,7 @@ export class ContractChecker {
     if (schema && isJson(mediaType)) {
       let body: unknown;
       try {
-        body = JSON.parse((x.body ?? Buffer.alloc(0)).toString('utf8'));
+        body = JSON.parse(decoded(x.body ?? Buffer.alloc(0), x.headers['content-encoding']).toString('utf8'));
       } catch {
         return { operation: op.key, problems: [...problems, `the ${mediaType} body is not JSON`] };
       }

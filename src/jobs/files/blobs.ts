@@ -3,7 +3,7 @@ import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { BlobKind, BlobStore } from '../backend.ts';
+import type { BlobKind, BlobStore, ByteRange } from '../backend.ts';
 import { jobDir, SAFE_ID } from '../spool.ts';
 
 /**
@@ -46,11 +46,11 @@ export class LocalBlobStore implements BlobStore {
     return (await stat(target)).size;
   }
 
-  async get(jobId: string, kind: BlobKind): Promise<{ body: Readable; size: number } | null> {
+  async get(jobId: string, kind: BlobKind, range?: ByteRange): Promise<{ body: Readable; size: number } | null> {
     const path = await this.localFile(jobId, kind);
     if (!path) return null;
     const size = await this.size(jobId, kind);
-    return size === null ? null : { body: createReadStream(path), size };
+    return size === null ? null : { body: createReadStream(path, range), size };
   }
 
   async localFile(jobId: string, kind: BlobKind): Promise<string | null> {

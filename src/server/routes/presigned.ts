@@ -19,7 +19,7 @@ export function presignedRoutes(engine: JobEngine, blobs: BlobStore, tokens: Dow
     if (!claim || claim.jobId !== c.req.param('id')) throw new ApiError('download.invalid_token', 401, 'The download link is invalid or has expired.');
     const job = await engine.get(claim.jobId);
     if (!job) throw new ApiError('jobs.expired', 410, 'The job and its output were deleted.');
-    return downloadResponse(engine, blobs, job);
+    return downloadResponse(engine, blobs, job, c.req);
   };
   app.get('/api/compress/job/:id/download', (c, next) => {
     if (c.req.query('token') === undefined) throw new ApiError('download.invalid_token', 401, 'A token query parameter is required.');
