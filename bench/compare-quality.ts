@@ -1,6 +1,7 @@
 // `npx tsx bench/compare-quality.ts A.json B.json`: two runs of `npm run bench quality` side by side
 // (bench/results/quality.json of each), to tell what a compressor change did: per kind the median and
-// worst SSIMULACRA2, the median bytes and B / A of it, then every file whose bytes or score moved.
+// worst SSIMULACRA2, the median bytes and B / A of it, then every file whose bytes or score moved, and how
+// far B's reported perceived quality (the search's prediction) is from the measured one.
 import { readFile } from 'node:fs/promises';
 import { type FileResult, fromResult, toResult } from './equal-quality.ts';
 import { markdownTable, median } from './lib.ts';
@@ -53,3 +54,18 @@ console.log(markdownTable(['kind', 'files', 'SSIMULACRA2 median', 'SSIMULACRA2 w
 const changed = fileRows(a, b);
 console.log(`\nFiles that changed (${changed.length}):\n`);
 if (changed.length) console.log(markdownTable(['file', 'bytes A → B', 'B / A', 'SSIMULACRA2 A → B', 'Δ score'], changed));
+
+/** How far what the compressor reported (its search's prediction) is from what was measured at full resolution, per kind of B. */
+function predictionRows(rows: FileResult[]): string[][] {
+  return kinds.flatMap((kind) => {
+    const errors = rows.filter((r) => r.kind === kind && r.ourReported !== undefined && r.ourScore !== undefined && r.ourWorstPicture === undefined).map((r) => r.ourReported! - r.ourScore!);
+    if (!errors.length) return [];
+    const abs = errors.map(Math.abs);
+    return [[kind, String(errors.length), fixed(median(errors), 2), fixed(median(abs), 2), fixed(Math.max(...errors), 2), fixed(Math.min(...errors), 2)]];
+  });
+}
+const predictions = predictionRows([...b.values()]);
+if (predictions.length) {
+  console.log('\nB: reported perceived quality − measured (positive: the search predicted higher than the file scores):\n');
+  console.log(markdownTable(['kind', 'files', 'median', 'median |error|', 'largest over', 'largest under'], predictions));
+}

@@ -16,8 +16,12 @@ export interface Measured {
   kind: string;
   file: string;
   bytesIn: number;
-  /** For documents, `score` is the mean over the pictures and `worstScore` the worst picture. */
-  ours: Point & { worstScore?: number };
+  /**
+   * For documents, `score` is the mean over the pictures and `worstScore` the worst picture;
+   * `reported`: the perceived quality our compressor reported (its search's prediction, from the
+   * proxy: for documents, its lowest lossy picture).
+   */
+  ours: Point & { worstScore?: number; reported?: number };
   peers: Record<string, Point[]>;
 }
 
@@ -96,6 +100,8 @@ export interface FileResult {
   ourScore?: number;
   /** Documents: the worst picture's SSIMULACRA2. */
   ourWorstPicture?: number;
+  /** What our compressor reported as the perceived quality reached (absent: nothing lossy). */
+  ourReported?: number;
   ourLumaSsim: number;
   ourMs: number;
   /** Each peer's bytes interpolated at ourScore. */
@@ -122,6 +128,7 @@ export function toResult(m: Measured): FileResult {
     ourBytes: m.ours.bytes,
     ourScore: m.ours.score,
     ourWorstPicture: m.ours.worstScore,
+    ourReported: m.ours.reported,
     ourLumaSsim: m.ours.ssim,
     ourMs: m.ours.ms,
     peerBytesAtScore: atEach(m, 'score'),
@@ -137,7 +144,7 @@ export function fromResult(r: FileResult | Measured): Measured {
     kind: r.kind,
     file: r.file,
     bytesIn: r.inBytes,
-    ours: { setting: 'ours', bytes: r.ourBytes, ssim: r.ourLumaSsim, score: r.ourScore, worstScore: r.ourWorstPicture, ms: r.ourMs },
+    ours: { setting: 'ours', bytes: r.ourBytes, ssim: r.ourLumaSsim, score: r.ourScore, worstScore: r.ourWorstPicture, reported: r.ourReported, ms: r.ourMs },
     peers: r.peers,
   };
 }

@@ -302,7 +302,14 @@ const OFFICE_LEVELS: { setting: string; q: number; pngs: Parameters<typeof offic
 ];
 
 /** Office: the simple reference at every level; each document's pictures scored at the size our output keeps. */
-async function measureOffice(file: string, dir: string, ours: { path: string; ms: number }): Promise<Measured | undefined> {
+/** Our output of one input: its file, the time it took and the perceived quality the compressor reported. */
+interface Ours {
+  path: string;
+  ms: number;
+  reported?: number;
+}
+
+async function measureOffice(file: string, dir: string, ours: Ours): Promise<Measured | undefined> {
   const refs: { path: string; ms: number }[] = [];
   for (const level of OFFICE_LEVELS) {
     const t = performance.now();
@@ -320,7 +327,7 @@ async function measureOffice(file: string, dir: string, ours: { path: string; ms
     kind: 'office',
     file: basename(file),
     bytesIn: (await stat(file)).size,
-    ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: mine.ssim, score: mine.score, worstScore: mine.worst, ms: ours.ms },
+    ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ssim: mine.ssim, score: mine.score, worstScore: mine.worst, ms: ours.ms, reported: ours.reported },
     peers: { 'simple reference (jpegoptim 30–95 and lossless, pngquant, zip -9)': points },
   };
 }
@@ -374,14 +381,15 @@ export default async function quality(ctx: BenchContext): Promise<string> {
         const ours = await timed(ctx.runs, async () => {
           const out = join(dir, `ours-${n++}`);
           await mkdir(out);
-          return (await k.ours({ inputPath: input, format: input.split('.').pop() ?? '', options: {} }, { dir: out }, ctxOf)).path;
+          return k.ours({ inputPath: input, format: input.split('.').pop() ?? '', options: {} }, { dir: out }, ctxOf);
         }).catch((err: Error) => {
           console.log(`quality: ${basename(input)} failed: ${err.message.slice(0, 100)}`);
           return undefined;
         });
         if (!ours) continue;
         // No reference decode (an AVIF sequence ImageMagick cannot read, say): nothing to compare against.
-        const measured = await (kind === 'office' ? measureOffice(input, dir, { path: ours.result, ms: ours.ms }) : measureImage(kind, k, input, dir, { path: ours.result, ms: ours.ms }, savedPeers.get(`${kind}/${basename(input)}`))).catch(
+        const result = { path: ours.result.path, ms: ours.ms, reported: ours.result.perceivedQuality };
+        const measured = await (kind === 'office' ? measureOffice(input, dir, result) : measureImage(kind, k, input, dir, result, savedPeers.get(`${kind}/${basename(input)}`))).catch(
           (err: Error) => {
             skipped.push(`${kind}/${basename(input)} (${err.message.split('\n')[0].slice(0, 80)})`);
             return undefined;
@@ -422,7 +430,7 @@ async function tooLarge(input: string): Promise<boolean> {
   return width * height > max * 1e6;
 }
 
-async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: { path: string; ms: number }, saved?: Record<string, Point[]>): Promise<Measured | undefined> {
+async function measureImage(kind: string, k: Kind, input: string, dir: string, ours: Ours, saved?: Record<string, Point[]>): Promise<Measured | undefined> {
   const judge = await k.judge(input, dir);
   const scores = await judge.score(ours.path);
   if (scores === undefined) return undefined;
@@ -432,7 +440,7 @@ async function measureImage(kind: string, k: Kind, input: string, dir: string, o
     const points = await peer(input, peerDir, judge).catch(() => []);
     if (points.length) peers[name] = points;
   }
-  return { kind, file: basename(input), bytesIn: (await stat(input)).size, ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ...scores, ms: ours.ms }, peers };
+  return { kind, file: basename(input), bytesIn: (await stat(input)).size, ours: { setting: 'ours', bytes: (await stat(ours.path)).size, ...scores, ms: ours.ms, reported: ours.reported }, peers };
 }
 
 const pct = (v: number) => `${v.toFixed(1)} %`;
