@@ -144,6 +144,7 @@ class Arena {
   readonly k: Kernels;
   private readonly memory: Memory;
   private top: number;
+  private readonly base: number;
   private mark = 0;
 
   constructor() {
@@ -151,6 +152,7 @@ class Arena {
     this.memory = new WebAssemblyApi.Memory({ initial: 2 });
     this.k = new WebAssemblyApi.Instance(compiled, { env: { memory: this.memory } }).exports as Kernels;
     this.top = this.k.heap_base();
+    this.base = this.top;
     const table = this.f32(this.k.linear_table(), 256);
     for (let i = 0; i < 256; i++) {
       const v = i / 255;
@@ -168,6 +170,11 @@ class Arena {
     return at;
   }
 
+  /** Bytes allocated since the arena began. */
+  used(): number {
+    return this.top - this.base;
+  }
+
   f32(at: number, n: number): Float32Array {
     return new Float32Array(this.memory.buffer, at, n);
   }
@@ -180,9 +187,15 @@ class Arena {
     return new Uint8Array(this.memory.buffer, at, n);
   }
 
-  /** Everything allocated so far stays; later allocations are freed by `release`. */
-  keep(): void {
+  /**
+   * Everything allocated so far stays; later allocations are freed by `release`. Room for `scratch`
+   * more bytes is made now, in one step: growing the memory allocation by allocation during every
+   * first score cost more than the score.
+   */
+  keep(scratch: number): void {
     this.mark = this.top;
+    const short = this.top + scratch - this.memory.buffer.byteLength;
+    if (short > 0) this.memory.grow(Math.ceil(short / PAGE));
   }
 
   release(): void {
@@ -226,7 +239,8 @@ class Prepared {
       const sigma = xyb.map((p, c) => (need[c] === 2 ? this.blurProduct(p, p, w, h) : 0)) as Three;
       this.scales.push({ w, h, xyb, mu, sigma });
     }
-    a.keep();
+    // A score allocates about what the reference holds (its own planes at every scale, its blurs).
+    a.keep(a.used());
   }
 
   private linear(px: Pixels): Three {
