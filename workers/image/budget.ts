@@ -90,12 +90,18 @@ export interface SearchBudget {
    * (lanes.ts).
    */
   ahead?: boolean;
+  /**
+   * The JPEG form (tables, chroma) is chosen per picture (encode.ts: chooseForm): a single
+   * image's search. A document's pictures keep mozjpeg's default form: the form's probes would
+   * add a third to every full search, outside the document budget.
+   */
+  forms?: boolean;
 }
 
 /** A search with nothing held back: every normal document picture's. */
 export const FULL_SEARCH: SearchBudget = { probes: Infinity, proxyTiles: PROXY_TILES, fastEncode: false };
-/** A single image's search: nothing held back, and work ahead of need on a spare core. */
-export const IMAGE_SEARCH: SearchBudget = { ...FULL_SEARCH, ahead: true };
+/** A single image's search: nothing held back, its form chosen, and work ahead of need on a spare core. */
+export const IMAGE_SEARCH: SearchBudget = { ...FULL_SEARCH, ahead: true, forms: true };
 
 /** One picture of a document, as the document budget sees it before decoding anything. */
 export interface DocumentPicture {

@@ -178,9 +178,8 @@ function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
 
 /**
  * The setting of the smallest JPEG whose perceived quality reaches `target` (full resolution).
- * A single image's search first chooses the form (chooseForm), then searches its quality; a
- * document's pictures keep mozjpeg's default form: the document budget (budget.ts) counts their
- * searches' probes, and the form's eight probes per picture would add a third to a full search.
+ * A single image's search first chooses the form (chooseForm; SearchBudget.forms), then searches
+ * its quality; a document's pictures keep mozjpeg's default form.
  * When no quality up to MAX_QUALITY reaches the target, the answer is MAX_QUALITY. `onGuess` is
  * told the quarter-size proxy's answer, when there is one, while the 1 MP proxy confirms it: the
  * answer it usually becomes (see speculativeEncode).
@@ -194,7 +193,7 @@ export async function chooseJpeg(
 ): Promise<JpegChoice> {
   const probes = probesOf(pixels, search.proxyTiles);
   const full = search.probes === Infinity;
-  const { form, guide } = full && search.ahead ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
+  const { form, guide } = full && search.forms ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
   const guided = guide && hasGuide(pixels, search) ? guide : undefined;
   if (guided) onGuess?.({ quality: guided.quality, ...form });
   const found = await searchQuality(pixels, target, judgedAt, form, search, guided ?? (full ? undefined : null));
