@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { defaultSetting, jpegOptions } from '../../workers/image/encode.ts';
 import { ssim, type Pixels } from '../../workers/image/ssim.ts';
+import { PERCEIVED_TARGET } from '../../workers/image/perceived.ts';
+import { Ssimulacra2Reference } from '../../workers/image/ssimulacra2.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
 import { compress as jpg } from '../../workers/jpg.ts';
@@ -47,11 +49,12 @@ const sharpFixed = (quality: number): Tool => async (input, dir) => {
 };
 
 /**
- * The lowest mozjpeg quality whose full-resolution SSIM reaches 0.98, by bisection on full encodes:
- * what automatic JPEG quality costs done plainly (the speed bench's comparison for JPG, issue 21).
+ * The lowest mozjpeg quality whose full-resolution SSIMULACRA2 reaches the perceived target, by
+ * bisection on full encodes: what automatic JPEG quality costs done plainly (the speed bench's
+ * comparison for JPG, issue 21).
  */
 export const sharpBruteForce: Tool = async (input, dir) => {
-  const reference = await decode(input);
+  const reference = new Ssimulacra2Reference(await decode(input));
   const encodeAt = async (q: number) => sharp(input).keepMetadata().jpeg(jpegOptions(defaultSetting(q))).toBuffer();
   let lo = 30;
   let hi = 95;
@@ -59,7 +62,7 @@ export const sharpBruteForce: Tool = async (input, dir) => {
   while (hi - lo > 1) {
     const mid = (lo + hi) >> 1;
     const data = await encodeAt(mid);
-    if (ssim(reference, await decode(data)) >= 0.98) {
+    if (reference.score(await decode(data)) >= PERCEIVED_TARGET) {
       hi = mid;
       best = data;
     } else {
@@ -81,7 +84,7 @@ const TOOLS: Record<string, Record<string, Tool>> = {
     'compressd (auto quality)': ours(jpg),
     'jpegoptim --max=80': inPlace('jpegoptim', ['--max=80', '-q']),
     'sharp mozjpeg q80': sharpFixed(80),
-    'sharp mozjpeg SSIM≥0.98 search': sharpBruteForce,
+    'sharp mozjpeg SSIMULACRA2≥80 search': sharpBruteForce,
   },
   png: {
     'compressd lossy': ours(png),
