@@ -10,10 +10,12 @@ export const resizeSchema: JsonSchema = {
     enabled: { type: 'boolean', default: false },
     mode: { type: 'string', enum: ['pixels', 'percentage'], description: 'pixels: value is the longest edge; percentage: proportional scaling' },
     preset: { type: 'string', enum: ['off', '4k', '2k', '1080p', '720p', 'custom'], default: 'off' },
-    value: { type: ['integer', 'null'], minimum: 1, maximum: 10000 },
+    value: { type: ['integer', 'null'], minimum: 1, maximum: 10000, description: 'the size in `mode`, which must be given with it' },
   },
   additionalProperties: false,
   allOf: [
+    // A value means nothing without its unit: refused rather than silently ignored.
+    { if: { properties: { value: { type: 'integer' } }, required: ['value'] }, then: { required: ['mode'] } },
     {
       if: { properties: { mode: { const: 'percentage' }, value: { type: 'integer' } }, required: ['mode', 'value'] },
       then: { properties: { value: { maximum: 99 } } },
