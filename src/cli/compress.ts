@@ -4,9 +4,9 @@ import { basename, dirname, extname, join, relative, resolve } from 'node:path';
 import { compressorForFormat, type JobOptions } from '../catalog/index.ts';
 import { ApiError } from '../errors.ts';
 import { CompressorPool } from '../jobs/pool.ts';
-import { optionsFor, outputFileName, sameFormat, validateAnyOptions } from '../options.ts';
+import { ineffectiveOptions, optionsFor, outputFileName, sameFormat, validateAnyOptions } from '../options.ts';
 import { type Command, commandHelp, parseCommand, UsageError } from './command.ts';
-import { displayPath, expandInputs, type InputFile } from './inputs.ts';
+import { displayPath, expandInputs, type InputFile, unsupportedReason } from './inputs.ts';
 import { PlainReporter, type Reporter, TtyReporter } from './progress.ts';
 import { columnsOf, type FileOutcome, outcomeLine, skippedLine, totalLine } from './summary.ts';
 
@@ -60,6 +60,7 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
     return 0;
   }
   const { settings, positionals } = parsed;
+  for (const warning of ineffectiveOptions(settings.options, '--options')) io.stderr.write(`compressd compress: warning: ${warning}\n`);
 
   const { files, missing, skipped } = await expandInputs(positionals, io.cwd);
   const width = columnsOf(io.stdout);
@@ -160,7 +161,7 @@ class OfflineRun {
     if (this.controller.signal.aborted) return fail('cli.interrupted', 'not started: the run was interrupted');
     const ext = extname(file.path).slice(1).toLowerCase();
     const entry = compressorForFormat(ext);
-    if (!entry) return fail('compress.unsupported_format', `no compressor takes .${ext || '(no extension)'} files`);
+    if (!entry) return fail('compress.unsupported_format', unsupportedReason(file.path)!);
     let options: JobOptions;
     try {
       options = optionsFor(entry, this.settings.options, '--options');
