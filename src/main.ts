@@ -9,7 +9,7 @@ import { ConfigError, resolveConfig, SETTINGS, settingOption, settingsHelp } fro
 import { type CliOption, type Command, type CommandGroup, commandHelp, groupHelp, parseCommand, usageLines, UsageError } from './cli/command.ts';
 import { COMPRESS, compressCommand } from './cli/compress.ts';
 import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
-import { checkDataFormat, DATA_FORMAT } from './durable/data-format.ts';
+import { DATA_FORMAT, prepareDataDir } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { backup, restore } from './ops/backup.ts';
@@ -198,7 +198,7 @@ async function serveCommand(args: string[]): Promise<void> {
 async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: string }, fn: (registry: AccountRegistry | PgAccountRegistry) => Promise<void>): Promise<void> {
   if (!values['database-url']) {
     const dataDir = resolve(values['data-dir']!);
-    checkDataFormat(dataDir);
+    await prepareDataDir(dataDir);
     const registry = new AccountRegistry(dataDir);
     try {
       return await fn(registry);
