@@ -225,7 +225,8 @@ describe('from a source checkout (README and docs/operating.md)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'compressd-sigterm-'));
     const port = await freePort();
     // Its own process group: whatever npm starts can be looked for after it has gone.
-    const npm = spawn('npm', ['start'], { cwd: ROOT, detached: true, env: npmEnv({ COMPRESSD_PORT: String(port), COMPRESSD_HOST: '127.0.0.1', COMPRESSD_DATA_DIR: dir, COMPRESSD_WORKERS: '1' }) });
+    // Serve's flags alone also mean serve.
+    const npm = spawn('npm', ['start', '--', '--workers', '1'], { cwd: ROOT, detached: true, env: npmEnv({ COMPRESSD_PORT: String(port), COMPRESSD_HOST: '127.0.0.1', COMPRESSD_DATA_DIR: dir }) });
     let output = '';
     npm.stdout.on('data', (b: Buffer) => (output += b));
     npm.stderr.on('data', (b: Buffer) => (output += b));
@@ -236,6 +237,7 @@ describe('from a source checkout (README and docs/operating.md)', () => {
         await new Promise((r) => setTimeout(r, 200));
       }
       assert.match(output, /API key: cpd_/);
+      assert.match(output, /"workers":1,/);
       assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
       const exited = new Promise<number | null>((done) => npm.once('exit', (code) => done(code)));
       npm.kill('SIGTERM');
