@@ -176,17 +176,32 @@ const ARGUMENT_OF_KIND: Record<Kind, string> = { int: 'N', number: 'SECONDS', st
 const HELP_WIDTH = 80;
 const HELP_INDENT = '        ';
 
-/** Words in lines under the help's indent, shorter than 80 columns. */
-function helpText(text: string): string {
+/** Words in lines under `indent`, shorter than 80 columns. */
+export function wrapWords(text: string, indent = HELP_INDENT): string {
   const lines: string[] = [];
   let line = '';
   for (const word of text.split(' ')) {
-    if (line && HELP_INDENT.length + line.length + 1 + word.length >= HELP_WIDTH) {
+    if (line && indent.length + line.length + 1 + word.length >= HELP_WIDTH) {
       lines.push(line);
       line = word;
     } else line = line ? `${line} ${word}` : word;
   }
-  return [...lines, line].map((l) => HELP_INDENT + l).join('\n');
+  return [...lines, line].map((l) => indent + l).join('\n');
+}
+
+/** One option of a help: `--flag ARG` and its environment twin on a line, its description wrapped below. */
+export function helpEntry(flag: string, env: string | undefined, text: string): string {
+  return `${`  ${flag.padEnd(32)} ${env ?? ''}`.trimEnd()}\n${wrapWords(text)}`;
+}
+
+/**
+ * A setting as another command takes it (`--data-dir` of `keys`, `backup`): the same flag, environment
+ * twin, description and default as `serve` has, so the two cannot drift apart.
+ */
+export function settingOption(key: keyof ServeConfig): { arg: string; env: string; help: string; default?: string } {
+  const s = SETTINGS.find((x) => x.key === key)!;
+  const d = s.default({});
+  return { arg: ARGUMENT[key] ?? ARGUMENT_OF_KIND[s.kind], env: s.env, help: s.help, ...(d === '' ? {} : { default: String(d) }) };
 }
 
 /** Every setting as `--flag ARG  ENV_TWIN` over its description and default, then the variables with no flag. */
@@ -196,10 +211,9 @@ export function settingsHelp(): string {
     const d = s.default(defaults);
     (defaults as Record<string, unknown>)[s.key] = d;
     const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : s.key === 'trustProxy' ? describeProxyTrust(d as ProxyTrust) : Array.isArray(d) ? d.join(',') : String(d);
-    const flag = `--${s.flag} ${ARGUMENT[s.key] ?? ARGUMENT_OF_KIND[s.kind]}`.trimEnd();
-    return `  ${flag.padEnd(32)} ${s.env}\n${helpText(`${s.help} (default: ${shown || 'empty'})`)}`;
+    return helpEntry(`--${s.flag} ${ARGUMENT[s.key] ?? ARGUMENT_OF_KIND[s.kind]}`, s.env, `${s.help} (default: ${shown || 'empty'})`);
   });
-  entries.push(`  --config FILE\n${helpText('JSON file with any of these settings (camelCase keys); flags and environment win')}`);
-  const environment = ENVIRONMENT_ONLY.map((v) => `${v.names.map((n) => `  ${n}`).join('\n')}\n${helpText(v.help)}`);
+  entries.push(helpEntry('--config FILE', undefined, 'JSON file with any of these settings (camelCase keys); flags and environment win'));
+  const environment = ENVIRONMENT_ONLY.map((v) => `${v.names.map((n) => `  ${n}`).join('\n')}\n${wrapWords(v.help)}`);
   return `${entries.join('\n')}\n\nEnvironment only (no flag):\n${environment.join('\n')}`;
 }

@@ -5,10 +5,11 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
-import { ConfigError, resolveConfig, SETTINGS, settingsHelp } from './config.ts';
-import { COMPRESS_USAGE, compressCommand } from './cli/compress.ts';
+import { ConfigError, resolveConfig, SETTINGS, settingOption, settingsHelp } from './config.ts';
+import { type CliOption, type Command, type CommandGroup, commandHelp, groupHelp, parseCommand, usageLines, UsageError } from './cli/command.ts';
+import { COMPRESS, compressCommand } from './cli/compress.ts';
 import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
-import { checkDataFormat, DATA_FORMAT } from './durable/data-format.ts';
+import { DATA_FORMAT, prepareDataDir } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { backup, restore } from './ops/backup.ts';
@@ -17,27 +18,99 @@ import { runtimeTree } from './runtime/bundled.ts';
 import { startService } from './service.ts';
 import { VERSION } from './version.ts';
 
+const dataDir = { type: 'string', ...settingOption('dataDir') } as const;
+const databaseUrl = { type: 'string', ...settingOption('databaseUrl') } as const;
+const account = { type: 'string', arg: 'NAME', help: 'the account' } as const;
+
+const KEYS_CREATE = {
+  name: 'keys create',
+  synopsis: ['--account NAME [--credits N] [--allow-ip LIST]', '[--guest] [--data-dir DIR | --database-url URL]'],
+  about: 'Creates an API key, and its account when that does not exist yet. The key is the last line of stdout; a running server accepts it at once.',
+  options: {
+    account: { ...account, help: 'the account the key is for (created when missing)' },
+    credits: { type: 'string', arg: 'N', help: 'starting grant of an account this creates', default: String(STARTING_CREDITS) },
+    'allow-ip': { type: 'string', arg: 'LIST', help: 'IPs and CIDRs, comma-separated, the key may be used from', shownDefault: 'any' },
+    guest: { type: 'boolean', help: 'a key with no signed-in account (cannot use URL input)' },
+    'data-dir': dataDir,
+    'database-url': databaseUrl,
+  },
+} satisfies Command;
+
+const KEYS_LIST = {
+  name: 'keys list',
+  synopsis: ['[--data-dir DIR | --database-url URL]'],
+  about: 'One line per key: id, account, guest/account, active/revoked, allowed IPs, created.',
+  options: { 'data-dir': dataDir, 'database-url': databaseUrl },
+} satisfies Command;
+
+const KEYS_REVOKE = {
+  name: 'keys revoke',
+  synopsis: ['KEY_OR_ID [--data-dir DIR | --database-url URL]'],
+  about: 'Revokes a key, given whole or by its id; the server refuses it from then on.',
+  options: { 'data-dir': dataDir, 'database-url': databaseUrl },
+  allowPositionals: true,
+} satisfies Command;
+
+const CREDITS_ADD = {
+  name: 'credits add',
+  synopsis: ['--account NAME --amount N', '[--data-dir DIR | --database-url URL]'],
+  about: "Adds credits to an account's balance (a negative amount removes them).",
+  options: {
+    account,
+    amount: { type: 'string', arg: 'N', help: 'credits to add; negative removes' },
+    'data-dir': dataDir,
+    'database-url': databaseUrl,
+  },
+} satisfies Command;
+
+const MIGRATE = {
+  name: 'migrate',
+  synopsis: ['--database-url URL [--check]'],
+  about: "Creates or migrates the cluster's PostgreSQL schema (every serve start does it too; idempotent).",
+  options: {
+    'database-url': databaseUrl,
+    check: { type: 'boolean', help: 'print what would change and change nothing (exit status 1 when something would)' },
+  },
+} satisfies Command;
+
+const BACKUP = {
+  name: 'backup',
+  synopsis: ['[--data-dir DIR] --out FILE'],
+  about: 'Writes a consistent snapshot of a data dir, also of one a running server uses.',
+  options: { 'data-dir': dataDir, out: { type: 'string', arg: 'FILE', help: 'the backup file to write' } },
+} satisfies Command;
+
+const RESTORE = {
+  name: 'restore',
+  synopsis: ['FILE --data-dir NEW'],
+  about: 'Makes a new data dir from a backup FILE.',
+  options: { 'data-dir': { type: 'string', arg: 'NEW', help: 'the data dir to make: one that does not exist yet, or is empty' } },
+  allowPositionals: true,
+} satisfies Command;
+
+const SERVE = { name: 'serve', synopsis: ['[flags]'] };
+
+const KEYS: CommandGroup = { name: 'keys', about: 'Manages API keys.', commands: [KEYS_CREATE, KEYS_LIST, KEYS_REVOKE] };
+const CREDITS: CommandGroup = { name: 'credits', about: "Manages accounts' credits.", commands: [CREDITS_ADD] };
+
 /** The whole help; every line under 80 columns (test/cli-help.test.ts holds it to that). */
 const USAGE = `compressd — self-hosted file compression service
 
 Usage:
-  compressd serve [flags]
-  compressd --version
-  ${COMPRESS_USAGE}
-  compressd keys create --account NAME [--credits N] [--allow-ip LIST]
-      [--guest] [--data-dir D | --database-url URL]
-  compressd keys list [--data-dir D | --database-url URL]
-  compressd keys revoke KEY_OR_ID [--data-dir D | --database-url URL]
-  compressd credits add --account NAME --amount N
-      [--data-dir D | --database-url URL]
-  compressd migrate --database-url URL [--check]
-  compressd backup --data-dir D --out FILE
-  compressd restore FILE --data-dir NEW
+${[SERVE, { name: '--version', synopsis: [] }, { name: 'compress', synopsis: COMPRESS.synopsis }, ...KEYS.commands, ...CREDITS.commands, MIGRATE, BACKUP, RESTORE].map((c) => usageLines(c).replace(/^/gm, '  ')).join('\n')}
 
-  --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode: accounts,
-  keys and credits live in that PostgreSQL database, shared by every node.
+  \`compressd COMMAND --help\` shows a command's options and their environment
+  variables. --database-url (env COMPRESSD_DATABASE_URL) selects cluster mode:
+  accounts, keys and credits live in that PostgreSQL database, shared by every
+  node.
+`;
 
-Flags of serve (each has an environment twin; flags win):
+const SERVE_HELP = `Usage: ${usageLines(SERVE)}
+
+Runs the HTTP API. On its first start with an empty data dir it creates the
+account "default" and prints its API key once.
+
+Flags (each has an environment twin; flags win):
 ${settingsHelp()}
 `;
 
@@ -49,8 +122,17 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-function dataDirOf(flag: string | undefined): string {
-  return resolve(flag ?? process.env.COMPRESSD_DATA_DIR ?? './data');
+/** A command's arguments, or null when its help was asked for (and printed). A usage error exits 2 with the help. */
+function argsOf<O extends Record<string, CliOption>>(cmd: Command<O>, args: string[]): ReturnType<typeof parseCommand<O>> {
+  try {
+    const parsed = parseCommand(cmd, args);
+    if (!parsed) console.log(commandHelp(cmd));
+    return parsed;
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    console.error(`compressd ${cmd.name}: ${err.message}\n\n${commandHelp(cmd)}`);
+    process.exit(2);
+  }
 }
 
 function readConfigFile(path: string | undefined): Record<string, unknown> {
@@ -77,7 +159,7 @@ async function serveCommand(args: string[]): Promise<void> {
   }
   const { values } = parsed;
   if (values.help) {
-    console.log(USAGE);
+    console.log(SERVE_HELP);
     return;
   }
   const config = resolveConfig(values as Record<string, string | undefined>, process.env, readConfigFile(values.config as string | undefined), values.config as string | undefined);
@@ -114,10 +196,9 @@ async function serveCommand(args: string[]): Promise<void> {
  * database URL is given (flag or environment), else the data dir's journal.
  */
 async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: string }, fn: (registry: AccountRegistry | PgAccountRegistry) => Promise<void>): Promise<void> {
-  const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
-  if (!databaseUrl) {
-    const dataDir = dataDirOf(values['data-dir']);
-    checkDataFormat(dataDir);
+  if (!values['database-url']) {
+    const dataDir = resolve(values['data-dir']!);
+    await prepareDataDir(dataDir);
     const registry = new AccountRegistry(dataDir);
     try {
       return await fn(registry);
@@ -125,7 +206,7 @@ async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: stri
       registry.close();
     }
   }
-  const pool = openPool(databaseUrl);
+  const pool = openPool(values['database-url']);
   try {
     await migrate(pool);
     await fn(new PgAccountRegistry(pool));
@@ -135,8 +216,9 @@ async function withRegistry(values: { 'data-dir'?: string; 'database-url'?: stri
 }
 
 async function migrateCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { 'database-url': { type: 'string' }, check: { type: 'boolean' } } });
-  const databaseUrl = values['database-url'] ?? process.env.COMPRESSD_DATABASE_URL;
+  const { values } = argsOf(MIGRATE, args) ?? {};
+  if (!values) return;
+  const databaseUrl = values['database-url'];
   if (!databaseUrl) fail('migrate needs --database-url URL (or COMPRESSD_DATABASE_URL)');
   const pool = openPool(databaseUrl);
   try {
@@ -160,18 +242,21 @@ async function migrateCommand(args: string[]): Promise<void> {
 }
 
 async function backupCommand(args: string[]): Promise<void> {
-  const { values } = parseArgs({ args, options: { 'data-dir': { type: 'string' }, out: { type: 'string' } } });
+  const { values } = argsOf(BACKUP, args) ?? {};
+  if (!values) return;
   if (!values.out) fail('backup needs --out FILE');
-  const dataDir = dataDirOf(values['data-dir']);
+  const dataDir = resolve(values['data-dir']!);
+  const out = resolve(values.out);
   const started = Date.now();
-  const m = await backup(dataDir, resolve(values.out));
-  const bytes = (await stat(resolve(values.out))).size;
-  console.log(`backed up ${dataDir} as of ${m.at}: ${m.jobs} jobs, ${m.blobs} files, ${bytes} bytes in ${Date.now() - started} ms to ${resolve(values.out)}`);
+  const m = await backup(dataDir, out);
+  const bytes = (await stat(out)).size;
+  console.log(`backed up ${dataDir} as of ${m.at}: ${m.jobs} jobs, ${m.blobs} files, ${bytes} bytes in ${Date.now() - started} ms to ${out}`);
   if (m.missing.length > 0) console.error(`compressd: ${m.missing.length} files were deleted by retention before they could be kept: ${m.missing.join(', ')}`);
 }
 
 async function restoreCommand(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({ args, options: { 'data-dir': { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = argsOf(RESTORE, args) ?? {};
+  if (!values || !positionals) return;
   if (positionals.length !== 1) fail('restore needs the backup FILE');
   if (!values['data-dir']) fail('restore needs --data-dir NEW (a directory that does not exist yet, or is empty)');
   const dataDir = resolve(values['data-dir']);
@@ -179,57 +264,67 @@ async function restoreCommand(args: string[]): Promise<void> {
   console.log(`restored ${dataDir} as of ${m.at} (written by compressd ${m.compressd}): ${m.jobs} jobs, ${m.blobs} files`);
 }
 
+/** The subcommand of a group named first in `args`; null when the group's help was asked for (and printed). */
+function subcommandOf(group: CommandGroup, args: string[]): Command | null {
+  const [sub] = args;
+  if (sub === '--help' || sub === '-h' || sub === 'help') {
+    console.log(groupHelp(group));
+    return null;
+  }
+  const cmd = group.commands.find((c) => c.name === `${group.name} ${sub}`);
+  if (cmd) return cmd;
+  console.error(`compressd ${group.name}: ${sub === undefined ? 'which command?' : `unknown command ${sub}`}\n\n${groupHelp(group)}`);
+  process.exit(2);
+}
+
 async function keysCommand(args: string[]): Promise<void> {
-  const [sub, ...rest] = args;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    options: {
-      'data-dir': { type: 'string' },
-      'database-url': { type: 'string' },
-      account: { type: 'string' },
-      credits: { type: 'string' },
-      'allow-ip': { type: 'string' },
-      guest: { type: 'boolean' },
-    },
-    allowPositionals: true,
-  });
-  if (sub !== 'create' && sub !== 'list' && sub !== 'revoke') fail(`unknown keys command ${sub ?? ''}\n${USAGE}`);
-  await withRegistry(values, async (registry) => {
-    switch (sub) {
-      case 'create': {
-        if (!values.account) fail('keys create needs --account NAME');
-        const credits = values.credits === undefined ? STARTING_CREDITS : Number(values.credits);
-        if (!Number.isInteger(credits) || credits < 0) fail('--credits must be a whole number ≥ 0');
-        const created = await registry.ensureAccount(values.account, credits);
-        const { id, key } = await registry.createKey(values.account, { guest: values.guest, allowIps: values['allow-ip'] ?? [] });
-        console.log(`${created ? `created account ${values.account} with ${credits} credits; ` : ''}key ${id} for account ${values.account}${values.guest ? ' (guest)' : ''}`);
+  const rest = args.slice(1);
+  switch (subcommandOf(KEYS, args)) {
+    case KEYS_CREATE: {
+      const values = argsOf(KEYS_CREATE, rest)?.values;
+      if (!values) return;
+      if (!values.account) fail('keys create needs --account NAME');
+      const name = values.account;
+      const credits = Number(values.credits);
+      if (!Number.isInteger(credits) || credits < 0) fail('--credits must be a whole number ≥ 0');
+      return withRegistry(values, async (registry) => {
+        const created = await registry.ensureAccount(name, credits);
+        const { id, key } = await registry.createKey(name, { guest: values.guest, allowIps: values['allow-ip'] ?? [] });
+        console.log(`${created ? `created account ${name} with ${credits} credits; ` : ''}key ${id} for account ${name}${values.guest ? ' (guest)' : ''}`);
         console.log(key);
-        return;
-      }
-      case 'list':
+      });
+    }
+    case KEYS_LIST: {
+      const values = argsOf(KEYS_LIST, rest)?.values;
+      if (!values) return;
+      return withRegistry(values, async (registry) => {
         for (const k of await registry.listKeys()) {
           console.log([k.id, k.account, k.guest ? 'guest' : 'account', k.revoked ? 'revoked' : 'active', k.allowIps.join(',') || '*', k.createdAt].join('\t'));
         }
-        return;
-      case 'revoke': {
-        const target = positionals[0];
-        if (!target) fail('keys revoke needs a key or key id');
+      });
+    }
+    case KEYS_REVOKE: {
+      const { values, positionals } = argsOf(KEYS_REVOKE, rest) ?? {};
+      if (!values || !positionals) return;
+      const target = positionals[0];
+      if (!target) fail('keys revoke needs a key or key id');
+      return withRegistry(values, async (registry) => {
         if (!(await registry.revokeKey(target))) fail(`no active key ${target}`);
         console.log(`revoked ${target}`);
-        return;
-      }
+      });
     }
-  });
+  }
 }
 
 async function creditsCommand(args: string[]): Promise<void> {
-  const [sub, ...rest] = args;
-  const { values } = parseArgs({ args: rest, options: { 'data-dir': { type: 'string' }, 'database-url': { type: 'string' }, account: { type: 'string' }, amount: { type: 'string' } } });
-  if (sub !== 'add') fail(`unknown credits command ${sub ?? ''}`);
+  if (subcommandOf(CREDITS, args) !== CREDITS_ADD) return;
+  const values = argsOf(CREDITS_ADD, args.slice(1))?.values;
+  if (!values) return;
   if (!values.account || values.amount === undefined) fail('credits add needs --account NAME --amount N');
+  const { account: name, amount } = values;
   await withRegistry(values, async (registry) => {
-    await registry.addCredits(values.account!, Number(values.amount));
-    console.log(`added ${values.amount} credits to ${values.account}`);
+    await registry.addCredits(name, Number(amount));
+    console.log(`added ${amount} credits to ${name}`);
   });
 }
 

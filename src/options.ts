@@ -1,5 +1,5 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
-import { compressorForJobType, optionsSchemaOf, unionOptionsSchema, type CompressorEntry, type JobOptions } from './catalog/index.ts';
+import { compressorForJobType, optionsSchemaOf, RESIZE_PRESETS, unionOptionsSchema, type CompressorEntry, type JobOptions, type ResizeOptions } from './catalog/index.ts';
 import { ApiError } from './errors.ts';
 
 /**
@@ -18,11 +18,12 @@ function compiled(key: string, schema: () => Record<string, unknown>): ValidateF
   return v;
 }
 
-/** `<label>.resize.preset must be equal to one of the allowed values`, and the failing path. */
+/** `<label>.resize.preset must be equal to one of the allowed values`, and the failing path (a missing property's own). */
 function describe(e: ErrorObject, label: string): { path: string; text: string } {
   const dotted = e.instancePath.replaceAll('/', '.');
   const extra = e.keyword === 'additionalProperties' ? ` (${(e.params as { additionalProperty: string }).additionalProperty})` : '';
-  return { path: dotted.replace(/^\./, ''), text: `${label}${dotted} ${e.message}${extra}` };
+  const path = e.keyword === 'required' ? `${dotted}.${(e.params as { missingProperty: string }).missingProperty}` : dotted;
+  return { path: path.replace(/^\./, ''), text: `${label}${dotted} ${e.message}${extra}` };
 }
 
 function invalid(detail: string, path: string): ApiError {
@@ -63,6 +64,20 @@ export function validateAnyOptions(raw: unknown, label: string): Record<string, 
     throw invalid(text, path);
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * Valid options that change nothing, each with why (the schema's defaults make them legal): the
+ * command line warns, since a run that exits 0 with untouched sizes looks like a broken compressor.
+ */
+export function ineffectiveOptions(options: Record<string, unknown>, label = 'options'): string[] {
+  const resize = options.resize as ResizeOptions | undefined;
+  if (!resize) return [];
+  if (resize.enabled !== true) return [`${label}.resize has no effect without "enabled": true`];
+  const named = resize.preset !== undefined && resize.preset in RESIZE_PRESETS;
+  if (!named && typeof resize.value !== 'number') return [`${label}.resize has no effect: give a "preset" (${Object.keys(RESIZE_PRESETS).join(', ')}), or a "mode" and a "value"`];
+  if (named && typeof resize.value === 'number') return [`${label}.resize.value is ignored: the preset ${resize.preset} sets the size`];
+  return [];
 }
 
 /** The options one compressor gets out of options meant for several: those it has, validated as the API does. */

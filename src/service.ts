@@ -59,7 +59,7 @@ export async function startService(
   if (!config.databaseUrl) {
     try {
       const format = await migrateDataDir(config.dataDir);
-      if (format.from !== format.to) log.info(format, 'data directory format upgraded');
+      if (format.from !== null && format.from !== format.to) log.info(format, 'data directory format upgraded');
     } catch (err) {
       releaseLock();
       throw err;

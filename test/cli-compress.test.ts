@@ -119,6 +119,37 @@ describe('compressd compress', () => {
     assert.equal(Math.max(meta.width!, meta.height!), 300);
   });
 
+  test('a resize value without its mode is refused as the API refuses it, and a resize that changes nothing is warned about', async () => {
+    const dir = fixture({ 'a.jpg': 'jpg/baiona_cmyk.jpg' });
+    const noMode = await cli(['a.jpg', '--options', '{"resize":{"enabled":true,"value":800}}'], dir);
+    assert.equal(noMode.code, 2);
+    assert.match(noMode.stderr, /^compressd compress: --options\.resize must have required property 'mode'$/m);
+    assert.ok(!existsSync(join(dir, 'compressed')), 'nothing was compressed');
+    for (const [options, warning] of [
+      ['{"resize":{"mode":"pixels","value":100}}', /^compressd compress: warning: --options\.resize has no effect without "enabled": true$/m],
+      ['{"resize":{"enabled":true,"mode":"pixels"}}', /^compressd compress: warning: --options\.resize has no effect: give a "preset" \(4k, 2k, 1080p, 720p\), or a "mode" and a "value"$/m],
+      ['{"resize":{"enabled":true,"preset":"720p","mode":"pixels","value":100}}', /^compressd compress: warning: --options\.resize\.value is ignored: the preset 720p sets the size$/m],
+    ] as const) {
+      const r = await cli(['a.jpg', '--options', options, '--out', 'warned'], dir);
+      assert.equal(r.code, 0, r.stdout);
+      assert.match(r.stderr, warning, options);
+    }
+    const quiet = await cli(['a.jpg', '--options', '{"resize":{"enabled":true,"mode":"pixels","value":100}}', '--out', 'quiet'], dir);
+    assert.equal(quiet.code, 0);
+    assert.equal(quiet.stderr, '');
+  });
+
+  test('a file with no extension: skipped in a directory and failed when named, saying how to name it', async () => {
+    const dir = fixture({ 'photos/a.jpg': 'jpg/baiona_cmyk.jpg', 'photos/IMG_0001': 'jpg/baiona_cmyk.jpg' });
+    const reason = "no extension, so its format is unknown; rename it with its format's extension (.jpg, .png, .pdf, …)";
+    const walked = await cli(['photos'], dir, false, 200);
+    assert.equal(walked.code, 0, walked.stdout);
+    assert.ok(walked.stdout.includes(`skip  photos/IMG_0001: ${reason}\n`), walked.stdout);
+    const named = await cli(['photos/IMG_0001'], dir, false, 200);
+    assert.equal(named.code, 1);
+    assert.ok(named.stdout.includes(`FAIL  photos/IMG_0001: compress.unsupported_format: ${reason}\n`), named.stdout);
+  });
+
   test('on a terminal: a live bar per running file, erased as files finish', async () => {
     const dir = fixture({ 'a.jpg': 'jpg/baiona_cmyk.jpg', 'b.png': 'png/density_plot.png' });
     const r = await cli(['a.jpg', 'b.png'], dir, true);

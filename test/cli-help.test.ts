@@ -1,8 +1,11 @@
 // The command line's help (issue 29, finding 10): every setting and every environment variable the
 // source reads is listed, and no line of any help is wider than 80 columns.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { type AddressInfo, connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -47,12 +50,211 @@ describe('serve --help', () => {
   });
 });
 
+/** Runs the CLI from source, in the checkout; resolves with its exit code and output whatever the code. */
+async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return exec(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args]);
+}
+
+async function exec(file: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(file, args, { cwd: options.cwd ?? ROOT, env: options.env ?? process.env });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+/** Every command with its options; a data dir or database URL option shows its environment twin. */
+const COMMANDS: [string[], string[]][] = [
+  [['serve'], ['--port', '--data-dir', '--config']],
+  [['compress'], ['--out', '--options', '--jobs', '--in-place']],
+  [['keys', 'create'], ['--account', '--credits', '--allow-ip', '--guest', '--data-dir', '--database-url']],
+  [['keys', 'list'], ['--data-dir', '--database-url']],
+  [['keys', 'revoke'], ['--data-dir', '--database-url']],
+  [['credits', 'add'], ['--account', '--amount', '--data-dir', '--database-url']],
+  [['migrate'], ['--database-url', '--check']],
+  [['backup'], ['--data-dir', '--out']],
+  [['restore'], ['--data-dir']],
+];
+const TWINS: Record<string, string> = { '--data-dir': 'COMPRESSD_DATA_DIR', '--database-url': 'COMPRESSD_DATABASE_URL', '--port': 'COMPRESSD_PORT' };
+
+describe('every command has a help', () => {
+  for (const [command, options] of COMMANDS) {
+    for (const flag of ['--help', '-h']) {
+      test(`compressd ${command.join(' ')} ${flag}: exit 0, its usage, each option with its default and environment twin`, async () => {
+        const { code, stdout, stderr } = await cli([...command, flag]);
+        assert.equal(code, 0, stderr);
+        assert.match(stdout, new RegExp(`^Usage: compressd ${command.join(' ')}\\b`));
+        for (const option of options) {
+          const twin = command[0] === 'restore' ? undefined : TWINS[option];
+          assert.match(stdout, new RegExp(`^  ${option}\\b.*${twin ? ` +${twin}$` : ''}`, 'm'), `${option} ${twin ?? ''}`);
+        }
+        if (command[0] !== 'serve') assert.match(stdout, /^ {2}-h, --help$/m);
+        if (options.includes('--data-dir') && command[0] !== 'restore') assert.match(stdout, /\(default: \.\/data\)/);
+      });
+    }
+  }
+
+  for (const group of ['keys', 'credits']) {
+    for (const args of [[group, '--help'], [group, '-h'], [group, 'help']]) {
+      test(`compressd ${args.join(' ')} lists its commands and exits 0`, async () => {
+        const { code, stdout } = await cli(args);
+        assert.equal(code, 0);
+        for (const [command] of COMMANDS.filter(([c]) => c[0] === group)) assert.match(stdout, new RegExp(`^  compressd ${command.join(' ')}\\b`, 'm'));
+      });
+    }
+  }
+
+  for (const [args, message] of [
+    [['keys'], /^compressd keys: which command\?$/m],
+    [['keys', 'rotate'], /^compressd keys: unknown command rotate$/m],
+    [['credits', 'remove'], /^compressd credits: unknown command remove$/m],
+    [['keys', 'list', '--colour'], /^compressd keys list: Unknown option '--colour'/m],
+    [['backup', '--data'], /^compressd backup: Unknown option '--data'/m],
+  ] as const) {
+    test(`compressd ${args.join(' ')}: a usage error exits 2 with the help on stderr`, async () => {
+      const { code, stdout, stderr } = await cli([...args]);
+      assert.equal(code, 2);
+      assert.equal(stdout, '');
+      assert.match(stderr, message);
+      assert.match(stderr, /^Usage: compressd /m);
+    });
+  }
+
+  test('an option read from its environment twin: keys list takes COMPRESSD_DATA_DIR', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-help-'));
+    try {
+      assert.equal((await cli(['keys', 'create', '--account', 'twin', '--data-dir', dir])).code, 0);
+      const { code, stdout } = await exec(process.execPath, [join(ROOT, 'bin/compressd.mjs'), 'keys', 'list'], { cwd: tmpdir(), env: { ...process.env, COMPRESSD_DATA_DIR: dir } });
+      assert.equal(code, 0);
+      assert.match(stdout, /\ttwin\taccount\tactive\t/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('help fits a terminal', () => {
-  for (const args of [['--help'], ['serve', '--help'], ['compress', '--help']]) {
+  for (const args of [['--help'], ...COMMANDS.map(([c]) => [...c, '--help']), ['keys', '--help'], ['credits', '--help']]) {
     test(`compressd ${args.join(' ')}: no line reaches 80 columns`, async () => {
       const text = await help(...args);
       assert.ok(text.length > 200, 'the help is printed on stdout');
       for (const line of text.split('\n')) assert.ok([...line].length < 80, `${[...line].length} columns: ${line}`);
     });
   }
+});
+
+/** npm and npx as an operator runs them from the checkout, never reaching the registry. */
+const npmEnv = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({ ...process.env, npm_config_offline: 'true', npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false', ...extra });
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((done) => server.close(done));
+  return port;
+}
+
+const listening = (port: number) =>
+  new Promise<boolean>((done) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      done(true);
+    });
+    socket.once('error', () => done(false));
+  });
+
+/** Whether any process of the group `pgid` is still alive. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe('from a source checkout (README and docs/operating.md)', () => {
+  test('npm start -- COMMAND runs that command: --version, keys create, keys list', async () => {
+    const version = await exec('npm', ['start', '--', '--version'], { env: npmEnv() });
+    assert.equal(version.code, 0, version.stderr);
+    assert.match(version.stdout, /^compressd \d+\.\d+\.\d+ \(node v/m);
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-start-'));
+    try {
+      const created = await exec('npm', ['start', '--', 'keys', 'create', '--account', 'ops', '--data-dir', dir], { env: npmEnv() });
+      assert.equal(created.code, 0, created.stderr);
+      const listed = await exec('npm', ['start', '--', 'keys', 'list'], { env: npmEnv({ COMPRESSD_DATA_DIR: dir }) });
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.match(listed.stdout, /\tops\taccount\tactive\t/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('npx . COMMAND runs the checkout\'s compressd: compress a folder as the README shows', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-npx-'));
+    try {
+      await mkdir(join(dir, 'photos'));
+      await copyFile(join(ROOT, '../shared/corpus/png/density_plot.png'), join(dir, 'photos/plot.png'));
+      const r = await exec('npx', ['.', 'compress', join(dir, 'photos/'), '--out', join(dir, 'compressed/')], { env: npmEnv() });
+      assert.equal(r.code, 0, r.stderr + r.stdout);
+      assert.match(r.stdout, /^ok +.*plot\.png/m);
+      assert.ok((await stat(join(dir, 'compressed/plot.png'))).size > 0);
+      assert.match((await exec('npx', ['.', '--version'], { env: npmEnv() })).stdout, /^compressd /);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('npm link puts a compressd command on the PATH', async () => {
+    const prefix = await mkdtemp(join(tmpdir(), 'compressd-link-'));
+    try {
+      const linked = await exec('npm', ['link'], { env: npmEnv({ npm_config_prefix: prefix }) });
+      assert.equal(linked.code, 0, linked.stderr);
+      const r = await exec(join(prefix, 'bin/compressd'), ['keys', '--help'], { cwd: tmpdir() });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, /^ {2}compressd keys create /m);
+    } finally {
+      await rm(prefix, { recursive: true, force: true });
+    }
+  });
+
+  test('npm start serves; SIGTERM to npm stops the server: the port closes and no process is left', { timeout: 60_000 }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-sigterm-'));
+    const port = await freePort();
+    // Its own process group: whatever npm starts can be looked for after it has gone.
+    // Serve's flags alone also mean serve.
+    const npm = spawn('npm', ['start', '--', '--workers', '1'], { cwd: ROOT, detached: true, env: npmEnv({ COMPRESSD_PORT: String(port), COMPRESSD_HOST: '127.0.0.1', COMPRESSD_DATA_DIR: dir }) });
+    let output = '';
+    npm.stdout.on('data', (b: Buffer) => (output += b));
+    npm.stderr.on('data', (b: Buffer) => (output += b));
+    try {
+      const started = Date.now();
+      while (!(await listening(port))) {
+        assert.ok(Date.now() - started < 30_000, `not listening after 30 s:\n${output}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      assert.match(output, /API key: cpd_/);
+      assert.match(output, /"workers":1,/);
+      assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
+      const exited = new Promise<number | null>((done) => npm.once('exit', (code) => done(code)));
+      npm.kill('SIGTERM');
+      const stopping = Date.now();
+      assert.equal(await exited, 0, output);
+      while (await listening(port)) {
+        assert.ok(Date.now() - stopping < 5_000, `still listening 5 s after SIGTERM:\n${output}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      while (groupAlive(npm.pid!)) {
+        assert.ok(Date.now() - stopping < 5_000, 'a process of npm start outlived it');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.match(output, /"signal":"SIGTERM".*shutting down/);
+    } finally {
+      if (groupAlive(npm.pid!)) process.kill(-npm.pid!, 'SIGKILL');
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 });

@@ -84,6 +84,20 @@ describe('data directory format', () => {
     assert.deepEqual(await migrateDataDir(dir), { from: DATA_FORMAT, to: DATA_FORMAT });
   });
 
+  it('a new data dir is marked with the current format and not reported as upgraded; keys create marks one it makes', async () => {
+    const empty = join(scratch.path, 'new');
+    await mkdir(empty);
+    await writeFile(join(empty, 'server.lock'), '');
+    assert.deepEqual(await migrateDataDir(empty), { from: null, to: DATA_FORMAT });
+    assert.equal(await readFile(join(empty, 'FORMAT'), 'utf8'), `${DATA_FORMAT}\n`);
+
+    const missing = join(scratch.path, 'made-by-keys-create', 'data');
+    assert.equal((await cli('keys', 'create', '--account', 'a', '--data-dir', missing)).code, 0);
+    assert.equal(await readFile(join(missing, 'FORMAT'), 'utf8'), `${DATA_FORMAT}\n`);
+    assert.equal(await modeOf(missing), 0o700);
+    assert.deepEqual(await migrateDataDir(missing), { from: DATA_FORMAT, to: DATA_FORMAT });
+  });
+
   it('an unreadable FORMAT is refused, not guessed', async () => {
     const dir = join(scratch.path, 'garbled');
     await mkdir(dir);

@@ -72,6 +72,13 @@ const cases: Case[] = [
     (b) => assert.equal(b.path, 'resize.value'),
   ],
   ['a pixel value over 10000', async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"resize":{"mode":"pixels","value":10001}}' }) }), 400, 'compress.invalid_options'],
+  [
+    'a resize value without its mode (pixels or percent: never guessed, never ignored)',
+    async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"resize":{"enabled":true,"value":800}}' }) }),
+    400,
+    'compress.invalid_options',
+    (b) => assert.equal(b.path, 'resize.mode'),
+  ],
   ['a wrong schema version', async () => ({ method: 'POST', body: await fileForm(JPG, { options: '{"_schemaVersion":2}' }) }), 400, 'compress.invalid_options'],
   [
     'an http webhook',

@@ -3,17 +3,21 @@ import type { JsonSchema } from './types.ts';
 /** Longest-edge pixel sizes of the named resize presets (never upscaled). */
 export const RESIZE_PRESETS: Record<string, number> = { '4k': 3840, '2k': 2560, '1080p': 1920, '720p': 1280 };
 
+const resizeMode: JsonSchema = { type: 'string', enum: ['pixels', 'percentage'], description: 'pixels: value is the longest edge; percentage: proportional scaling' };
+
 export const resizeSchema: JsonSchema = {
   type: 'object',
   description: 'Downscale the image (never upscales).',
   properties: {
     enabled: { type: 'boolean', default: false },
-    mode: { type: 'string', enum: ['pixels', 'percentage'], description: 'pixels: value is the longest edge; percentage: proportional scaling' },
+    mode: resizeMode,
     preset: { type: 'string', enum: ['off', '4k', '2k', '1080p', '720p', 'custom'], default: 'off' },
-    value: { type: ['integer', 'null'], minimum: 1, maximum: 10000 },
+    value: { type: ['integer', 'null'], minimum: 1, maximum: 10000, description: 'the size in `mode`, which must be given with it' },
   },
   additionalProperties: false,
   allOf: [
+    // A value means nothing without its unit: refused rather than silently ignored.
+    { if: { properties: { value: { type: 'integer' } }, required: ['value'] }, then: { properties: { mode: resizeMode }, required: ['mode'] } },
     {
       if: { properties: { mode: { const: 'percentage' }, value: { type: 'integer' } }, required: ['mode', 'value'] },
       then: { properties: { value: { maximum: 99 } } },

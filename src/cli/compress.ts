@@ -1,38 +1,35 @@
 import { copyFileSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { basename, dirname, extname, join, relative, resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import { compressorForFormat, type JobOptions } from '../catalog/index.ts';
 import { ApiError } from '../errors.ts';
 import { CompressorPool } from '../jobs/pool.ts';
-import { optionsFor, outputFileName, sameFormat, validateAnyOptions } from '../options.ts';
-import { displayPath, expandInputs, type InputFile } from './inputs.ts';
+import { ineffectiveOptions, optionsFor, outputFileName, sameFormat, validateAnyOptions } from '../options.ts';
+import { type Command, commandHelp, parseCommand, UsageError } from './command.ts';
+import { displayPath, expandInputs, type InputFile, unsupportedReason } from './inputs.ts';
 import { PlainReporter, type Reporter, TtyReporter } from './progress.ts';
 import { columnsOf, type FileOutcome, outcomeLine, skippedLine, totalLine } from './summary.ts';
 
-export const COMPRESS_USAGE = 'compressd compress FILE|DIR|GLOB… [--out DIR] [--options JSON]\n      [--jobs N] [--in-place]';
+export const COMPRESS = {
+  name: 'compress',
+  synopsis: ['FILE|DIR|GLOB… [--out DIR] [--options JSON]', '[--jobs N] [--in-place]'],
+  about:
+    "Compresses files offline with the service's compressors: no server, no account, no credits. Directories are walked and globs expanded; files of a format no compressor takes are listed as skipped (hidden files and folders are ignored).",
+  options: {
+    out: { type: 'string', arg: 'DIR', help: "where outputs go; a directory argument's layout is kept", shownDefault: './compressed' },
+    options: {
+      type: 'string',
+      arg: 'JSON',
+      help: 'compression options, as the API takes them (GET /compress/schema); an option applies to the files whose compressor has it, e.g. {"resize":{"enabled":true,"preset":"1080p"}}',
+    },
+    jobs: { type: 'string', arg: 'N', help: 'files compressed at once', shownDefault: 'the number of CPUs' },
+    'in-place': { type: 'boolean', help: 'replace each input by its output; an output of another format (HEIC → JPG) is written beside its input, which is kept' },
+  },
+  allowPositionals: true,
+  notes: 'Each file gets one line as it finishes (ok, FAIL with the reason, or skip), then a total. An input is never overwritten without --in-place. Exit status: 0 when every file was compressed, 1 when any failed, 2 for a usage error.',
+} satisfies Command;
 
-const HELP = `Usage: ${COMPRESS_USAGE}
-
-Compresses files offline with the service's compressors: no server, no account,
-no credits. Directories are walked and globs expanded; files of a format no
-compressor takes are listed as skipped (hidden files and folders are ignored).
-
-  --out DIR       where outputs go (default ./compressed); a directory
-                  argument's layout is kept
-  --options JSON  compression options, as the API takes them
-                  (GET /compress/schema); an option applies to the files whose
-                  compressor has it, e.g.
-                  {"resize":{"enabled":true,"preset":"1080p"}}
-  --jobs N        files compressed at once (default: the number of CPUs)
-  --in-place      replace each input by its output; an output of another
-                  format (HEIC → JPG) is written beside its input, which is
-                  kept
-
-Each file gets one line as it finishes (ok, FAIL with the reason, or skip),
-then a total. An input is never overwritten without --in-place. Exit status:
-0 when every file was compressed, 1 when any failed, 2 for a usage error.
-`;
+const HELP = commandHelp(COMPRESS);
 
 export interface CompressIo {
   /** Lines are laid out for its `columns` (80 when it has none: a pipe, a file). */
@@ -40,8 +37,6 @@ export interface CompressIo {
   stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
   cwd: string;
 }
-
-class UsageError extends Error {}
 
 interface RunSettings {
   outDir: string | null;
@@ -52,19 +47,20 @@ interface RunSettings {
 
 /** Runs `compressd compress …`; resolves to the process exit status. */
 export async function compressCommand(args: string[], io: CompressIo = { stdout: process.stdout, stderr: process.stderr, cwd: process.cwd() }): Promise<number> {
-  let settings: RunSettings;
-  let positionals: string[];
+  let parsed: ReturnType<typeof parseRun>;
   try {
-    ({ settings, positionals } = parseCommand(args, io.cwd));
+    parsed = parseRun(args, io.cwd);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    if (!err.message) {
-      io.stdout.write(HELP);
-      return 0;
-    }
     io.stderr.write(`compressd compress: ${err.message}\n\n${HELP}`);
     return 2;
   }
+  if (!parsed) {
+    io.stdout.write(HELP);
+    return 0;
+  }
+  const { settings, positionals } = parsed;
+  for (const warning of ineffectiveOptions(settings.options, '--options')) io.stderr.write(`compressd compress: warning: ${warning}\n`);
 
   const { files, missing, skipped } = await expandInputs(positionals, io.cwd);
   const width = columnsOf(io.stdout);
@@ -96,25 +92,10 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
   return outcomes.some((o) => o.error) ? 1 : 0;
 }
 
-function parseCommand(args: string[], cwd: string): { settings: RunSettings; positionals: string[] } {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        out: { type: 'string' },
-        options: { type: 'string' },
-        jobs: { type: 'string' },
-        'in-place': { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+function parseRun(args: string[], cwd: string): { settings: RunSettings; positionals: string[] } | null {
+  const parsed = parseCommand(COMPRESS, args);
+  if (!parsed) return null;
   const { values, positionals } = parsed;
-  if (values.help) throw new UsageError('');
   if (!positionals.length) throw new UsageError('name at least one file, directory or glob');
   if (values['in-place'] && values.out !== undefined) throw new UsageError('--in-place and --out exclude each other');
   const jobs = values.jobs === undefined ? availableParallelism() : Number(values.jobs);
@@ -180,7 +161,7 @@ class OfflineRun {
     if (this.controller.signal.aborted) return fail('cli.interrupted', 'not started: the run was interrupted');
     const ext = extname(file.path).slice(1).toLowerCase();
     const entry = compressorForFormat(ext);
-    if (!entry) return fail('compress.unsupported_format', `no compressor takes .${ext || '(no extension)'} files`);
+    if (!entry) return fail('compress.unsupported_format', unsupportedReason(file.path)!);
     let options: JobOptions;
     try {
       options = optionsFor(entry, this.settings.options, '--options');

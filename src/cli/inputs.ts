@@ -20,10 +20,14 @@ export interface Expanded {
 
 const formatOf = (path: string) => extname(path).slice(1).toLowerCase();
 
-/** Why a found file is not compressed, or null when some compressor takes it. */
+/**
+ * Why a file is not compressed, or null when some compressor takes it. The format is the extension's,
+ * never guessed from the bytes: the API takes it the same way.
+ */
 export function unsupportedReason(path: string): string | null {
   const ext = formatOf(path);
-  return compressorForFormat(ext) ? null : `no compressor takes .${ext || '(no extension)'} files`;
+  if (!ext) return "no extension, so its format is unknown; rename it with its format's extension (.jpg, .png, .pdf, …)";
+  return compressorForFormat(ext) ? null : `no compressor takes .${ext} files`;
 }
 
 function walk(dir: string, out: string[], skipped: Expanded['skipped']): void {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { lstat, open, readdir, readFile } from 'node:fs/promises';
+import { lstat, mkdir, open, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { VERSION } from '../version.ts';
 import { writeFileAtomic } from './atomic-write.ts';
@@ -62,15 +62,39 @@ export function checkDataFormat(dataDir: string): void {
   if (found > DATA_FORMAT) throw tooNew(dataDir, found);
 }
 
+/** What version 1 held; a directory with none of it has nothing to upgrade. */
+const VERSION_1_ENTRIES = ['accounts.log', 'ledger.log', 'jobs.log', 'webhooks', 'spool', 'download-token.key'];
+
+/** Marks a data dir that holds nothing yet with the current format; true when it did. */
+async function markIfNew(dataDir: string): Promise<boolean> {
+  const entries = new Set(await readdir(dataDir));
+  if (entries.has(FORMAT_FILE) || VERSION_1_ENTRIES.some((name) => entries.has(name))) return false;
+  await writeFileAtomic(join(dataDir, FORMAT_FILE), `${DATA_FORMAT}\n`);
+  return true;
+}
+
+/**
+ * For the administration commands, which never migrate: makes a missing data dir (private), marks
+ * a new one with the current format (so its first `serve` reports no upgrade), and refuses one a
+ * newer compressd wrote.
+ */
+export async function prepareDataDir(dataDir: string): Promise<void> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  await markIfNew(dataDir);
+  checkDataFormat(dataDir);
+}
+
 /**
  * Brings the data dir to DATA_FORMAT before anything opens it (the caller holds the server lock).
  * FORMAT is written only once every step is done and synced, so an interrupted start leaves the
- * old version recorded and the next start runs the steps again.
+ * old version recorded and the next start runs the steps again. `from` is null for a new data dir,
+ * which is marked with the current format and not reported as upgraded.
  */
-export async function migrateDataDir(dataDir: string): Promise<{ from: number; to: number }> {
+export async function migrateDataDir(dataDir: string): Promise<{ from: number | null; to: number }> {
   const from = await readDataFormat(dataDir);
   if (from > DATA_FORMAT) throw tooNew(dataDir, from);
   if (from === DATA_FORMAT) return { from, to: from };
+  if (await markIfNew(dataDir)) return { from: null, to: DATA_FORMAT };
   for (let v = from + 1; v <= DATA_FORMAT; v++) await STEPS[v]!(dataDir);
   await writeFileAtomic(join(dataDir, FORMAT_FILE), `${DATA_FORMAT}\n`);
   return { from, to: DATA_FORMAT };

@@ -35,10 +35,8 @@ export class DiskGuard {
     };
     try {
       const room = (await this.freeBytes()) - ahead - this.minFreeBytes;
-      if (bytes > room) {
-        const mb = (n: number) => Math.max(0, Math.floor(n / 1048576));
-        throw insufficientStorage(`The upload needs ${mb(bytes)} MB; ${mb(room)} MB of the data volume are free beyond its reserve and the uploads in progress.`);
-      }
+      // No figures: a client told the exact room could fill it precisely (issue 41), and rounded ones read "needs 0 MB; 0 MB are free".
+      if (bytes > room) throw insufficientStorage('Not enough free disk space for this upload now; try again later.');
     } catch (err) {
       release();
       throw err;

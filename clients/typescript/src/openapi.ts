@@ -686,8 +686,9 @@ export interface components {
                  * @enum {string}
                  */
                 preset?: "off" | "4k" | "2k" | "1080p" | "720p" | "custom";
+                /** @description the size in `mode`, which must be given with it */
                 value?: number | null;
-            } & unknown;
+            } & (unknown & unknown);
         };
         /** Options for document.office-compress */
         "Options_document.office-compress": {
@@ -707,8 +708,9 @@ export interface components {
                  * @enum {string}
                  */
                 preset?: "off" | "4k" | "2k" | "1080p" | "720p" | "custom";
+                /** @description the size in `mode`, which must be given with it */
                 value?: number | null;
-            } & unknown;
+            } & (unknown & unknown);
         };
         /** Options for document.pdf-compress */
         "Options_document.pdf-compress": {
@@ -733,8 +735,9 @@ export interface components {
                  * @enum {string}
                  */
                 preset?: "off" | "4k" | "2k" | "1080p" | "720p" | "custom";
+                /** @description the size in `mode`, which must be given with it */
                 value?: number | null;
-            } & unknown;
+            } & (unknown & unknown);
         };
         /** Options for image.jpg-compress */
         "Options_image.jpg-compress": {
@@ -754,8 +757,9 @@ export interface components {
                  * @enum {string}
                  */
                 preset?: "off" | "4k" | "2k" | "1080p" | "720p" | "custom";
+                /** @description the size in `mode`, which must be given with it */
                 value?: number | null;
-            } & unknown;
+            } & (unknown & unknown);
         };
         /** Options for image.png-compress */
         "Options_image.png-compress": {
@@ -785,8 +789,9 @@ export interface components {
                  * @enum {string}
                  */
                 preset?: "off" | "4k" | "2k" | "1080p" | "720p" | "custom";
+                /** @description the size in `mode`, which must be given with it */
                 value?: number | null;
-            } & unknown;
+            } & (unknown & unknown);
         };
         /** Options for image.universal-compress */
         "Options_image.universal-compress": {
@@ -806,8 +811,9 @@ export interface components {
                  * @enum {string}
                  */
                 preset?: "off" | "4k" | "2k" | "1080p" | "720p" | "custom";
+                /** @description the size in `mode`, which must be given with it */
                 value?: number | null;
-            } & unknown;
+            } & (unknown & unknown);
         };
         Readiness: {
             reasons?: string[];
