@@ -12,6 +12,7 @@ import { type Compress, JobError } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
 import { chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions } from '../workers/image/encode.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
+import { tiffReader } from '../workers/image/exif-thumbnail.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
@@ -441,6 +442,22 @@ describe('image.jpg-compress', () => {
     assert.ok(s1 >= PERCEIVED_TARGET - 1, `SSIMULACRA2 ${s1}`);
     assert.ok(r.perceivedQuality !== undefined && Math.abs(r.perceivedQuality - s1) < 2, `reported ${r.perceivedQuality}, measured ${s1}`);
     assert.ok(r.phases.every((p) => ['decoding', 'analyzing', 'encoding', 'optimizing', 'finalizing'].includes(p)));
+  });
+
+  it("drops EXIF's embedded thumbnail and keeps the rest of EXIF", async () => {
+    const input = `${corpus}jpg/phone-IMG_20180725_163423.jpg`;
+    const r = await run(jpg, input);
+    const [inExif, outExif] = [exifSegment(await readFile(input))!, exifSegment(await readFile(r.path))!];
+    const thumbnail = (exif: Buffer) => exif.indexOf(Buffer.from([0xff, 0xd8, 0xff]), 6) >= 0;
+    assert.ok(thumbnail(inExif), 'the phone wrote a thumbnail');
+    assert.ok(!thumbnail(outExif), 'ours has none');
+    assert.ok(outExif.length < inExif.length - 5000, `${inExif.length} → ${outExif.length} bytes of EXIF`);
+    for (const text of ['Google', 'Pixel']) assert.ok(outExif.includes(text), text);
+    // The block still reads: its IFD0 links to no IFD1 now, and sharp parses it.
+    const reader = tiffReader(outExif)!;
+    const ifd0 = reader.u32(4);
+    assert.equal(reader.u32(ifd0 + 2 + reader.u16(ifd0) * 12), 0);
+    assert.equal((await sharp(r.path).metadata()).orientation, (await sharp(input).metadata()).orientation);
   });
 
   it('keeps the EXIF orientation and reports the displayed size', async () => {

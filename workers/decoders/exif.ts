@@ -1,4 +1,4 @@
-import { withoutThumbnail } from '../image/exif-thumbnail.ts';
+import { tiffReader, withoutThumbnail } from '../image/exif-thumbnail.ts';
 
 /**
  * EXIF carried into a JPG output: the source's block (TIFF structure) goes into an APP1 segment
@@ -26,12 +26,9 @@ export function insertExif(jpeg: Buffer, exif: Buffer | undefined): Buffer {
 
 /** Sets IFD0's Orientation (0x0112) to 1 in place; false when the block is not a readable TIFF structure. */
 function resetOrientation(t: Buffer): boolean {
-  if (t.length < 8) return false;
-  const order = t.toString('latin1', 0, 2);
-  if (order !== 'II' && order !== 'MM') return false;
-  const le = order === 'II';
-  const u16 = (o: number) => (le ? t.readUInt16LE(o) : t.readUInt16BE(o));
-  const u32 = (o: number) => (le ? t.readUInt32LE(o) : t.readUInt32BE(o));
+  const reader = tiffReader(t);
+  if (!reader) return false;
+  const { le, u16, u32 } = reader;
   if (u16(2) !== 42) return false;
   const ifd = u32(4);
   if (ifd + 2 > t.length) return false;

@@ -14,14 +14,20 @@ const TIFF_TYPE_SIZES: Record<number, number> = { 1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 
 /** Tags whose value is the offset of another IFD: Exif, GPS and Interoperability. */
 const SUB_IFDS = new Set([0x8769, 0x8825, 0xa005]);
 
-/** A TIFF-structured EXIF block (without the `Exif\0\0` prefix) without its thumbnail, or undefined when it has none to cut. */
-export function withoutThumbnail(tiff: Buffer): Buffer | undefined {
-  if (tiff.length < 8) return undefined;
-  const order = tiff.toString('latin1', 0, 2);
+/** Readers of a TIFF structure's integers in its byte order; undefined when the header is not TIFF's. */
+export function tiffReader(t: Buffer): { le: boolean; u16: (o: number) => number; u32: (o: number) => number } | undefined {
+  if (t.length < 8) return undefined;
+  const order = t.toString('latin1', 0, 2);
   if (order !== 'II' && order !== 'MM') return undefined;
   const le = order === 'II';
-  const u16 = (o: number) => (le ? tiff.readUInt16LE(o) : tiff.readUInt16BE(o));
-  const u32 = (o: number) => (le ? tiff.readUInt32LE(o) : tiff.readUInt32BE(o));
+  return { le, u16: (o) => (le ? t.readUInt16LE(o) : t.readUInt16BE(o)), u32: (o) => (le ? t.readUInt32LE(o) : t.readUInt32BE(o)) };
+}
+
+/** A TIFF-structured EXIF block (without the `Exif\0\0` prefix) without its thumbnail, or undefined when it has none to cut. */
+export function withoutThumbnail(tiff: Buffer): Buffer | undefined {
+  const reader = tiffReader(tiff);
+  if (!reader) return undefined;
+  const { le, u16, u32 } = reader;
   const ifd0 = u32(4);
   if (ifd0 + 2 > tiff.length) return undefined;
   const link = ifd0 + 2 + u16(ifd0) * 12;
