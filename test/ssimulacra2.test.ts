@@ -83,6 +83,13 @@ describe('SSIMULACRA2 in use', () => {
     assert.ok(ssimulacra2(opaque, clear) < 50);
   });
 
+  it('scores a 24 MP picture whole (its planes lie past 2 GiB of the module\'s memory)', () => {
+    const big = gradient(6000, 4000, 3);
+    const shifted = { ...big, data: Uint8Array.from(big.data, (v, i) => (i % 3 === 1 ? Math.min(255, v + 3) : v)) };
+    const score = ssimulacra2(big, shifted);
+    assert.ok(Number.isFinite(score) && score < 100 && score > 50, `${score}`);
+  });
+
   it('the committed WebAssembly is the build of its C source', () => {
     execFileSync(process.execPath, ['scripts/build-metric.mjs', '--check'], { stdio: 'pipe' });
   });

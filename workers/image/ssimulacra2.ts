@@ -163,7 +163,8 @@ class Arena {
   }
 
   alloc(bytes: number): number {
-    const at = (this.top + 15) & ~15;
+    // Arithmetic, not bitwise: offsets pass 2 GiB for pictures of 20 MP and more.
+    const at = Math.ceil(this.top / 16) * 16;
     this.top = at + bytes;
     const short = this.top - this.memory.buffer.byteLength;
     if (short > 0) this.memory.grow(Math.ceil(short / PAGE));
