@@ -233,31 +233,6 @@ describe('JPEG quality search', () => {
     }
   });
 
-  it('a final encode started at the guess on a spare core gives the same bytes as one started after the answer', async () => {
-    // Outside a pool this thread always has a spare core; in a thread that sees every core busy
-    // (the pool's shared count at its maximum) nothing starts early.
-    const input = join(work, 'speculative.jpg');
-    await sharp(`${corpus}jpg/phone-IMG_20180725_163423.jpg`).jpeg({ quality: 98 }).toFile(input);
-    const early = await readFile((await run(jpg, input)).path);
-    const running = new Int32Array(new SharedArrayBuffer(4));
-    Atomics.store(running, 0, availableParallelism());
-    const module = new URL('../workers/jpg.ts', import.meta.url).href;
-    const dir = join(work, 'speculative-busy');
-    await import('node:fs/promises').then((fs) => fs.mkdir(dir));
-    const code = `const { parentPort, workerData } = require('node:worker_threads');
-      import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(module)}); })
-        .then(({ compress }) => compress({ inputPath: workerData.input, format: 'jpg', options: {} }, { dir: workerData.dir }, { signal: new AbortController().signal, progress: () => {} }))
-        .then((r) => parentPort.postMessage(r.path), (e) => parentPort.postMessage({ error: String(e) }));`;
-    const thread = new Worker(code, { eval: true, workerData: { runningJobs: running.buffer, input, dir } });
-    try {
-      const path = await new Promise<unknown>((resolve) => thread.once('message', resolve));
-      assert.equal(typeof path, 'string', String(JSON.stringify(path)));
-      assert.deepEqual(await readFile(path as string), early);
-    } finally {
-      await thread.terminate();
-    }
-  });
-
   it('work started ahead of need on a spare core leaves the answer as it is, the form included', async () => {
     for (const file of ['webp/denali.webp', 'jpg/craft-beer.jpg']) {
       assert.deepEqual(await chooseJpeg(await photo(file), undefined, 'full', IMAGE_SEARCH), await chooseJpeg(await photo(file), undefined, 'full', { ...IMAGE_SEARCH, ahead: false }), file);

@@ -5,8 +5,7 @@ import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
 import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
-import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, MIN_QUALITY, predictedScore, probesOf, reaches, speculativeEncode, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
-import { PERCEIVED_TARGET } from './image/perceived.ts';
+import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, MIN_QUALITY, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
 import { imageError, isGrey, MAX_PIXELS, toGrey } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
@@ -166,8 +165,7 @@ export async function encodeJpegWithin(
   judgedAt: JudgedAt = 'full',
 ): Promise<SizedJpeg> {
   // One form for every encode of the picture: the one the target's search chose.
-  const early = speculativeEncode((setting) => encode(pixels, setting));
-  const choice = await chooseJpeg(pixels, PERCEIVED_TARGET, judgedAt, IMAGE_SEARCH, early.onGuess);
+  const choice = await chooseJpeg(pixels, undefined, judgedAt);
   const { quality: target, table, chroma } = choice;
   const at = (quality: number): JpegSetting => ({ quality, table, chroma });
   const sized = async (quality: number, rule: SizedJpeg['rule']): Promise<SizedJpeg> => ({
@@ -180,7 +178,7 @@ export async function encodeJpegWithin(
   const full = async (quality: number): Promise<Buffer> => {
     let data = fulls.get(quality);
     if (!data) {
-      data = insertExif(await (early.take(at(quality)) ?? encode(pixels, at(quality))), exif);
+      data = insertExif(await encode(pixels, at(quality)), exif);
       fulls.set(quality, data);
     }
     return data;

@@ -151,16 +151,12 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   // Grey pictures (door.ts) are searched and encoded as one component.
   const grey = isGrey(rgb);
   const pixels = grey ? toGrey(rgb) : rgb;
-  const encode = (setting: JpegSetting) => {
-    const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
-    if (grey) encoder.toColourspace('b-w');
-    return encoder.jpeg(jpegOptions(setting)).toBuffer({ resolveWithObject: true });
-  };
-  const early = speculativeEncode(encode);
-  const choice = await chooseJpeg(pixels, PERCEIVED_TARGET, 'full', IMAGE_SEARCH, early.onGuess);
+  const choice = await chooseJpeg(pixels);
   if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');
-  const out = await (early.take(choice) ?? encode(choice));
+  const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
+  if (grey) encoder.toColourspace('b-w');
+  const out = await encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true });
   return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
 }
 
@@ -180,47 +176,20 @@ function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
  * The setting of the smallest JPEG whose perceived quality reaches `target` (full resolution).
  * A single image's search first chooses the form (chooseForm; SearchBudget.forms), then searches
  * its quality; a document's pictures keep mozjpeg's default form.
- * When no quality up to MAX_QUALITY reaches the target, the answer is MAX_QUALITY. `onGuess` is
- * told the quarter-size proxy's answer, when there is one, while the 1 MP proxy confirms it: the
- * answer it usually becomes (see speculativeEncode).
+ * When no quality up to MAX_QUALITY reaches the target, the answer is MAX_QUALITY.
  */
 export async function chooseJpeg(
   pixels: Pixels,
   target = PERCEIVED_TARGET,
   judgedAt: JudgedAt = 'full',
   search: SearchBudget = IMAGE_SEARCH,
-  onGuess?: (setting: JpegSetting) => void,
 ): Promise<JpegChoice> {
   const probes = probesOf(pixels, search.proxyTiles);
   const full = search.probes === Infinity;
   const { form, guide } = full && search.forms ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
   const guided = guide && hasGuide(pixels, search) ? guide : undefined;
-  if (guided) onGuess?.({ quality: guided.quality, ...form });
   const found = await searchQuality(pixels, target, judgedAt, form, search, guided ?? (full ? undefined : null));
   return { quality: found.quality, ...form, score: fromProxy(found.score, probes.exact) };
-}
-
-/**
- * A final encode started at the search's guess (chooseJpeg's onGuess) on a spare core, so that
- * it runs while the guess is confirmed: `take` returns it when the answer is the guess, else
- * undefined (the caller encodes the answer; the early encode is dropped). Only when a core would
- * otherwise sit idle (spare-core.ts): with every core busy it would slow another job down. The
- * bytes are the same either way: the same pixels, setting and encoder.
- */
-export function speculativeEncode<T>(encode: (setting: JpegSetting) => Promise<T>): { onGuess: (setting: JpegSetting) => void; take: (answer: JpegSetting) => Promise<T> | undefined } {
-  let early: { setting: JpegSetting; result: Promise<T> } | undefined;
-  return {
-    onGuess: (setting) => {
-      if (!spareCore()) return;
-      early = { setting, result: encode(setting) };
-      early.result.catch(() => {});
-    },
-    take: (answer) => (early && sameSetting(early.setting, answer) ? early.result : undefined),
-  };
-}
-
-function sameSetting(a: JpegSetting, b: JpegSetting): boolean {
-  return a.quality === b.quality && a.table === b.table && a.chroma === b.chroma;
 }
 
 /**
@@ -396,10 +365,13 @@ async function searchQuality(
   // The score rises with quality on ordinary images, but not where the signal is mostly noise a
   // few code values deep (nearly black or flat images): there whether trellis keeps that noise
   // flips from one quality to the next. One probe well below the answer tells; when it passes,
-  // scan the qualities below it for the lowest that passes.
+  // scan the qualities below it for the lowest that passes. After a guide the check is made on
+  // its quarter-size proxy first, a quarter of the cost: the same noise shows in both.
   const check = hi - NOISY_CHECK;
   let found = Math.max(MIN_QUALITY, hi);
-  if (guided !== null && check >= MIN_QUALITY && (await score(check)) >= aim) {
+  const quarter = guide ? probesOf(pixels, GUIDE_TILES) : undefined;
+  const quarterPasses = async () => !quarter || (await quarter.score({ quality: check, ...form }, judgedAt)) >= aimOnProxy(target, quarter.exact);
+  if (guided !== null && check >= MIN_QUALITY && (await quarterPasses()) && (await score(check)) >= aim) {
     found = check;
     for (let q = MIN_QUALITY; q < check; q += NOISY_STEP) {
       if ((await score(q)) >= aim) {
