@@ -207,8 +207,10 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const base = await searchQuality(pixels, target, judgedAt, DEFAULT_FORM, guideSearch, null);
   const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
   const slope = await sizeSlope(probes, base.seen, DEFAULT_FORM);
+  // A grey picture is one component: its chroma subsampling is no choice.
+  const forms = pixels.channels === 1 ? FORMS.filter((f) => f.chroma === DEFAULT_FORM.chroma) : FORMS;
   const predictions = await Promise.all(
-    FORMS.map(async (form) => {
+    forms.map(async (form) => {
       const [score, size] = await Promise.all([probes.score(at(form), judgedAt), probes.size(at(form))]);
       return { form, score, bytes: Math.log(size) + (aim - score) * slope };
     }),
