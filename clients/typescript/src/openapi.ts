@@ -869,6 +869,14 @@ export interface components {
     parameters: {
         /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
         IdempotencyKey: string;
+        /** @description Used without If-None-Match: 304 when the output is not newer. */
+        IfModifiedSince: string;
+        /** @description ETags the client holds; a match answers 304. */
+        IfNoneMatch: string;
+        /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+        IfRange: string;
+        /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+        Range: string;
         /** @description Endpoint version */
         Version: 1;
         /** @description Endpoint version (below the query parameter) */
@@ -876,10 +884,20 @@ export interface components {
     };
     requestBodies: never;
     headers: {
+        /** @description Byte ranges are served */
+        AcceptRanges: "bytes";
+        /** @description The bytes sent and the whole size: bytes a-b/size */
+        ContentRange: string;
+        /** @description Strong: the SHA-256 of the output's bytes (absent on outputs stored before ETags were recorded) */
+        ETag: string;
         /** @description "true" when the answer is the first job of this Idempotency-Key, replayed */
         IdempotentReplayed: "true";
+        /** @description When the job completed (HTTP date) */
+        LastModified: string;
         /** @description Seconds to wait before retrying */
         RetryAfter: number;
+        /** @description The whole size, which the range missed: bytes *\/size */
+        UnsatisfiedRange: string;
     };
     pathItems: never;
 }
@@ -954,6 +972,14 @@ export interface operations {
                 version?: components["parameters"]["Version"];
             };
             header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
                 /** @description Endpoint version (below the query parameter) */
                 "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
             };
@@ -964,11 +990,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description the output file */
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
             200: {
                 headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
                     /** @description attachment, with the output file name */
                     "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -979,6 +1008,35 @@ export interface operations {
                     "image/jpeg": string;
                     "image/png": string;
                 };
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description request.unsupported_version */
             400: {
@@ -1011,6 +1069,16 @@ export interface operations {
             /** @description jobs.expired */
             410: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2386,6 +2454,14 @@ export interface operations {
                 version?: components["parameters"]["Version"];
             };
             header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
                 /** @description Endpoint version (below the query parameter) */
                 "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
             };
@@ -2396,11 +2472,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description the output file */
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
             200: {
                 headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
                     /** @description attachment, with the output file name */
                     "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -2411,6 +2490,35 @@ export interface operations {
                     "image/jpeg": string;
                     "image/png": string;
                 };
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description request.unsupported_version */
             400: {
@@ -2461,6 +2569,16 @@ export interface operations {
             /** @description jobs.expired */
             410: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -3333,16 +3451,6 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            /** @description rate_limited */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
         };
     };
     getMetrics: {
@@ -3480,16 +3588,6 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            /** @description rate_limited */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["RetryAfter"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
             /** @description not_ready, with the reasons */
             503: {
                 headers: {
