@@ -1,6 +1,7 @@
 // The job engine in process: the lifecycle's moves over the files backend, with a fake runner
 // (no worker threads, no HTTP). Spec: "States and transitions", "Limits"; DESIGN "Flow of a job".
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -180,7 +181,8 @@ describe('engine moves', () => {
     const [done] = await r.endings(1);
     assert.equal(done!.status, 'Succeeded');
     assert.deepEqual(done!.progress, { percent: 100, phase: 'done' });
-    assert.deepEqual(done!.output, { format: 'jpg', contentType: 'image/jpeg', bytes: 5 });
+    // The output's SHA-256 is taken once as it is stored: the download's ETag.
+    assert.deepEqual(done!.output, { format: 'jpg', contentType: 'image/jpeg', bytes: 5, sha256: createHash('sha256').update('small').digest('hex') });
     assert.equal(Date.parse(done!.expiresAt!) - Date.parse(done!.completedAt!), 3_600_000);
     assert.deepEqual(r.started, [queued.id]);
     assert.equal(r.runner.runs[0]!.req.inputPath, join(r.dir, 'spool', queued.id, 'input'));
