@@ -101,8 +101,9 @@ export function scoreDetailTable(all: Measured[], kind: string): string {
   );
 }
 
-/** Files whose SSIMULACRA2 was left out (a picture over the metric's pixel limit), if any. */
+/** Files whose SSIMULACRA2 was left out (a picture over the metric's pixel limit, or the metric failed on it), if any. */
 export function unscoredNote(all: Measured[], maxPixels: number): string {
   const left = all.filter((m) => m.ours.score === undefined);
-  return left.length ? `SSIMULACRA2 left out (a picture over ${maxPixels / 1e6} MP; luma SSIM only): ${left.map((m) => `${m.kind}/${m.file}`).join(', ')}.` : '';
+  const files = left.map((m) => `${m.kind}/${m.file}`).join(', ');
+  return left.length ? `SSIMULACRA2 left out (a picture over ${maxPixels / 1e6} MP, or the metric failed on it: see the run's log; luma SSIM only): ${files}.` : '';
 }

@@ -62,6 +62,7 @@ function frames(p: Pixels, frameHeight: number): Pixels[] {
 export class ScoreJudge {
   private readonly frameHeight: number;
   private prepared?: Ssimulacra2Reference;
+  private failed = false;
 
   constructor(
     private readonly ref: Pixels,
@@ -78,7 +79,18 @@ export class ScoreJudge {
   }
 
   private s2(p: Pixels): number | undefined {
-    if (p.width * this.frameHeight > MAX_SCORED_PIXELS) return undefined;
+    if (p.width * this.frameHeight > MAX_SCORED_PIXELS || this.failed) return undefined;
+    try {
+      return this.s2Of(p);
+    } catch (err) {
+      // The file keeps its luma row; its SSIMULACRA2 is reported as left out, not the whole file lost.
+      this.failed = true;
+      console.warn(`quality: SSIMULACRA2 failed on a ${p.width}×${this.frameHeight} picture: ${(err as Error).message}`);
+      return undefined;
+    }
+  }
+
+  private s2Of(p: Pixels): number {
     if (this.frameHeight >= p.height) {
       this.prepared ??= new Ssimulacra2Reference(opaque(this.options.binned ? binRgb2x2(this.ref) : this.ref));
       return this.prepared.score(opaque(p));
