@@ -157,9 +157,11 @@ function scorePanel(file: string, rows: ChartRow[], tools: string[], b: { x0: nu
   const step = ymax - ymin > 100 ? 50 : ymax - ymin > 40 ? 20 : 10;
   for (let s = ymin; s <= ymax; s += step) out.push(`<text x="${b.x0 - 4}" y="${py(s) + 4}" font-size="10" text-anchor="end" ${FONT}>${s}</text>`);
   out.push(`<text x="${b.x0 + b.w / 2}" y="${b.y0 + b.h + 30}" font-size="11" text-anchor="middle" ${FONT}>SSIMULACRA2 (log of 100 − score); savings % up</text>`);
-  for (const [k, r] of rows.entries()) {
-    const colour = COLOURS[tools.indexOf(r.tool) % COLOURS.length];
-    out.push(`<circle cx="${px(r.score ?? 100)}" cy="${py(savings[k])}" r="6" fill="${colour}" fill-opacity="0.8" stroke="white"/>`);
+  // The first tool (ours) is drawn last, so peers' settings at the same place do not hide it.
+  const order = [...rows.keys()].sort((a, b) => tools.indexOf(rows[b].tool) - tools.indexOf(rows[a].tool));
+  for (const k of order) {
+    const colour = COLOURS[tools.indexOf(rows[k].tool) % COLOURS.length];
+    out.push(`<circle cx="${px(rows[k].score ?? 100)}" cy="${py(savings[k])}" r="6" fill="${colour}" fill-opacity="0.8" stroke="white"/>`);
   }
   return out.join('');
 }
