@@ -133,7 +133,7 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
   const score = async (i: number) => {
     let r = scored.get(i);
     if (!r) {
-      r = await paletteScore(proxy, reference, LOSSY_QUALITIES[i]);
+      r = await paletteScore(proxy, reference, LOSSY_QUALITIES[i], aim);
       scored.set(i, r);
     }
     return r;
@@ -154,18 +154,21 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
   if (best === undefined) return undefined;
   if (exact) return found(scored.get(best)!);
   for (const quality of LOSSY_QUALITIES.slice(best)) {
-    const r = await paletteScore(p, reference, quality, proxyOf);
+    const r = await paletteScore(p, reference, quality, aim, proxyOf);
     if (pass(r)) return found(r);
   }
   return undefined;
 }
 
-/** A palette PNG of `p` and the score of its decode (through `view`: the tiles the reference was made of). */
-async function paletteScore(p: Pixels, reference: Ssimulacra2Reference, quality: number, view: (q: Pixels) => Pixels = (q) => q): Promise<{ score: number; png: Buffer }> {
+/**
+ * A palette PNG of `p` and the score of its decode (through `view`: the tiles the reference was
+ * made of); a score under `aim` is only known to be under it (Ssimulacra2Reference.score).
+ */
+async function paletteScore(p: Pixels, reference: Ssimulacra2Reference, quality: number, aim: number, view: (q: Pixels) => Pixels = (q) => q): Promise<{ score: number; png: Buffer }> {
   // A middle deflate level: enough to rank the candidates by size; oxipng compresses the one kept.
   const png = await fromRaw(p).png({ palette: true, quality, effort: quantiseEffort(p.width * p.height), dither: 1, compressionLevel: 6 }).toBuffer();
   const decoded = await decodeAs(png, p.channels);
-  return { score: decoded === undefined ? -Infinity : reference.score(view(decoded)), png };
+  return { score: decoded === undefined ? -Infinity : reference.score(view(decoded), aim), png };
 }
 
 /** Decodes a PNG to 8-bit pixels with the given channel count (grey/RGB, with or without alpha). */

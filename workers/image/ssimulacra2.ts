@@ -322,25 +322,55 @@ class Prepared {
 
 /** A picture prepared once as the original that distorted versions of it are scored against. */
 export class Ssimulacra2Reference {
-  private readonly prepared: Prepared[];
+  /** One per background (with alpha: dark, then light, the second prepared when first needed). */
+  private readonly prepared: (Prepared | undefined)[];
+  private readonly backgrounds: number[];
+  /** The original has an alpha channel but every pixel is opaque. */
+  private readonly opaque: boolean;
   readonly width: number;
   readonly height: number;
 
-  constructor(original: Pixels) {
+  constructor(private readonly original: Pixels) {
     this.width = original.width;
     this.height = original.height;
-    const alpha = original.channels === 2 || original.channels === 4;
+    const alpha = hasAlpha(original);
     // With transparency the score is the worse of a dark and a light background, as the reference's.
-    this.prepared = alpha ? [new Prepared(0.1, original), new Prepared(0.9, original)] : [new Prepared(0, original)];
+    this.backgrounds = alpha ? [0.1, 0.9] : [0];
+    this.opaque = alpha && fullyOpaque(original);
+    this.prepared = this.backgrounds.map(() => undefined);
   }
 
-  /** SSIMULACRA2 of a distorted version of the same size (grey taken as R = G = B; alpha as the reference's). */
-  score(distorted: Pixels): number {
+  /**
+   * SSIMULACRA2 of a distorted version of the same size (grey taken as R = G = B; alpha as the
+   * reference's). Two opaque pictures blend the same over any background: one is scored. With
+   * `below`, a score under it is returned as soon as one background gives it (the worse of the two
+   * is lower still): what a search that only asks "does it pass?" needs, at half the cost.
+   */
+  score(distorted: Pixels, below = -Infinity): number {
     if (distorted.width !== this.width || distorted.height !== this.height) {
       throw new RangeError(`ssimulacra2: sizes differ (${this.width}×${this.height} vs ${distorted.width}×${distorted.height})`);
     }
-    return Math.min(...this.prepared.map((p) => p.score(distorted)));
+    const count = this.opaque && fullyOpaque(distorted) ? 1 : this.backgrounds.length;
+    let worst = Infinity;
+    for (let i = 0; i < count; i++) {
+      this.prepared[i] ??= new Prepared(this.backgrounds[i], this.original);
+      worst = Math.min(worst, this.prepared[i]!.score(distorted));
+      if (worst < below) break;
+    }
+    return worst;
   }
+}
+
+function hasAlpha(p: Pixels): boolean {
+  return p.channels === 2 || p.channels === 4;
+}
+
+/** No alpha channel, or one at 255 everywhere. */
+function fullyOpaque(p: Pixels): boolean {
+  if (!hasAlpha(p)) return true;
+  const { data, channels: c } = p;
+  for (let i = c - 1; i < p.width * p.height * c; i += c) if (data[i] !== 255) return false;
+  return true;
 }
 
 /** SSIMULACRA2 of `distorted` against `original` (same size). */
