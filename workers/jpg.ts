@@ -31,8 +31,9 @@ export const compress: Compress = async (job, out, ctx) => {
   const resized = targetSize(meta.width, meta.height, job.options.resize);
   const path = join(out.dir, 'output.jpg');
   const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
+  const inputBytes = (await stat(job.inputPath)).size;
   // A profile that costs more than the picture is converted into (image/door.ts).
-  const profile = await profileDecision(img, meta.icc, (await stat(job.inputPath)).size).catch((err: unknown) => {
+  const profile = await profileDecision(img, meta.icc, inputBytes).catch((err: unknown) => {
     throw imageError(err);
   });
   if (!resized && profile.keep && (await jpegOrigin(await readFile(job.inputPath))) !== 'other') {
@@ -46,7 +47,6 @@ export const compress: Compress = async (job, out, ctx) => {
   try {
     // Whether the input is already about as coarse as the chosen quality is known before the
     // full-size encode, which is then skipped (unless the gain is the profile).
-    const inputBytes = (await stat(job.inputPath)).size;
     const worthEncoding =
       resized || !profile.keep
         ? undefined

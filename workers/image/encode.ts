@@ -197,7 +197,8 @@ export async function chooseJpeg(
  * the default form needs there, and its size at the target predicted along the default form's
  * own curve of size against score (their slopes are alike: each table scales all frequencies
  * together). The smallest prediction wins when it beats the default by SWITCH_GAIN. Small
- * pictures, their own guide, are compared on themselves. Returns the winner's search there.
+ * pictures, their own guide, are compared on themselves. Returns the form and its guide: the
+ * default's own search there, or that search shifted for another form (shiftedGuide).
  */
 async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, search: SearchBudget): Promise<{ form: JpegForm; guide: Guide }> {
   const quarter = hasGuide(pixels, search) ? GUIDE_TILES : search.proxyTiles;
@@ -206,7 +207,7 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const guideSearch: SearchBudget = { ...search, proxyTiles: quarter };
   const base = await searchQuality(pixels, target, judgedAt, DEFAULT_FORM, guideSearch, null);
   const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
-  const slope = await sizeSlope(probes, base.seen, DEFAULT_FORM);
+  const slope = await sizeSlope(probes, base.seen);
   // A grey picture is one component: its chroma subsampling is no choice.
   const forms = pixels.channels === 1 ? FORMS.filter((f) => f.chroma === DEFAULT_FORM.chroma) : FORMS;
   const predictions = await Promise.all(
@@ -238,13 +239,13 @@ function shiftedGuide(base: Guide, scoreThere: number, aim: number): Guide {
   return { quality, seen };
 }
 
-/** d log(size) / d score of a form along a search's probes: through the first two far enough apart in score, or a typical slope. */
-async function sizeSlope(probes: Probes, seen: Scored[], form: JpegForm): Promise<number> {
+/** d log(size) / d score of the default form along a search's probes: through the first two far enough apart in score, or a typical slope. */
+async function sizeSlope(probes: Probes, seen: Scored[]): Promise<number> {
   const points = [...seen].sort((a, b) => a.q - b.q).filter((p, i, all) => i === 0 || p.q !== all[i - 1].q);
   for (let i = 1; i < points.length; i++) {
     const [a, b] = [points[i - 1], points[i]];
     if (b.s - a.s > 0.5) {
-      const [sa, sb] = await Promise.all([probes.size({ quality: a.q, ...form }), probes.size({ quality: b.q, ...form })]);
+      const [sa, sb] = await Promise.all([probes.size({ quality: a.q, ...DEFAULT_FORM }), probes.size({ quality: b.q, ...DEFAULT_FORM })]);
       const slope = (Math.log(sb) - Math.log(sa)) / (b.s - a.s);
       if (slope > 0 && Number.isFinite(slope)) return slope;
     }

@@ -11,7 +11,7 @@ import { chooseViewQuality } from './quality.ts';
  * The encode keeps the component count: a PDF image's ColorSpace says how many components its
  * JPEG must have (encodeJpegAuto would always emit sRGB).
  */
-export async function encodePhoto(p: Pixels, ppi: number | undefined, target: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number; score: number }> {
+export async function encodePhoto(p: Pixels, ppi: number | undefined, target: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number; score?: number }> {
   const final = (quality: number): Promise<Buffer> => {
     const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
     // Without this sharp writes grey pixels as a three-component JPEG.

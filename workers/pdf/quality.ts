@@ -50,7 +50,7 @@ export async function chooseViewQuality(
   target = VIEW_TARGET,
   search: SearchBudget = FULL_SEARCH,
   final?: (quality: number) => Promise<Buffer>,
-): Promise<{ quality: number; encoded?: Buffer; score: number }> {
+): Promise<{ quality: number; encoded?: Buffer; score?: number }> {
   const proxy = proxyOf(p, search.proxyTiles);
   const scale = viewScale(ppi, proxy.width * proxy.height);
   const width = Math.max(8, Math.round(proxy.width * scale));
@@ -60,7 +60,7 @@ export async function chooseViewQuality(
   const aim = aimOnProxy(target, exact);
   const scores = new Map<number, number>();
   const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
-  const probeWithFinal = proxy === p && p.width * p.height < CALL_COST ? final : undefined;
+  const probeWithFinal = exact && p.width * p.height < CALL_COST ? final : undefined;
   const finals = new Map<number, Buffer>();
   let lo = MIN_QUALITY - 1;
   let hi = MAX_QUALITY;
@@ -81,7 +81,8 @@ export async function chooseViewQuality(
     if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
   }
   while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
-  return { quality: hi, encoded: finals.get(hi), score: scores.get(hi) ?? target };
+  // MAX_QUALITY is the answer unprobed when the quality below it failed: its score is not known.
+  return { quality: hi, encoded: finals.get(hi), score: scores.get(hi) };
 }
 
 /** First probe of a budgeted search with no quality known for similar pictures. */

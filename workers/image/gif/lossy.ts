@@ -7,7 +7,7 @@ import { GifRecompressor } from './recompress.ts';
 /**
  * The cheap first filter of lossy GIF: mean luma SSIM of the displayed frames, full resolution,
  * against the input's displayed frames (see recompress.ts), scored incrementally as each step
- * re-encodes. The answer it finds is then confirmed by the perceived target (confirmPerceived).
+ * re-encodes. From its answer the perceived target then moves the threshold (confirmPerceived).
  */
 export const GIF_TARGET_SSIM = 0.98;
 /**
@@ -75,12 +75,12 @@ async function confirmPerceived(
   const first = found.threshold === 0 ? 100 : await score(found.data);
   type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
   let best: Candidate = first >= PERCEIVED_TARGET ? { ...found, score: found.threshold === 0 ? undefined : first } : { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
-  // The bracket [lo passes, hi fails]; hi unknown (MAX_THRESHOLD) when the answer passed.
+  // The bracket [lo passes, hi fails]; no failure known yet when the answer passed.
   let lo = first >= PERCEIVED_TARGET ? found.threshold : 0;
-  let hi = first >= PERCEIVED_TARGET ? MAX_THRESHOLD : found.threshold;
+  let hi: number | undefined = first >= PERCEIVED_TARGET ? undefined : found.threshold;
   if (first >= PERCEIVED_TARGET && first < PERCEIVED_TARGET + PERCEIVED_CLOSE) return best;
-  for (let i = 0; i < PERCEIVED_STEPS; i++) {
-    const threshold = hi === MAX_THRESHOLD ? Math.min(MAX_THRESHOLD, Math.max(1, 2 * lo)) : lo > 0 ? Math.sqrt(lo * hi) : hi / 2;
+  for (let i = 0; i < PERCEIVED_STEPS && lo < MAX_THRESHOLD; i++) {
+    const threshold = hi === undefined ? Math.min(MAX_THRESHOLD, Math.max(1, 2 * lo)) : lo > 0 ? Math.sqrt(lo * hi) : hi / 2;
     const { data, ssim } = gifs.recompress(threshold);
     const s = await score(data);
     if (s < PERCEIVED_TARGET) {
