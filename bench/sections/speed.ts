@@ -277,10 +277,17 @@ function ratioSummary(rows: Measured[], ratio: (r: Measured) => number | undefin
 function phaseRow(r: Measured): string[] {
   const ms = r.profile.ms;
   const cell = (v: number | undefined) => (v ? `${Math.round(v)}` : '');
-  const probes = ms.search !== undefined ? ms.search - (ms.score ?? 0) : undefined;
+  const probing = ms.search !== undefined ? ms.search - (ms.score ?? 0) : undefined;
   const counted = PHASES.filter((p) => p !== 'score').reduce((sum, p) => sum + (ms[p] ?? 0), 0);
-  const values = PHASES.map((p) => (p === 'search' ? cell(probes) : cell(ms[p])));
-  return [r.kind, r.file, `${Math.round(r.oursMs)}`, ...values, cell(Math.max(0, r.oursMs - counted))];
+  const values = PHASES.map((p) => (p === 'search' ? cell(probing) : cell(ms[p])));
+  const probes = r.profile.probes ? `${r.profile.probes} (${(r.profile.probePixels / 1e6).toFixed(1)} MP)` : '';
+  return [r.kind, r.file, `${Math.round(r.oursMs)}`, ...values, cell(Math.max(0, r.oursMs - counted)), probes];
+}
+
+function variantRow(r: Measured): string[] {
+  const [ours, ...rest] = r.limit!.variants!;
+  const vs = (v: { ms: number; bytes: number }) => `${Math.round(v.ms)} ms, ${v.bytes} B (${((v.bytes / ours.bytes - 1) * 100).toFixed(1)} %)`;
+  return [r.kind, r.file, ((r.limit!.pixels ?? 0) / 1e6).toFixed(1), `${Math.round(ours.ms)} ms, ${ours.bytes} B`, ...rest.map(vs)];
 }
 
 export default async function speed(ctx: BenchContext): Promise<string> {
@@ -321,7 +328,13 @@ export default async function speed(ctx: BenchContext): Promise<string> {
     '',
     'decode: libvips decodes and normalises in one pipeline for JPG, PNG and GIF, so their `decode` holds both; search: its probes\' encodes and decodes; score: the perceptual metric within the search; encode: the output\'s encode (a GIF\'s is its search\'s last probe); fit: further full-size encodes of the size rule; other: the rest (allocations, metadata, progress). A document\'s pictures run two at a time, so its phases may add up to more than its time.',
     '',
-    markdownTable(['kind', 'file', 'total', ...PHASES, 'other'], rows.map(phaseRow)),
+    markdownTable(['kind', 'file', 'total', ...PHASES, 'other', 'JPEG probes'], rows.map(phaseRow)),
+    '',
+    '### The final encode: what trellis quantisation and the progressive scan search cost and save',
+    '',
+    'Each JPEG output\'s pixels (from the limit\'s decoder) encoded at the job\'s own setting, with parts of mozjpeg\'s work left out: time (ms) and bytes. Without trellis the pixels are closer to the original, so those bytes are not at equal quality.',
+    '',
+    markdownTable(['kind', 'file', 'MP', ...(rows.find((r) => r.limit?.variants)?.limit?.variants?.map((v) => v.name) ?? [])], rows.filter((r) => r.limit?.variants).map(variantRow)),
     '',
     markdownTable(
       ['kind', 'file', 'input B', 'ours B', 'ours', 'fastest peer', 'peer', '÷ peer', 'limit (decoder + encode)', '÷ limit'],

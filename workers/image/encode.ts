@@ -3,7 +3,7 @@ import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
-import { noteSetting, phase, phaseSync } from '../shared/profile.ts';
+import { noteProbe, noteSetting, phase, phaseSync } from '../shared/profile.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { isGrey, toGrey } from './door.ts';
 import type { Pixels } from './ssim.ts';
@@ -488,6 +488,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
     const key = `${s.table}:${s.chroma}:${s.quality}`;
     let jpeg = encodes.get(key);
     if (!jpeg) {
+      noteProbe(proxy.width * proxy.height);
       jpeg = jpegPipeline(proxy).jpeg(probeOptions(jpegOptions(s))).toBuffer();
       encodes.set(key, jpeg);
     }

@@ -16,13 +16,16 @@ export interface Profile {
   setting?: JpegSetting;
   /** The lossy LZW threshold of a GIF output. */
   gifThreshold?: number;
+  /** A JPEG search's probe encodes and the megapixels they encoded. */
+  probes: number;
+  probePixels: number;
 }
 
 const current = new AsyncLocalStorage<Profile>();
 
 /** Runs a job with its phases recorded. Outside such a run the markers below cost one lookup. */
 export async function profiled<T>(job: () => Promise<T>): Promise<{ result: T; profile: Profile }> {
-  const profile: Profile = { ms: {} };
+  const profile: Profile = { ms: {}, probes: 0, probePixels: 0 };
   const result = await current.run(profile, job);
   return { result, profile };
 }
@@ -64,4 +67,13 @@ export function noteSetting(setting: JpegSetting): void {
 export function noteGifThreshold(threshold: number): void {
   const p = current.getStore();
   if (p) p.gifThreshold = threshold;
+}
+
+/** Counts one probe encode of a JPEG search. */
+export function noteProbe(pixels: number): void {
+  const p = current.getStore();
+  if (p) {
+    p.probes++;
+    p.probePixels += pixels;
+  }
 }
