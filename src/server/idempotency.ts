@@ -126,10 +126,10 @@ export class Idempotency {
     return 'fingerprint' in admitted ? this.replay(c, admitted) : c.json(acceptedView(admitted), 202);
   }
 
-  /** The first request's answer again (its job as accepted: Queued), marked as Stripe marks it. */
+  /** The first request's answer again, marked as Stripe marks it. */
   private replay(c: Context<AppEnv>, remembered: RememberedKey): Response {
     c.header('Idempotent-Replayed', 'true');
-    return c.json(acceptedView({ ...remembered.job, status: 'Queued' }), 202);
+    return c.json(acceptedView(remembered.job), 202);
   }
 
   /** Reads the whole body (bounded by the size limit) into its fingerprint, keeping none of it. */
