@@ -102,7 +102,7 @@ export async function startService(
     ...extra,
   };
   const urlFetcher = new UrlFetcher(fetchConfig);
-  const disk = new DiskGuard(config.dataDir, config.minFreeDiskBytes);
+  const disk = new DiskGuard(config.dataDir, config.minFreeDiskBytes, config.accountDiskShare);
   const fetcher = {
     async fetchToFile(...args: Parameters<UrlFetcher['fetchToFile']>) {
       try {
@@ -171,7 +171,7 @@ export async function startService(
       await opened;
       return app.fetch(...args);
     },
-    { bodyIdleMs: config.bodyIdleSeconds * 1000 },
+    { idleMs: config.bodyIdleSeconds * 1000, minBytesPerSecond: config.bodyMinBytesPerSecond },
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -183,7 +183,7 @@ export async function startService(
   if (firstKey) announceFirstKey(firstKey);
   open();
   phases.mark('first key');
-  // Large uploads may take long: a stalled one is ended by the body idle watch instead.
+  // Large uploads may take long: one too slow to finish is ended by the body's pace watch instead, whose deadline grows with its bytes.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
