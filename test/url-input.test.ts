@@ -105,7 +105,7 @@ describe('URL input', () => {
     });
   }
 
-  const spool = (server: TestServer) => readdir(join(server.dataDir, 'spool')).catch(() => []);
+  const spool = (server: TestServer) => readdir(join(server.dataDir, 'spool')).catch((): string[] => []);
 
   it('answers 402 before the body when the remote length costs more than the account has, and stops a longer body with no length at its first unpaid byte', async () => {
     const key = s.newKey('one-credit', { credits: 1 });
