@@ -113,6 +113,13 @@ describe('configuration', () => {
     for (const setting of SETTINGS) assert.match(stdout, new RegExp(`--${setting.flag}(?: \\S+)? +${setting.env}\\n(?: {8}.*\\n)*? {8}.*\\(default:`));
   });
 
+  it('takes an account disk share above 0 and at most 1, and a body rate of 0 (no minimum)', () => {
+    assert.equal(resolveConfig({}, { COMPRESSD_ACCOUNT_DISK_SHARE: '0.25' }).accountDiskShare, 0.25);
+    assert.throws(() => resolveConfig({ 'account-disk-share': '1.5' }, {}), /--account-disk-share: expected a share of at most 1/);
+    assert.throws(() => resolveConfig({ 'account-disk-share': '0' }, {}), /--account-disk-share: expected a number > 0/);
+    assert.equal(resolveConfig({ 'body-min-bytes-per-second': '0' }, {}).bodyMinBytesPerSecond, 0);
+  });
+
   it('takes a config file below flags and environment', async () => {
     const config = resolveConfig({ port: '9001' }, { COMPRESSD_RETENTION_SECONDS: '60' }, { port: 9000, retentionSeconds: 10, workers: 3 });
     assert.equal(config.port, 9001);
