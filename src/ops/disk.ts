@@ -11,11 +11,6 @@ export const RESERVATION_STEP_BYTES = 8 * 1024 * 1024;
 /** Free space promised to one write (an upload, a URL download) that is not on disk yet. */
 export interface Reservation {
   /**
-   * Makes the hold cover `total` bytes of the write in all (nothing when it already does). Throws
-   * 503 `server.insufficient_storage` when the volume, or the account's share of it, has no room.
-   */
-  cover(total: number): Promise<void>;
-  /**
    * `received` bytes of the write are on disk (where free space counts them, so the hold no longer
    * does); when less than half a step is held ahead of them, another step is covered, up to `limit`.
    */
@@ -53,7 +48,8 @@ export class DiskGuard {
   /**
    * Opens a reservation for a write of `account` that may grow to `limit` bytes: 503 at once when
    * `expected` bytes (its declared length) would not fit in the room other writes leave, else the
-   * first `first` bytes are held.
+   * first `first` bytes are held (503 when the volume, or the account's share of it, has no room
+   * for them; so also for each later step).
    */
   async reserve(account: string, o: { first: number; expected: number; limit: number }): Promise<Reservation> {
     let covered = 0;
@@ -70,26 +66,28 @@ export class DiskGuard {
       else this.heldBy.delete(account);
     };
     const ahead = () => Math.max(0, covered - landed);
+    /** Makes the hold cover `total` bytes of the write in all (nothing when it already does). */
+    const cover = async (total: number) => {
+      if (!open || total <= covered) return;
+      // Taken before the await, so that of two writes racing in, each sees the other.
+      const before = ahead();
+      covered = total;
+      take(ahead() - before);
+      try {
+        await this.check(account);
+      } catch (err) {
+        reservation.release();
+        throw err;
+      }
+    };
     const reservation: Reservation = {
-      cover: async (total) => {
-        if (!open || total <= covered) return;
-        // Taken before the await, so that of two writes racing in, each sees the other.
-        const before = ahead();
-        covered = total;
-        take(ahead() - before);
-        try {
-          await this.check(account);
-        } catch (err) {
-          reservation.release();
-          throw err;
-        }
-      },
       advance: (received) => {
+        if (!open) return undefined;
         const before = ahead();
         landed = Math.max(landed, received);
         give(before - ahead());
-        if (!open || covered >= o.limit || covered - landed >= RESERVATION_STEP_BYTES / 2) return undefined;
-        return reservation.cover(Math.min(o.limit, landed + RESERVATION_STEP_BYTES));
+        if (covered >= o.limit || covered - landed >= RESERVATION_STEP_BYTES / 2) return undefined;
+        return cover(Math.min(o.limit, landed + RESERVATION_STEP_BYTES));
       },
       release: () => {
         if (open) give(ahead());
@@ -99,7 +97,7 @@ export class DiskGuard {
     try {
       const room = (await this.freeBytes()) - this.held - this.minFreeBytes;
       if (o.expected > room) throw notEnoughRoom();
-      await reservation.cover(o.first);
+      await cover(o.first);
     } catch (err) {
       reservation.release();
       throw err;

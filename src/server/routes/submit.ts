@@ -118,24 +118,40 @@ export function submitRoutes(deps: SubmitDeps) {
       const required = creditsFor(entry.costing, bytes);
       if (required > available) throw insufficientCredits(required, available);
     };
-    const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), {
-      destPath,
-      maxBytes: plan.maxFileSizeBytes,
-      accountId: principal.account,
-      sourceFormat: format,
-      beforeBody: async (length) => {
-        ({ available } = await deps.ledger.summary(principal.account));
-        if (length !== null) payable(length);
-        // The remote length, or the size limit when none is declared, held before a byte is written.
-        await place.disk.cover(length ?? plan.maxFileSizeBytes);
-      },
-      received: (bytes) => {
-        payable(bytes);
-        return place.disk.advance(bytes);
-      },
-    });
-    const bytes = await deps.blobs.putFile(id, 'input', destPath);
-    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes, options, webhook }, place.release);
+    /** The download's own hold on free disk space, beside the request body's. */
+    let download: Reservation | undefined;
+    try {
+      const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), {
+        destPath,
+        maxBytes: plan.maxFileSizeBytes,
+        accountId: principal.account,
+        sourceFormat: format,
+        beforeBody: async (length) => {
+          ({ available } = await deps.ledger.summary(principal.account));
+          if (length !== null) payable(length);
+          // A declared length is held whole before a byte is written; a body of unknown length is held
+          // in steps as it arrives, as a chunked upload is (holding the size limit would refuse it on
+          // every volume with less than twice that free).
+          download = await deps.disk.reserve(principal.account, {
+            first: length ?? Math.min(RESERVATION_STEP_BYTES, plan.maxFileSizeBytes),
+            expected: length ?? 0,
+            limit: length ?? plan.maxFileSizeBytes,
+          });
+        },
+        received: (bytes) => {
+          payable(bytes);
+          return download?.advance(bytes);
+        },
+      });
+      const bytes = await deps.blobs.putFile(id, 'input', destPath);
+      const leave = () => {
+        download?.release();
+        place.release();
+      };
+      return await admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes, options, webhook }, leave);
+    } finally {
+      download?.release();
+    }
   }
 
   async function admit(
