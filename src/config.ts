@@ -13,6 +13,7 @@ export interface ServeConfig {
   recordRetentionSeconds: number;
   jobTimeoutSeconds: number;
   bodyIdleSeconds: number;
+  bodyMinBytesPerSecond: number;
   urlAllow: string;
   dnsOverrides: string;
   webhookRetryDelays: number[];
@@ -21,6 +22,7 @@ export interface ServeConfig {
   maxFileSizeBytes: number;
   site: string;
   minFreeDiskBytes: number;
+  accountDiskShare: number;
   metricsToken: string;
   databaseUrl: string;
   storage: string;
@@ -58,6 +60,7 @@ export const SETTINGS: Setting[] = [
   setting('recordRetentionSeconds', 'number', 'how long a job record is kept after its output expired (410), then forgotten (404)', () => 86400),
   setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
   setting('bodyIdleSeconds', 'number', 'a request body that sends nothing for this long is ended with 408', () => 60),
+  setting('bodyMinBytesPerSecond', 'int', 'a request body that averages fewer bytes per second than this, past --body-idle-seconds, is ended with 408 (0 = no minimum)', () => 16 * 1024),
   setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),
   setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),
   setting('webhookRetryDelays', 'numbers', 'seconds before webhook attempts 1-5', () => [0, 1, 5, 30, 120]),
@@ -66,6 +69,7 @@ export const SETTINGS: Setting[] = [
   setting('maxFileSizeBytes', 'int', 'largest accepted input, upload or URL', () => 1024 * 1024 * 1024),
   setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
   setting('minFreeDiskBytes', 'int', 'refuse new jobs (503) when the data volume has less free space', () => 256 * 1024 * 1024),
+  setting('accountDiskShare', 'number', "the largest share (0-1] of the free space above --min-free-disk-bytes one account's uploads in progress may hold (503 beyond)", () => 0.5),
   setting('metricsToken', 'string', 'bearer token required by GET /metrics (empty = open)', () => ''),
   setting('databaseUrl', 'string', 'PostgreSQL URL: cluster mode, state shared by every node (empty = files mode)', () => ''),
   setting('storage', 'string', 'cluster mode: where inputs and outputs live, s3://BUCKET[/PREFIX] or file:///DIR', () => ''),
@@ -133,6 +137,7 @@ export function resolveConfig(
   const config = out as ServeConfig;
   if (config.workers < 1) throw new ConfigError('--workers: expected at least 1');
   if (config.port > 65535) throw new ConfigError('--port: expected at most 65535');
+  if (config.accountDiskShare > 1) throw new ConfigError('--account-disk-share: expected a share of at most 1');
   if (config.databaseUrl && !config.storage) throw new ConfigError('--database-url: cluster mode also needs --storage s3://BUCKET[/PREFIX] or file:///DIR');
   if (config.storage && !config.databaseUrl) throw new ConfigError('--storage: shared storage is for cluster mode, which needs --database-url');
   config.dataDir = resolve(config.dataDir);
@@ -165,6 +170,8 @@ const ARGUMENT: Partial<Record<keyof ServeConfig, string>> = {
   trustProxy: 'HOPS|CIDR,…',
   maxFileSizeBytes: 'BYTES',
   minFreeDiskBytes: 'BYTES',
+  bodyMinBytesPerSecond: 'BYTES',
+  accountDiskShare: 'SHARE',
   site: 'NAME',
   metricsToken: 'TOKEN',
   databaseUrl: 'URL',

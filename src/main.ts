@@ -166,9 +166,10 @@ async function serveCommand(args: string[]): Promise<void> {
   const log = createLogger();
   // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
   process.umask(0o077);
-  const service = await startService(config, log, {}, (key) => {
-    console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once:`);
-    console.log(`API key: ${key}`);
+  const service = await startService(config, log, {}, (key, path) => {
+    console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is in ${path} (readable by this user only; delete it once you have copied the key).`);
+    // Only to a person at a terminal: stdout under systemd or Docker is a log that keeps it.
+    if (process.stdout.isTTY) console.log(`API key: ${key}`);
   });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse(), startupMs: service.startupMs }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;

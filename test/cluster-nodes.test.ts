@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { PgAccountRegistry } from '../src/accounts/pg-registry.ts';
+import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { openPool } from '../src/jobs/cluster/database.ts';
 import { s3ClientFromEnv } from '../src/storage/s3.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
@@ -54,7 +55,7 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     daemon.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     const url = `http://127.0.0.1:${port}`;
     await daemon.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
-    const node = { id, url, daemon, firstKey: /API key: (\S+)/.exec(out)?.[1] ?? null };
+    const node = { id, url, daemon, firstKey: firstKeyIn(join(work.path, id)) };
     nodes.push(node);
     return node;
   }

@@ -1,9 +1,11 @@
 // The edge as outside tools see it (issue 29): the client address behind proxies, and what the first start leaves behind.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { chmod, readdir, readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { FIRST_KEY_FILE, firstKeyIn } from '../src/accounts/first-key.ts';
 import { ConfigError, resolveConfig } from '../src/config.ts';
 import { clientAddress, parseProxyTrust, type ProxyTrust } from '../src/server/proxy-trust.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
@@ -91,7 +93,7 @@ describe('the first start', () => {
     return files.includes('accounts.log') ? (await readFile(join(dataDir, 'accounts.log'), 'utf8')).trim() !== '' : false;
   };
 
-  it('writes no account when the port is busy, so the next start makes the key and prints it', { timeout: 120_000 }, async () => {
+  it('writes no account when the port is busy, so the next start makes the key and leaves it in a 0600 file, not in its output', { timeout: 120_000 }, async () => {
     const dir = await scratchDir('compressd-first-');
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
@@ -107,8 +109,12 @@ describe('the first start', () => {
       started.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
       try {
         await started.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
-        const key = /API key: (\S+)/.exec(out)?.[1];
+        const key = firstKeyIn(dir.path);
         assert.ok(key, started.log());
+        assert.equal((await stat(join(dir.path, FIRST_KEY_FILE))).mode & 0o777, 0o600);
+        // stdout here is a pipe, as under systemd or Docker: a log that would keep the key.
+        assert.match(out, new RegExp(`Its API key is in ${join(dir.path, FIRST_KEY_FILE)} `));
+        assert.ok(!out.includes(key), 'the key is not in the output');
         const me = await fetch(`http://127.0.0.1:${port}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
         assert.equal((await json(me)).account, 'default');
       } finally {
@@ -116,6 +122,29 @@ describe('the first start', () => {
       }
     } finally {
       busy.close();
+      await dir.remove();
+    }
+  });
+
+  it('prints the key itself when stdout is a terminal', { timeout: 120_000, skip: existsSync('/usr/bin/script') ? false : 'no script(1) to give the server a terminal' }, async () => {
+    const dir = await scratchDir('compressd-tty-');
+    const port = await freePort();
+    const pidFile = join(dir.path, 'serve.pid');
+    const data = join(dir.path, 'data');
+    const command = `echo $$ > '${pidFile}'; exec '${process.execPath}' --import tsx src/main.ts serve --port ${port} --host 127.0.0.1 --data-dir '${data}' --workers 1`;
+    // script(1) runs the command on a pseudo-terminal and copies what it writes to its own stdout.
+    const tty = new Daemon('serve on a terminal', '/usr/bin/script', ['-qfec', command, '/dev/null'], { env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn' } });
+    let out = '';
+    tty.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    try {
+      await tty.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
+      const key = firstKeyIn(data);
+      assert.ok(key, tty.log());
+      assert.match(out, new RegExp(`^API key: ${key}\\r?$`, 'm'));
+    } finally {
+      const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+      if (pid > 0) process.kill(pid, 'SIGTERM');
+      await tty.stop();
       await dir.remove();
     }
   });
@@ -141,7 +170,7 @@ describe('private files', () => {
     const url = `http://127.0.0.1:${port}`;
     try {
       await server.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
-      const key = /API key: (\S+)/.exec(out)![1]!;
+      const key = firstKeyIn(dir.path)!;
       const headers = { 'x-service-api-key': key };
       const accepted = await json(await fetch(`${url}/compress`, { method: 'POST', headers, body: await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg')) }));
       let job: Record<string, unknown> = {};

@@ -7,6 +7,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, it } from 'node:test';
+import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { CORPUS } from './helpers/server.ts';
 
 const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
@@ -23,7 +24,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `compressd serve` as a real process; resolves with its first API key (if printed) once it listens. */
+/** Starts `compressd serve` as a real process; resolves once it listens, with the first API key if this start made one. */
 function serve(dataDir: string, port: number): Promise<{ child: ChildProcess; key: string | null }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--data-dir', dataDir, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -33,7 +34,7 @@ function serve(dataDir: string, port: number): Promise<{ child: ChildProcess; ke
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('listening')) resolve({ child, key: /API key: (\S+)/.exec(out)?.[1] ?? null });
+      if (out.includes('listening')) resolve({ child, key: out.includes('created account "default"') ? firstKeyIn(dataDir) : null });
     });
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
   });

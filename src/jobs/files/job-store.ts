@@ -238,6 +238,8 @@ export class FilesJobStore implements JobStore {
     const hold = this.ledger.reserve(job.id, job.account, job.creditCost);
     if (!hold.result.ok) return { ok: false, refusal: 'entitlements.insufficient_credits', required: hold.result.required, available: hold.result.available };
     const stored: Job = { ...job };
+    // The answer is the job as admitted: once indexed, a claim may make `stored` Running before the writes below end.
+    const admitted: Job = { ...job };
     this.jobs.set(stored.id, stored);
     this.unwritten.add(stored.id);
     this.index(stored);
@@ -264,7 +266,7 @@ export class FilesJobStore implements JobStore {
       await this.ledger.release(stored.id).catch(() => {});
       throw err;
     }
-    return { ok: true, job: stored };
+    return { ok: true, job: admitted };
   }
 
   /** The key's binding if it was made at or after `since` (epoch ms). */
