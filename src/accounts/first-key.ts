@@ -3,8 +3,9 @@ import { join } from 'node:path';
 import { writeFileAtomic } from '../durable/atomic-write.ts';
 
 /**
- * Where the first start leaves the `default` account's API key: a file only the service's user can
- * read, not stdout, which journald and `docker logs` keep (issue 41). Delete it once the key is copied.
+ * Where the first start also leaves the `default` account's API key, which it prints once (the
+ * operator contract): a file only the service's user can read, for an operator who did not see the
+ * output or whose log has rotated. Delete it once the key is copied.
  */
 export const FIRST_KEY_FILE = 'first-api-key';
 
