@@ -44,6 +44,7 @@ const MESSAGES: Record<string, Message> = {
   'compare.timeout': { text: 'Making the preview took too long. Try again in a moment.', retry: true },
   'compare.unavailable': { text: 'There is no picture in this file to compare.' },
   'compare.invalid_query': { text: 'That page does not exist in this document.' },
+  'compare.too_large': { text: 'This page is too complex to preview.' },
   'compare.busy': { text: 'The server is busy making other previews. Try again in a moment.', retry: true },
   rate_limited: { text: 'The server is busy with your earlier requests.', retry: true },
   'queue.limit_exceeded': { text: 'Too many of your files are waiting on the server.', retry: true },
