@@ -1,5 +1,6 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { DEFAULT_MAX_CRASHES } from './jobs/lifecycle.ts';
 import { describeProxyTrust, NO_PROXY, parseProxyTrust, type ProxyTrust } from './server/proxy-trust.ts';
 
 /** Every setting of `compressd serve`: a flag `--kebab-name` and its environment twin (`COMPRESSD_` and the name in upper snake case); flags win. */
@@ -12,6 +13,7 @@ export interface ServeConfig {
   retentionSeconds: number;
   recordRetentionSeconds: number;
   jobTimeoutSeconds: number;
+  jobMaxCrashes: number;
   bodyIdleSeconds: number;
   urlAllow: string;
   dnsOverrides: string;
@@ -57,6 +59,7 @@ export const SETTINGS: Setting[] = [
   setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
   setting('recordRetentionSeconds', 'number', 'how long a job record is kept after its output expired (410), then forgotten (404)', () => 86400),
   setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
+  setting('jobMaxCrashes', 'int', 'a job whose runs ended with their process this many times fails with jobs.crashed', () => DEFAULT_MAX_CRASHES),
   setting('bodyIdleSeconds', 'number', 'a request body that sends nothing for this long is ended with 408', () => 60),
   setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),
   setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),

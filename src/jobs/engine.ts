@@ -220,7 +220,7 @@ export class JobEngine {
         : ({ ok: false, failure: { code: 'jobs.input_missing', detail: 'The stored input of this job is missing.' } } as const);
       switch (a.reason) {
         case 'server.shutting_down':
-          // Left Running: the next start of this node requeues it.
+          await this.lifecycle.handBack(job);
           return;
         case 'jobs.canceled':
         case 'jobs.lease_lost':
@@ -234,7 +234,10 @@ export class JobEngine {
         if (!(await this.lifecycle.succeed(job, outcome.output))) await this.lifecycle.abandon(job);
       } else await this.lifecycle.fail(job, outcome.failure);
     } catch (err) {
-      if (a.reason === 'server.shutting_down') return;
+      if (a.reason === 'server.shutting_down') {
+        await this.lifecycle.handBack(job).catch(() => {});
+        return;
+      }
       const message = err instanceof Error ? err.message : String(err);
       const code: FailureCode = (err as NodeJS.ErrnoException).code === 'ENOSPC' ? 'jobs.disk_full' : 'jobs.internal_error';
       await this.lifecycle.fail(job, { code, detail: `The job could not be completed: ${message}` }).catch(() => {});
@@ -262,8 +265,9 @@ export class JobEngine {
   }
 
   /**
-   * Stops taking jobs; running ones may finish within `graceMs`, the rest are stopped and stay
-   * Running in the store, so the next start of this node runs them again.
+   * Stops taking jobs; running ones may finish within `graceMs`, the rest are stopped and handed
+   * back to the queue (not counted as crashes), so another node or this one's next start runs them
+   * again. A job left Running (the process died before handing it back) counts as a crash.
    */
   async stop(graceMs = 0): Promise<void> {
     this.stopping = true;

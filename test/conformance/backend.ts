@@ -422,6 +422,10 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       fail: (b, job) => answer(finish(b, job.id, NODE, job.attempts, failed(AT), owedFor(job, 'job.failed'))),
       cancel: (b, job) => answer(b.jobs.move(job.id, { move: 'cancel', at: AT })),
       requeueInterrupted: async (b, job) => ({ done: (await b.jobs.requeueInterrupted(AT, NODE)).some((j) => j.id === job.id) }),
+      crash: async (b, job) => ({
+        done: (await b.jobs.requeueInterrupted(AT, NODE, (j) => ({ move: 'crash', ending: failed(AT) as Extract<Ending, { status: 'Failed' }>, owed: owedFor(j, 'job.failed') }))).some((j) => j.id === job.id),
+      }),
+      handBack: (b, job) => answer(b.jobs.move(job.id, { move: 'handBack', nodeId: NODE, attempt: job.attempts })),
       requeue: (b, job) => answer(b.jobs.move(job.id, { move: 'requeue' })),
       expire: (b, job) => answer(b.jobs.move(job.id, { move: 'expire' })),
       forget: (b, job) => answer(b.jobs.move(job.id, { move: 'forget' })),
@@ -441,6 +445,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal(after.status, t.to === 'same' ? before.status : t.to);
       assert.equal(after.lease === null, after.status !== 'Running', 'a lease exactly while Running');
       assert.equal(after.attempts, before.attempts + (move === 'start' ? 1 : 0), 'only start counts an attempt');
+      assert.equal(after.crashes, before.crashes + (move === 'requeueInterrupted' || move === 'crash' ? 1 : 0), 'only a run that ended with its process counts a crash');
       if (move === 'start') assert.deepEqual([after.startedAt, after.lease?.nodeId, after.lease?.expiresAt], [AT.toISOString(), NODE, new Date(AT.getTime() + LEASE).toISOString()]);
       if (t.to === 'Queued') assert.deepEqual(after.progress, { percent: 0, phase: null });
       if (t.to === 'Canceled') assert.deepEqual([after.completedAt, after.progress.phase], [AT.toISOString(), null]);

@@ -58,6 +58,7 @@ const MESSAGES: Record<string, Message> = {
   'jobs.internal_error': { text: 'The server could not finish this file.', retry: true },
   'jobs.worker_error': { text: 'The server could not finish this file.', retry: true },
   'jobs.worker_crashed': { text: 'The server could not finish this file.', retry: true },
+  'jobs.crashed': { text: 'This file stopped the server each time it was compressed, so it was given up.' },
   'jobs.lease_lost': { text: 'The server restarted while compressing this file.', retry: true },
   'jobs.aborted': { text: 'The server stopped while compressing this file.', retry: true },
   'jobs.input_missing': { text: 'The uploaded file was lost on the server.', retry: true },
