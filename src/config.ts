@@ -28,6 +28,7 @@ export interface ServeConfig {
   storage: string;
   nodeId: string;
   leaseSeconds: number;
+  pollSeconds: number;
 }
 
 type Kind = 'int' | 'number' | 'string' | 'numbers' | 'proxies';
@@ -74,6 +75,7 @@ export const SETTINGS: Setting[] = [
   setting('storage', 'string', 'cluster mode: where inputs and outputs live, s3://BUCKET[/PREFIX] or file:///DIR', () => ''),
   setting('nodeId', 'string', "cluster mode: this node's name in leases and claims", () => `${hostname()}-${process.pid}`),
   setting('leaseSeconds', 'number', "cluster mode: a running job whose node stops renewing for this long runs again elsewhere", () => 10),
+  setting('pollSeconds', 'number', 'cluster mode: how often a node looks for jobs queued by other nodes (an expiring lease is acted on at once)', () => 0.5),
 ];
 
 export class ConfigError extends Error {}

@@ -169,6 +169,9 @@ export interface JobStore {
    */
   requeueInterrupted(now: Date, nodeId?: string, interrupted?: Interrupted): Promise<Job[]>;
 
+  /** When the earliest lease of a Running job held by a node other than `exceptNode` expires; null when there is none. */
+  nextLeaseExpiry(exceptNode: string): Promise<Date | null>;
+
   /** Ended jobs for the retention sweep, oldest `completedAt` first. */
   ended(query: EndedQuery): Promise<Job[]>;
 

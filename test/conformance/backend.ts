@@ -344,9 +344,12 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const t0 = new Date();
       const stale = await b.jobs.claim(NODE, LIMITS, t0, 1_000);
       assert.equal(stale?.attempts, 1);
+      assert.deepEqual(await b.jobs.nextLeaseExpiry(OTHER), until(1_000, t0), 'another node watches the lease');
+      assert.equal(await b.jobs.nextLeaseExpiry(NODE), null, 'its own node does not');
       assert.deepEqual(await b.jobs.requeueInterrupted(until(999, t0)), [], 'a live lease stays');
       const requeued = await b.jobs.requeueInterrupted(until(1_001, t0));
-      assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease]), [[job.id, 'Queued', 1, null]]);
+      assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease, j.crashes]), [[job.id, 'Queued', 1, null, 1]], 'a run whose lease expired counts as a crash');
+      assert.equal(await b.jobs.nextLeaseExpiry(OTHER), null);
       assert.equal((await b.ledger.summary('alice')).reserved, 1, 'a requeued job keeps its hold');
       const fresh2 = await b.jobs.claim(OTHER, LIMITS, new Date(), LEASE);
       assert.equal(fresh2?.attempts, 2);

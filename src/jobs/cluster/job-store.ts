@@ -340,6 +340,11 @@ export class PgJobStore implements JobStore {
     });
   }
 
+  async nextLeaseExpiry(exceptNode: string): Promise<Date | null> {
+    const { rows } = await this.pool.query<{ at: Date | null }>("SELECT min(lease_expires_at) AS at FROM jobs WHERE status = 'Running' AND lease_node <> $1", [exceptNode]);
+    return rows[0]?.at ?? null;
+  }
+
   async ended(query: EndedQuery): Promise<Job[]> {
     const { rows } = await this.pool.query<JobRow>(
       `SELECT * FROM jobs WHERE status = ANY($1) AND completed_at < $2 AND ($3::boolean IS NULL OR expired = NOT $3)

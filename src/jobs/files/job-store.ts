@@ -402,6 +402,16 @@ export class FilesJobStore implements JobStore {
     return moved;
   }
 
+  async nextLeaseExpiry(exceptNode: string): Promise<Date | null> {
+    let earliest: number | null = null;
+    for (const job of this.running.values()) {
+      if (!job.lease || job.lease.nodeId === exceptNode) continue;
+      const at = Date.parse(job.lease.expiresAt);
+      if (earliest === null || at < earliest) earliest = at;
+    }
+    return earliest === null ? null : new Date(earliest);
+  }
+
   async ended(query: EndedQuery): Promise<Job[]> {
     const before = query.completedBefore.getTime();
     if (query.unexpired === true) return this.unexpiredIdx.before(before, query.limit);
