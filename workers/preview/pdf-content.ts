@@ -1,4 +1,4 @@
-import { PDFDocument, PDFRawStream, type PDFContext, type PDFDict, type PDFObject } from 'pdf-lib';
+import { ParseSpeeds, PDFDocument, PDFRawStream, type PDFContext, type PDFDict, type PDFObject } from 'pdf-lib';
 import { JobError } from '../contract.ts';
 import { DecodeLimitError, filtersOf, isGeneric, undoFilters } from '../pdf/decode.ts';
 import { arrayOf, dictOf, get, name, nameOf, resolve } from '../pdf/objects.ts';
@@ -26,7 +26,7 @@ export async function checkPageContent(bytes: Uint8Array, page: number): Promise
   let ctx: PDFContext;
   let leaf: PDFDict | undefined;
   try {
-    ctx = (await PDFDocument.load(bytes, { ignoreEncryption: true, updateMetadata: false, throwOnInvalidObject: false })).context;
+    ctx = (await PDFDocument.load(bytes, { ignoreEncryption: true, updateMetadata: false, throwOnInvalidObject: false, parseSpeed: ParseSpeeds.Fastest })).context;
     leaf = pageLeaves(ctx)[page - 1]?.dict;
   } catch (err) {
     throw new JobError('compare.unavailable', `The PDF cannot be read: ${(err as Error).message.split('\n')[0]}`);
