@@ -42,8 +42,9 @@ export interface Transition {
  * Running; Running → Queued when the process (or node) running it died (`requeueInterrupted`,
  * counting the crash), when its node stops gracefully (`handBack`, not counted) or when an operator
  * requeues it; Running → Failed (`crash`, code `jobs.crashed`) instead of a requeue once its runs
- * ended with their process as often as allowed, so one file cannot crash-loop the service. Every backend decides a move with `decide` inside the same atomic step that
- * applies it; nothing else changes a job.
+ * ended with their process as often as allowed, so one file cannot crash-loop the service. Every
+ * backend decides a move with `decide` inside the same atomic step that applies it; nothing else
+ * changes a job.
  */
 export const TRANSITIONS: Readonly<Record<MoveName, Transition>> = {
   admit: { from: [], to: 'Queued', credits: 'hold', owesWebhook: false, fenced: false, refusal: 'not_found' },

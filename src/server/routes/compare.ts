@@ -23,7 +23,7 @@ export const COMPARE_DEFAULTS: CompareSettings = { timeoutMs: 30_000, cacheBytes
 /** Per-entry overhead besides the two base64 strings (numbers, keys, the map's own bookkeeping). */
 const ENTRY_OVERHEAD = 256;
 
-/** Codes a preview failure is answered with as itself (422 unless listed); anything else is `compare.unavailable`. */
+/** The preview failures answered with their own code, and their status; any other is `422 compare.unavailable`. */
 const PREVIEW_FAILURES: Record<string, number> = { 'compare.invalid_query': 400, 'compare.too_large': 422 };
 
 /**
