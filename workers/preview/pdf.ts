@@ -12,7 +12,24 @@ import { encodePreview, FULL_PAGE_EDGE, PREVIEW_EDGE, type PreviewImage, type Pr
  * account. Dropped, its memory (up to 2 GiB) goes with it and the next render starts a clean one.
  */
 let library: Promise<PDFiumLibrary> | null = null;
-const pdfium = (): Promise<PDFiumLibrary> => (library ??= PDFiumLibrary.init());
+const pdfium = (): Promise<PDFiumLibrary> => (library ??= startPdfium());
+
+/**
+ * A new instance. Its Emscripten build defines about 160 getters on the global object (warnings for
+ * symbols it no longer exports) on its first start, and their closures keep that instance, memory and
+ * all, reachable for the thread's life: a dropped first instance would never be collected (1 GB
+ * stayed after a fault). They are diagnostics only, so they go.
+ */
+async function startPdfium(): Promise<PDFiumLibrary> {
+  const before = new Set(Object.getOwnPropertyNames(globalThis));
+  try {
+    return await PDFiumLibrary.init();
+  } finally {
+    for (const name of Object.getOwnPropertyNames(globalThis)) {
+      if (!before.has(name) && Object.getOwnPropertyDescriptor(globalThis, name)?.configurable) delete (globalThis as Record<string, unknown>)[name];
+    }
+  }
+}
 
 export interface RenderedPage {
   preview: PreviewImage;
