@@ -1,5 +1,6 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { DEFAULT_MAX_CRASHES } from './jobs/lifecycle.ts';
 import { describeProxyTrust, NO_PROXY, parseProxyTrust, type ProxyTrust } from './server/proxy-trust.ts';
 
 /** Every setting of `compressd serve`: a flag `--kebab-name` and its environment twin (`COMPRESSD_` and the name in upper snake case); flags win. */
@@ -12,6 +13,7 @@ export interface ServeConfig {
   retentionSeconds: number;
   recordRetentionSeconds: number;
   jobTimeoutSeconds: number;
+  jobMaxCrashes: number;
   bodyIdleSeconds: number;
   bodyMinBytesPerSecond: number;
   urlAllow: string;
@@ -28,6 +30,7 @@ export interface ServeConfig {
   storage: string;
   nodeId: string;
   leaseSeconds: number;
+  pollSeconds: number;
 }
 
 type Kind = 'int' | 'number' | 'string' | 'numbers' | 'proxies';
@@ -59,6 +62,7 @@ export const SETTINGS: Setting[] = [
   setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
   setting('recordRetentionSeconds', 'number', 'how long a job record is kept after its output expired (410), then forgotten (404)', () => 86400),
   setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
+  setting('jobMaxCrashes', 'int', 'a job whose runs ended with their process this many times fails with jobs.crashed', () => DEFAULT_MAX_CRASHES),
   setting('bodyIdleSeconds', 'number', 'a request body that sends nothing for this long is ended with 408', () => 60),
   setting('bodyMinBytesPerSecond', 'int', 'a request body that averages fewer bytes per second than this, past --body-idle-seconds, is ended with 408 (0 = no minimum)', () => 16 * 1024),
   setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),
@@ -75,6 +79,7 @@ export const SETTINGS: Setting[] = [
   setting('storage', 'string', 'cluster mode: where inputs and outputs live, s3://BUCKET[/PREFIX] or file:///DIR', () => ''),
   setting('nodeId', 'string', "cluster mode: this node's name in leases and claims", () => `${hostname()}-${process.pid}`),
   setting('leaseSeconds', 'number', "cluster mode: a running job whose node stops renewing for this long runs again elsewhere", () => 10),
+  setting('pollSeconds', 'number', 'cluster mode: how often a node looks for jobs queued by other nodes (an expiring lease is acted on at once)', () => 0.5),
 ];
 
 export class ConfigError extends Error {}

@@ -86,6 +86,8 @@ export async function startService(
       admission: { maxOpenPerAccount: plan.maxQueuedJobs },
       claim: { maxRunningPerAccount: plan.maxConcurrentJobs, maxRunningPerJobType: Object.fromEntries(COMPRESSORS.map((c) => [c.jobType, c.maxConcurrentJobs])) },
       leaseMs: node.leaseMs,
+      // 0 would fail a job that never ran: the first crash is the least that fails one.
+      maxCrashes: Math.max(1, config.jobMaxCrashes),
       clock,
     },
   );

@@ -385,7 +385,7 @@ describe('engine races, limits and ends', () => {
     await r.close();
   });
 
-  it('shutdown leaves a running job Running; the next start runs it again and charges it once', async () => {
+  it('shutdown hands a running job back to the queue, not counted as a crash; the next start runs it again and charges it once', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'compressd-engine-'));
     dirs.push(dir);
     const r = await rig({ dir });
@@ -401,6 +401,7 @@ describe('engine races, limits and ends', () => {
     assert.equal(done!.id, job.id);
     assert.equal(done!.status, 'Succeeded');
     assert.equal(done!.attempts, 2);
+    assert.equal(done!.crashes, 0, 'a graceful stop is no crash');
     assert.deepEqual(await again.backend.ledger.summary('alice'), { granted: 100, spent: 3, reserved: 0, available: 97 });
     await again.close();
   });
