@@ -28,7 +28,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import { homedir } from 'node:os';
-import { dirname, join, relative, sep } from 'node:path';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
@@ -187,7 +187,8 @@ function dependencyRoots(pkgRoot) {
   for (const name of names) {
     for (let dir = pkgRoot; ; dir = dirname(dir)) {
       const candidate = join(dir, 'node_modules', name);
-      if (existsSync(join(candidate, 'package.json'))) {
+      // As Node does, never node_modules/node_modules: a stray link there must not change the build.
+      if (basename(dir) !== 'node_modules' && existsSync(join(candidate, 'package.json'))) {
         roots.push(candidate);
         break;
       }
