@@ -21,6 +21,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { constants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -38,6 +39,25 @@ const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).ver
 class ReleaseError extends Error {}
 const KNOWN_ERRORS = [ReleaseError, NativeLibraryError, NoticesError, SbomError, ImageArchiveError];
 
+/** What an interrupted release still undoes, last first: the engine it started, its partial directory. */
+const undo = [];
+/** The builds and packers running, each in a process group of its own. */
+const children = new Set();
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.once(signal, async () => {
+    console.error(`release: ${signal}: stopping`);
+    for (const child of children) {
+      try {
+        process.kill(-child.pid, 'SIGTERM');
+      } catch {
+        // the group ended meanwhile
+      }
+    }
+    for (const f of undo.reverse()) await f();
+    process.exit(128 + constants.signals[signal]);
+  });
+}
+
 function must(cmd, args, options = {}) {
   const r = spawnSync(cmd, args, { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 << 20, ...options });
   if (r.status !== 0) throw new ReleaseError(`${cmd} ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${(r.stderr || r.stdout || '').trim().slice(-4000)}`);
@@ -47,7 +67,10 @@ function must(cmd, args, options = {}) {
 /** `must` without blocking: the two architectures build, and their bundles pack, side by side. */
 function mustAsync(cmd, args, options = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], ...options });
+    // Its own process group: on a signal the release stops it with everything it started (tar and gzip).
+    const child = spawn(cmd, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true, ...options });
+    children.add(child);
+    child.once('exit', () => children.delete(child));
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -129,7 +152,15 @@ async function dockerEngine() {
     await running?.stop();
     throw new ReleaseError(err.message);
   }
-  return { docker: (args) => running.docker(args).catch((err) => Promise.reject(new ReleaseError(err.message))), stop: () => running.stop() };
+  const stop = () => running.stop();
+  undo.push(stop);
+  return {
+    docker: (args) => running.docker(args).catch((err) => Promise.reject(new ReleaseError(err.message))),
+    stop: async () => {
+      undo.splice(undo.indexOf(stop), 1);
+      await stop();
+    },
+  };
 }
 
 async function buildImage({ builds, stage, out, epoch }) {
@@ -203,6 +234,7 @@ async function release() {
   const out = join(work, 'release');
   mkdirSync(stage, { recursive: true });
   mkdirSync(out);
+  undo.push(() => rmSync(work, { recursive: true, force: true }));
   try {
     const { builds, libraries } = await buildExecutables();
     const packing = packBundles({ builds, libraries, stage, out, epoch });
