@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
-import { EngineFailed, engineUnavailable, startEngine, type Engine } from './helpers/docker.ts';
+import { EngineFailed, engineUnavailable, startEngine, type Engine } from '../scripts/docker-engine.ts';
 import { IMAGE, RELEASE_DIR, releaseFiles, sharedRelease } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 
