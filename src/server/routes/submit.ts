@@ -12,7 +12,7 @@ import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import { insufficientCredits } from '../../jobs/lifecycle.ts';
 import type { Spool } from '../../jobs/spool.ts';
-import { validateOptions } from '../../options.ts';
+import { assertOptionsObject, validateOptions } from '../../options.ts';
 import { validateWebhook } from '../../webhooks/validate.ts';
 import type { AppEnv } from '../env.ts';
 import { Idempotency } from '../idempotency.ts';
@@ -196,7 +196,11 @@ export function submitRoutes(deps: SubmitDeps) {
     /** A streamed upload's way into the blob store, once its file part begins. */
     let storing: Promise<number> | undefined;
     try {
-      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, release);
+      if (isJson) {
+        const body = await idempotency.receiveJson(c);
+        assertOptionsObject(body.options);
+        return await submitUrl(c, id, body, dedicated, release);
+      }
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
