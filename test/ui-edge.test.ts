@@ -119,7 +119,7 @@ describe('the page at the edges', { skip: missing }, () => {
     assert.deepEqual(large.map(parseFloat), [32, 32, 35.2], `at a 32 px default: ${large.join(', ')}`);
   });
 
-  it('400 % zoom (320 × 256 CSS px): the action bar covers at most a quarter of the screen while reading the list, and is reached at its end', async () => {
+  it('400 % zoom (320 × 256 CSS px): the action bar covers at most a quarter of the screen while reading the list, and is reached at its end', async (t) => {
     const page = await open({ width: 320, height: 256 });
     await useKey(page);
     await page.setInputFiles('#file-input', await copies(PHOTO, 8, 'zoomed'));
@@ -129,6 +129,7 @@ describe('the page at the edges', { skip: missing }, () => {
       const bar = document.getElementById('action-bar')!.getBoundingClientRect();
       return Math.max(0, Math.min(bar.bottom, window.innerHeight) - Math.max(bar.top, 0)) / window.innerHeight;
     });
+    t.diagnostic(`at 400 %: the action bar covers ${(covered * 100).toFixed(0)} % of the screen over the list`);
     assert.ok(covered <= 0.25, `the bar covers ${(covered * 100).toFixed(0)} % of the screen`);
     await page.locator('#start').scrollIntoViewIfNeeded();
     const start = (await page.locator('#start').boundingBox())!;
@@ -137,7 +138,7 @@ describe('the page at the edges', { skip: missing }, () => {
     await axe(page, '400 % zoom');
   });
 
-  it('a batch: no row changes height; HEIC says "JPG or PNG" until done, then what it became; the estimate says options do not change it; redo with other options', { timeout: 240_000 }, async () => {
+  it('a batch: no row changes height; HEIC says "JPG or PNG" until done, then what it became; the estimate says options do not change it; redo with other options', { timeout: 240_000 }, async (t) => {
     const page = await open();
     await useKey(page);
     await page.setInputFiles('#file-input', [PHOTO, PNG, HEIC]);
@@ -156,6 +157,7 @@ describe('the page at the edges', { skip: missing }, () => {
       if (rows.every((r) => ['Succeeded', 'Failed'].includes(r.stage))) break;
       await page.waitForTimeout(25);
     }
+    t.diagnostic(`row heights during the batch: ${[...heights].map(([n, h]) => `${n} ${[...h].join('/')} px`).join(', ')}`);
     for (const [name, seen] of heights) assert.equal(seen.size, 1, `${name} changed height during the batch: ${[...seen].join(', ')} px`);
     assert.deepEqual([...heicLabels].filter((l) => l !== 'HEIC' && l !== 'HEIC → JPG or PNG'), ['HEIC → JPG'], `HEIC labels: ${[...heicLabels].join(' | ')}`);
 

@@ -321,7 +321,7 @@ function watchRequest(req: IncomingMessage): () => Promise<RequestSeen> {
   const emit = req.emit;
   req.emit = function (this: IncomingMessage, event: string | symbol, ...args: any[]) {
     if (event === 'data') {
-      const chunk = Buffer.from(args[0] as Uint8Array);
+      const chunk = typeof args[0] === 'string' ? Buffer.from(args[0]) : (args[0] as Buffer);
       size += chunk.length;
       if (form) form.feed(chunk);
       else if (size <= REQUEST_JSON_CAP) chunks.push(chunk);
