@@ -66,11 +66,14 @@ function anchorRefs(node: unknown): unknown {
   return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' && v.startsWith('#/') ? `doc${v}` : anchorRefs(v)]));
 }
 
-/** The request target as the adapter builds its URL (`//x` stays a path), or null when it is no URL. */
+/**
+ * The request target as the adapter builds its URL (`//x` stays a path; the absolute form
+ * `http://host/path`, which HTTP servers must accept, is its path), or null when it is no URL.
+ */
 function urlOf(target: string): URL | null {
-  if (!target.startsWith('/')) return null;
   try {
-    return new URL(`http://host${target}`);
+    if (target.startsWith('/')) return new URL(`http://host${target}`);
+    return /^https?:\/\//i.test(target) ? new URL(target) : null;
   } catch {
     return null;
   }
@@ -291,13 +294,22 @@ function formFields(req: IncomingMessage): { feed(chunk: Buffer): void; end(): P
   }
   const done = new Promise<void>((resolve) => {
     bb?.on('field', (name, value) => (fields[name] = value));
-    bb?.on('file', (name, file) => ((fields[name] = ''), file.resume()));
-    bb?.on('error', () => ((failed = true), resolve()));
+    const fail = () => ((failed = true), resolve());
+    // A file part cut short errs on its own stream too (busboy's "Unexpected end of form").
+    bb?.on('file', (name, file) => ((fields[name] = ''), file.on('error', fail).resume()));
+    bb?.on('error', fail);
     bb?.on('close', resolve);
     if (!bb) resolve();
   });
   return {
-    feed: (chunk) => void (!failed && bb?.write(chunk)),
+    feed: (chunk) => {
+      // Never let the watcher's parser throw into the server's own read of the body.
+      try {
+        if (!failed) bb?.write(chunk);
+      } catch {
+        failed = true;
+      }
+    },
     end: async () => {
       if (!failed) bb?.end();
       await done;
