@@ -236,7 +236,8 @@ describe('from a source checkout (README and docs/operating.md)', () => {
         assert.ok(Date.now() - started < 30_000, `not listening after 30 s:\n${output}`);
         await new Promise((r) => setTimeout(r, 200));
       }
-      assert.match(output, /API key: cpd_/);
+      assert.match(output, /Its API key is in \S+first-api-key /);
+      assert.doesNotMatch(output, /cpd_/, 'the key itself goes to a terminal only');
       assert.match(output, /"workers":1,/);
       assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
       const exited = new Promise<number | null>((done) => npm.once('exit', (code) => done(code)));

@@ -188,7 +188,7 @@ describe('release', { skip: unavailable ?? false }, () => {
     // The server in a network namespace of its own with only a loopback; the client joins it.
     const server = serveX64(join(work, 'data-x64'), 18080, { COMPRESSD_CACHE_DIR: cache });
     try {
-      const key = await firstKeyOf(server);
+      const key = await firstKeyOf(server, join(work, 'data-x64'));
       const client = join(work, 'client.mjs');
       writeFileSync(
         client,
@@ -243,7 +243,7 @@ console.log(JSON.stringify(done));
 
     const onGlibc = serveX64(join(work, 'data-x64-system'), 18081, { COMPRESSD_CACHE_DIR: cache, COMPRESSD_ALLOCATOR: 'system' });
     try {
-      await firstKeyOf(onGlibc);
+      await firstKeyOf(onGlibc, join(work, 'data-x64-system'));
       assert.doesNotMatch(readFileSync(`/proc/${onGlibc.pid}/maps`, 'utf8'), /libjemalloc/, 'COMPRESSD_ALLOCATOR=system keeps jemalloc out');
     } finally {
       await stop(onGlibc);

@@ -50,6 +50,7 @@ export type CompressorFailureCode =
   | 'office.encrypted'
   | 'compare.unavailable'
   | 'compare.invalid_query'
+  | 'compare.too_large'
   | 'jobs.unknown_compressor';
 
 /**
