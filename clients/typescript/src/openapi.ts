@@ -5028,7 +5028,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description compare.unavailable */
+            /** @description compare.unavailable, compare.too_large */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5135,7 +5135,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description compare.unavailable */
+            /** @description compare.unavailable, compare.too_large */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5252,7 +5252,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description compare.unavailable */
+            /** @description compare.unavailable, compare.too_large */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -5361,7 +5361,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description compare.unavailable */
+            /** @description compare.unavailable, compare.too_large */
             422: {
                 headers: {
                     [name: string]: unknown;
