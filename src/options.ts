@@ -40,6 +40,14 @@ function parse(raw: unknown, label: string): unknown {
 }
 
 /**
+ * A JSON body carries options as the object itself (the spec: "JSON-body object `options`"); the
+ * JSON string form is a multipart form's, so a string there is refused rather than parsed.
+ */
+export function assertOptionsObject(raw: unknown): void {
+  if (typeof raw === 'string') throw invalid('options must be an object in a JSON body (a JSON string only in multipart forms).', '');
+}
+
+/**
  * Parses (when given as a JSON string) and validates options against one compressor's schema.
  * Errors: 400 `compress.invalid_options` naming the failing path.
  */

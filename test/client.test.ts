@@ -238,6 +238,24 @@ describe('timeouts', () => {
     }
   });
 
+  test('wait({ timeoutMs }) waits the whole timeout before giving up (the last poll is at the deadline)', async () => {
+    const busy = await client.compress(PDF);
+    const queued = await client.compress(PDF);
+    try {
+      for (const timeoutMs of [200, 1000]) {
+        const started = performance.now();
+        const err = await rejection(queued.wait({ timeoutMs }));
+        const elapsed = performance.now() - started;
+        assert.equal(err.code, 'client.timeout');
+        assert.match(err.detail ?? '', new RegExp(`after ${timeoutMs} ms`));
+        assert.ok(elapsed >= timeoutMs, `gave up after ${elapsed.toFixed(0)} ms of ${timeoutMs}`);
+      }
+    } finally {
+      await queued.cancel().catch(() => undefined);
+      await busy.cancel().catch(() => undefined);
+    }
+  });
+
   test('wait() gives up after the client\'s waitTimeoutMs when the call sets none', async () => {
     const c = new CompressdClient({ baseUrl: s.url, apiKey: s.key, waitTimeoutMs: 300 });
     const busy = await c.compress(PDF);
@@ -393,7 +411,11 @@ describe('the packed package in a strict project', () => {
     writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'strict-app', private: true, type: 'module' }));
     await run('npm', ['install', '--offline', '--no-audit', '--no-fund', join(packs, tarball)], app);
     const installed = join(app, 'node_modules/compressd-client');
-    for (const file of ['dist/index.js', 'dist/index.d.ts', 'README.md']) assert.ok(existsSync(join(installed, file)), `the package ships ${file}`);
+    for (const file of ['dist/index.js', 'dist/index.d.ts', 'README.md', 'LICENSE']) assert.ok(existsSync(join(installed, file)), `the package ships ${file}`);
+    assert.equal(readFileSync(join(installed, 'LICENSE'), 'utf8'), readFileSync(join(ROOT, 'LICENSE'), 'utf8'));
+    // A README read on the registry has no repository around it: no link may point into one.
+    const links = [...readFileSync(join(installed, 'README.md'), 'utf8').matchAll(/\]\(([^)]+)\)/g)].map((m) => m[1]!);
+    assert.deepEqual(links.filter((l) => !/^(https?:|#)/.test(l)), [], 'relative links in the packed README');
     mkdirSync(join(app, 'node_modules/@types'));
     symlinkSync(join(ROOT, 'node_modules/@types/node'), join(app, 'node_modules/@types/node'));
 

@@ -1,10 +1,13 @@
-// The OpenAPI document as a contract (issue 29): Redocly's recommended lint, what the document
-// says about parameters and bodies, and the response check every test server runs (helpers/contract.ts).
+// The OpenAPI document as a contract (issues 29, 42): Redocly's recommended lint, Spectral's
+// spectral:oas, what the document says about parameters and bodies, what the server does where the
+// two used to disagree, and the request and response check every test server runs (helpers/contract.ts).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -12,7 +15,7 @@ import { gzipSync } from 'node:zlib';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { acceptedFormats } from '../src/catalog/index.ts';
 import { ContractChecker, type Exchange } from './helpers/contract.ts';
-import { json, startTestServer, type TestServer } from './helpers/server.ts';
+import { CORPUS, fileForm, json, startTestServer, type TestServer } from './helpers/server.ts';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -50,6 +53,23 @@ describe('the served document', () => {
     }
   });
 
+  it('passes Spectral CLI lint with spectral:oas: 0 errors, 0 warnings', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'compressd-spectral-'));
+    try {
+      const file = join(dir, 'openapi.json');
+      await writeFile(file, JSON.stringify(doc));
+      const manifest = createRequire(join(ROOT, 'package.json')).resolve('@stoplight/spectral-cli/package.json');
+      const cli = join(dirname(manifest), JSON.parse(readFileSync(manifest, 'utf8')).bin.spectral);
+      const args = [cli, 'lint', file, '--ruleset', join(ROOT, '.spectral.yaml'), '--format', 'json', '--quiet'];
+      const out = await run(process.execPath, args, { maxBuffer: 64 << 20 }).catch((e) => e);
+      const results = JSON.parse(out.stdout || '[]') as { code: string; message: string; severity: number; path: string[] }[];
+      const lines = results.map((r) => `${['error', 'warning', 'info', 'hint'][r.severity]} ${r.code}: ${r.message} at ${r.path.join('.')}`);
+      assert.deepEqual(lines.filter((l) => /^(error|warning) /.test(l)), [], lines.join('\n'));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('names every operation with a unique, readable operationId', () => {
     const ids = operations().map(({ op }) => op.operationId as string);
     assert.equal(new Set(ids).size, ids.length);
@@ -61,10 +81,10 @@ describe('the served document', () => {
     );
   });
 
-  it('gives every answer with a body its content type, and every path its 405 with Allow', () => {
+  it('gives every answer with a body its content type (HEAD: none), and every path its 405 with Allow', () => {
     for (const { key, op } of operations()) {
       for (const [status, response] of Object.entries<Record<string, any>>(op.responses)) {
-        if (status === '304') continue;
+        if (status === '304' || key.startsWith('HEAD ')) continue;
         const resolved = response.$ref ? doc.components.responses[response.$ref.split('/').pop()] : response;
         assert.ok(resolved.content && Object.keys(resolved.content).length > 0, `${key} ${status} has no content`);
       }
@@ -73,12 +93,17 @@ describe('the served document', () => {
     assert.equal(doc.components.responses.MethodNotAllowed.headers.Allow.required, true);
   });
 
-  it("declares the format parameters as the catalog's formats and the version as the integer it is", () => {
+  it('declares formats and versions as what the server reads: any case, and no enum that would make its 400 an invalid request', () => {
     for (const path of ['/compress/schema/{format}', '/compress/estimate/{format}']) {
       const param = doc.paths[path].get.parameters.find((p: any) => p.name === 'format');
-      assert.deepEqual(param.schema.enum, acceptedFormats(), path);
+      assert.equal(param.schema.enum, undefined, path);
+      assert.equal(param.schema.type, 'string', path);
+      for (const format of acceptedFormats()) assert.ok(param.schema.description.includes(format), `${path} names ${format}`);
     }
-    assert.deepEqual(doc.components.parameters.Version.schema, { type: 'integer', enum: [1] });
+    const sourceFormat = doc.paths['/compress'].post.requestBody.content['application/json'].schema.properties.sourceFormat;
+    assert.equal(sourceFormat.enum, undefined);
+    assert.equal(doc.components.parameters.Version.schema.type, 'integer');
+    assert.equal(doc.components.parameters.Version.schema.enum, undefined);
     const estimate = doc.paths['/compress/estimate/{format}'].get.parameters.map((p: any) => p.name);
     for (const name of ['fileSizeBytes', 'fileSizeMb']) assert.ok(estimate.includes(name), name);
     const listing = doc.paths['/compress/compressors'].get.parameters.map((p: any) => p.name);
@@ -100,6 +125,87 @@ describe('the served document', () => {
       const ajv = new Ajv2020({ strict: false, validateFormats: false }).addSchema(doc, 'doc');
       const ok = ajv.validate({ $ref: 'doc#/paths/~1compress/post/requestBody/content/multipart~1form-data/schema' }, body);
       assert.equal(ok, valid, ajv.errorsText());
+    });
+  }
+});
+
+describe('the document describes what the server does (issue 42: the eight places a validating proxy found)', () => {
+  const JPG = join(CORPUS, 'jpg/jpeg420exif.jpg');
+  /** The request as the document sees it, whatever the server answers: the proxy's first question. */
+  const requestProblems = (method: string, url: string, body: unknown = null, contentType = 'application/json') =>
+    new ContractChecker(doc).check({
+      method,
+      url,
+      status: 400,
+      headers: {},
+      bodyBytes: 0,
+      body: null,
+      request: { headers: { 'x-service-api-key': 'k', ...(body === null ? {} : { 'content-type': contentType }) }, body: body === null ? null : { value: body } },
+    }).request;
+
+  it('formats in any case: JPG and PNG paths, a .JPG upload, a JSON sourceFormat "PNG" are valid requests the server serves', async () => {
+    for (const path of ['/compress/estimate/JPG', '/compress/schema/PNG', '/compress/compressors/from/JPG']) {
+      assert.equal((await s.api(path)).status, 200, path);
+      assert.deepEqual(requestProblems('GET', path), [], path);
+    }
+    const res = await s.api('/compress', { method: 'POST', body: await fileForm(JPG, {}, 'PHOTO.JPG') });
+    assert.equal(res.status, 202);
+    assert.deepEqual(requestProblems('POST', '/compress', { inputUrl: 'https://example.com/a', sourceFormat: 'PNG' }), []);
+  });
+
+  it("an unsupported format is a valid request, answered with the document's own 400", async () => {
+    for (const [path, code] of [['/compress/estimate/xyz', 'estimate.unsupported_format'], ['/compress/schema/xyz', 'schema.unsupported_format']] as const) {
+      const res = await s.api(path);
+      assert.equal(res.status, 400);
+      assert.equal((await json(res)).error, code);
+      assert.deepEqual(requestProblems('GET', path), [], path);
+      assert.match(doc.paths[path.replace('xyz', '{format}')].get.responses['400'].description, new RegExp(code.replace('.', '\\.')));
+    }
+    assert.deepEqual(requestProblems('POST', '/compress', { inputUrl: 'https://example.com/a', sourceFormat: 'xyz' }), []);
+  });
+
+  it('HEAD of every GET path is an operation of the document, and the server answers it', async () => {
+    for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) if (item.get) assert.ok(item.head, `HEAD ${path}`);
+    const res = await s.api('/compress/compressors', { method: 'HEAD' });
+    assert.equal(res.status, 200);
+    assert.equal(new ContractChecker(doc).check({ method: 'HEAD', url: '/compress/compressors', status: 200, headers: {}, bodyBytes: 0, body: null }).operation, 'HEAD /compress/compressors');
+  });
+
+  it('the /v<N> suffix of the API paths is documented and served; the probes and the page take none', async () => {
+    assert.ok(doc.paths['/compress/v{version}'].post);
+    assert.ok(doc.paths['/compress/job/{id}/download/v{version}'].get);
+    assert.equal(doc.paths['/healthz/v{version}'], undefined);
+    assert.equal(doc.paths['/compress/compressors/{filter}/v{version}'], undefined, 'the filtered listing has no suffix: /compress/compressors/from/v1 would read two ways');
+    assert.equal((await s.api('/compress/v1', { method: 'POST', body: await fileForm(JPG) })).status, 202);
+    assert.equal((await s.api('/compress/compressors/v1', { method: 'HEAD' })).status, 200);
+    assert.equal((await s.api('/compress/v2', { method: 'POST', body: await fileForm(JPG) })).status, 400);
+    assert.equal((await s.api('/healthz/v1')).status, 404);
+    assert.equal((await s.api('/healthz?version=1', { key: null })).status, 200);
+  });
+
+  it('JSON options are an object, as the spec says: a JSON string there is 400 compress.invalid_options', async () => {
+    const body = JSON.stringify({ inputUrl: 'https://example.com/a.png', sourceFormat: 'png', options: '{}' });
+    const res = await s.api('/compress', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    assert.equal(res.status, 400);
+    assert.equal((await json(res)).error, 'compress.invalid_options');
+    assert.notDeepEqual(requestProblems('POST', '/compress', JSON.parse(body)), []);
+  });
+
+  // One OPTIONS behaviour (docs/api.md): 405 with Allow on every path, for every caller; no CORS.
+  const optionsCases: [string, Record<string, string>, string | null][] = [
+    ['no key', {}, null],
+    ['a key', {}, 'key'],
+    ['a cross-origin preflight', { Origin: 'https://elsewhere.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-service-api-key' }, null],
+  ];
+  for (const [who, headers, key] of optionsCases) {
+    it(`OPTIONS from ${who}: 405 with Allow on /healthz, /compress and a job path, no CORS headers`, async () => {
+      for (const [path, allow] of [['/healthz', 'GET, HEAD'], ['/compress', 'GET, HEAD, POST'], ['/compress/job/x/cancel', 'POST']]) {
+        const res = await s.api(path, { method: 'OPTIONS', headers, key: key === null ? null : s.key });
+        assert.equal(res.status, 405, path);
+        assert.equal(res.headers.get('allow'), allow, path);
+        assert.equal(res.headers.get('access-control-allow-origin'), null, path);
+        assert.equal((await json(res)).error, 'route.method_not_allowed');
+      }
     });
   }
 });
@@ -135,6 +241,13 @@ describe('the response check', () => {
     return { method: 'GET', url: '/compress/job/abc', status: 200, headers: jsonHeaders, bodyBytes: body?.length ?? 0, body, ...x };
   };
   const error = { error: 'jobs.not_found', detail: null };
+  const estimate = { job: 'image.jpg-compress', category: 'images', estimatedCredits: 1, costing: { strategy: 'Fixed', baseCost: 1, increment: null, incrementUnit: null, displaySuffix: 'each' }, inputs: { fileSizeBytes: null, fileSizeMb: null }, limits: { maxFileSizeBytes: 1 } };
+  const accepted = { id: 'a', fileName: 'x', format: 'png', jobType: 'image.png-compress', status: 'Queued', createdAt: '2026-01-01T00:00:00Z' };
+  /** The exchange with the request a client with a key sent: a body (JSON unless said) or none. */
+  const withRequest = (x: Exchange, body: unknown, contentType = 'application/json'): Exchange => ({
+    ...x,
+    request: { headers: { 'x-service-api-key': 'k', ...(x.method === 'POST' ? { 'content-type': contentType } : {}) }, body: x.method === 'POST' ? { value: body } : null },
+  });
   const download = { 'accept-ranges': 'bytes', 'last-modified': 'Tue, 01 Dec 2026 10:00:00 GMT', etag: `"${'0'.repeat(64)}"` };
   const cases: [string, Exchange, RegExp | null][] = [
     ['a declared error', exchange({ status: 404, json: error }), null],
@@ -155,6 +268,14 @@ describe('the response check', () => {
     ['a 416 without the size', exchange({ url: '/compress/job/abc/download', status: 416, json: error }), /required header Content-Range is missing/],
     ['a 429 from /healthz, which is never limited', exchange({ url: '/healthz', status: 429, headers: { ...jsonHeaders, 'retry-after': '5' }, json: error }), /status 429 is not declared/],
     ['a gzip-coded JSON body', { ...exchange({}), headers: { ...jsonHeaders, 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify({ id: 'abc', status: 'Lost' })) }, /body.*must have required property/],
+    ['a method the document lacks, answered 200', exchange({ method: 'PUT', url: '/compress', json: error }), /the document has no such operation/],
+    ['a path the document lacks, answered 200', exchange({ url: '/healthz/v1', json: { status: 'ok' } }), /the document has no such operation/],
+    ['a query off its schema, answered 200', withRequest(exchange({ url: '/compress/estimate/jpg?fileSizeBytes=abc', json: estimate }), {}), /document refuses this request.*fileSizeBytes.*answered 200/],
+    ['a query off its schema, refused', withRequest(exchange({ url: '/compress/estimate/jpg?fileSizeBytes=abc', status: 400, json: error }), {}), null],
+    ['no API key, answered 200', { ...withRequest(exchange({ url: '/compress/estimate/jpg', json: estimate }), {}), request: { headers: {}, body: null } }, /no credentials/],
+    ['JSON options as a string, accepted', withRequest(exchange({ method: 'POST', url: '/compress', status: 202, json: accepted }), { inputUrl: 'https://a.example/x', sourceFormat: 'png', options: '{}' }), /options must be object/],
+    ['multipart options off the schema, accepted', withRequest(exchange({ method: 'POST', url: '/compress', status: 202, json: accepted }), { file: '', options: '{"quality":80}' }, 'multipart/form-data; boundary=x'), /field options: .*additional properties/],
+    ['a body of an undeclared type, refused', withRequest(exchange({ method: 'POST', url: '/compress', status: 400, json: error }), 'x', 'text/plain'), null],
   ];
   for (const [name, x, expected] of cases) {
     it(`${expected ? 'flags' : 'passes'} ${name}`, () => {

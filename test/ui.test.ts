@@ -217,7 +217,7 @@ describe('the page as a person uses it', { skip: missing }, () => {
         credits += (await json(await server.api(`/compress/estimate/${p.split('.').pop()}?fileSizeBytes=${size}`))).estimatedCredits;
       }
       await page.locator('#estimate').filter({ hasText: `about ${credits} credits of your` }).waitFor();
-      assert.match(await page.locator('#summary').innerText(), /^Ready: 6 files, [\d.]+ MB · about \d+ credits of your \d+$/);
+      assert.match(await page.locator('#summary').innerText(), /^Ready: 6 files, [\d.]+ MB · about \d+ credits of your \d+ \(by file size; the options do not change it\)$/);
       assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'no sideways scrolling');
       await shot(`02-ready-${label}`);
       await axe(`ready at ${label} width`);

@@ -1,6 +1,6 @@
 import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../catalog/index.ts';
 import { RATE_LIMIT_EXEMPT } from '../server/middleware/rate-limit.ts';
-import { SUPPORTED_VERSIONS } from '../server/middleware/versioning.ts';
+import { SUPPORTED_VERSIONS, takesVersionSuffix } from '../server/middleware/versioning.ts';
 import { VERSION } from '../version.ts';
 
 export interface RouteInfo {
@@ -20,6 +20,8 @@ interface RouteDoc {
   /** The stable operationId generated clients name their methods after. */
   id: string;
   summary: string;
+  /** What a caller needs to know beyond the summary (Spectral's operation-description). */
+  description: string;
   /** `false`: no API key; `token`: the presigned `token` query parameter only; `key-or-token`: either. */
   auth?: false | 'token' | 'key-or-token';
   /** Success status, description and body. */
@@ -63,7 +65,17 @@ const SUBMIT_ERRORS = {
 
 const JOB_ERRORS = { 403: ['jobs.forbidden'], 404: ['jobs.not_found'] };
 
-const formatParam = (values: string[]) => ({ type: 'string', enum: values });
+/**
+ * A format as a path parameter or `sourceFormat`: any string, since the server reads it in any
+ * case and with or without its dot, and answers a format no compressor takes with its own 400
+ * (an enum would make that documented answer an invalid request).
+ */
+const formatSchema = (formats = acceptedFormats()) => ({
+  type: 'string',
+  minLength: 1,
+  description: `A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: ${formats.join(', ')}; another answers 400 with the supported list.`,
+  examples: ['jpg', 'PNG'],
+});
 const LISTING_QUERY = [
   {
     name: 'formats',
@@ -74,7 +86,7 @@ const LISTING_QUERY = [
   },
   { name: 'category', in: 'query', required: false, description: 'Category; an unknown category matches nothing.', schema: { type: 'string', examples: ['images', 'documents'] } },
 ];
-const listing = (id: string, summary: string): RouteDoc => ({ id, summary, ok: [200, 'GetCompressorsResponse', json(ref('Compressors'))], query: LISTING_QUERY });
+const listing = (id: string, summary: string, description: string): RouteDoc => ({ id, summary, description, ok: [200, 'GetCompressorsResponse', json(ref('Compressors'))], query: LISTING_QUERY });
 const outputContentTypes = () => [...new Set(COMPRESSORS.flatMap((c) => outputFormatsOf(c)).map(contentTypeOf))].sort();
 const validatorHeaders = { ETag: header('ETag'), 'Last-Modified': header('LastModified') };
 const fileBody = (extra: Record<string, unknown> = {}): Body => ({
@@ -85,6 +97,9 @@ const fileBody = (extra: Record<string, unknown> = {}): Body => ({
 const download = (id: string, summary: string, auth: RouteDoc['auth'], errors: Record<number, string[]>): RouteDoc => ({
   id,
   summary,
+  description:
+    'Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. ' +
+    'The body is never compressed in transit (Cache-Control: no-transform).',
   auth,
   ok: [200, 'the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD)', fileBody()],
   other: {
@@ -98,6 +113,7 @@ const download = (id: string, summary: string, auth: RouteDoc['auth'], errors: R
 const uiAsset = (id: string, summary: string, mediaType: string): RouteDoc => ({
   id,
   summary,
+  description: 'Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.',
   auth: false,
   ok: [200, summary, text(mediaType)],
   other: { 304: ['Not modified (If-None-Match matched the ETag)'] },
@@ -109,25 +125,35 @@ const uiAsset = (id: string, summary: string, mediaType: string): RouteDoc => ({
  * paths come from the live router, so a route without an entry here fails the OpenAPI test.
  */
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
-  'GET /compress/schema': { id: 'getOptionsSchema', summary: 'Union JSON Schema of every option', auth: false, ok: [200, 'JSON Schema (draft 2020-12)', { content: { 'application/schema+json': { type: 'object' } } }] },
+  'GET /compress/schema': {
+    id: 'getOptionsSchema',
+    summary: 'Union JSON Schema of every option',
+    description: 'Every option any compressor takes; no API key needed. A format-specific schema is at /compress/schema/{format}.',
+    auth: false, ok: [200, 'JSON Schema (draft 2020-12)', { content: { 'application/schema+json': { type: 'object' } } }] },
   'GET /compress/schema/:format': {
     id: 'getFormatOptionsSchema',
     summary: "Options schema of the format's compressor",
+    description: "The options the format's compressor validates a submission's options against (draft 2020-12; `$comment` names the job type); no API key needed.",
     auth: false,
     ok: [200, 'JSON Schema (draft 2020-12)', { content: { 'application/schema+json': { type: 'object' } } }],
     errors: { 400: ['schema.unsupported_format'] },
   },
-  'GET /healthz': { id: 'getHealth', summary: 'Process alive', auth: false, ok: [200, 'ok', json(ref('Health'))] },
+  'GET /healthz': { id: 'getHealth', summary: 'Process alive', description: 'Liveness probe: answers while the process runs; never rate-limited, no API key.', auth: false, ok: [200, 'ok', json(ref('Health'))] },
   'GET /readyz': {
     id: 'getReadiness',
     summary: 'Ready: data dir writable, pool up, disk space above the threshold',
+    description: 'Readiness probe for a load balancer: 503 with the reasons while this node should get no traffic; never rate-limited, no API key.',
     auth: false,
     ok: [200, 'ready', json(ref('Readiness'))],
     other: { 503: ['not_ready, with the reasons', json(ref('Readiness'))] },
   },
-  'GET /metrics': { id: 'getMetrics', summary: 'Prometheus metrics (bearer token when configured)', auth: false, ok: [200, 'Prometheus text exposition format', text('text/plain')], errors: { 401: ['metrics.unauthorized'] } },
-  'GET /openapi.json': { id: 'getOpenApiDocument', summary: 'This document', auth: false, ok: [200, 'OpenAPI 3.1', json({ type: 'object' })] },
-  'GET /docs': { id: 'getApiReference', summary: 'Human-readable API reference', auth: false, ok: [200, 'HTML', text('text/html')] },
+  'GET /metrics': {
+    id: 'getMetrics',
+    summary: 'Prometheus metrics (bearer token when configured)',
+    description: 'Request, job, queue, pool and disk metrics in the Prometheus text format; when a metrics token is configured, it must come as a bearer token.',
+    auth: false, ok: [200, 'Prometheus text exposition format', text('text/plain')], errors: { 401: ['metrics.unauthorized'] } },
+  'GET /openapi.json': { id: 'getOpenApiDocument', summary: 'This document', description: 'The OpenAPI 3.1 document of this server, built from its own routes and compressor catalog.', auth: false, ok: [200, 'OpenAPI 3.1', json({ type: 'object' })] },
+  'GET /docs': { id: 'getApiReference', summary: 'Human-readable API reference', description: 'An HTML page rendering this document.', auth: false, ok: [200, 'HTML', text('text/html')] },
   'GET /': uiAsset('getWebUi', 'Web UI', 'text/html'),
   'GET /ui/app.js': uiAsset('getWebUiScript', 'Web UI script', 'text/javascript'),
   'GET /ui/app.css': uiAsset('getWebUiStyles', 'Web UI style sheet', 'text/css'),
@@ -136,14 +162,19 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     409: ['jobs.not_ready'],
     410: ['jobs.expired'],
   }),
-  'GET /compress': { id: 'listCompressorsLegacy', summary: 'Legacy compressor listing', ok: [200, 'jobId, category, pool, dotted formats', json(ref('LegacyCompressors'))] },
-  'GET /compress/compressors': listing('listCompressors', 'All compressors, the format graph and limits'),
-  'GET /compress/compressors/:filter': listing('listCompressorsByFilter', 'Compressors by format (input or output) or category'),
-  'GET /compress/compressors/from/:format': listing('listCompressorsFrom', 'Compressors accepting the format'),
-  'GET /compress/compressors/to/:format': listing('listCompressorsTo', 'Compressors producing the format'),
+  'GET /compress': {
+    id: 'listCompressorsLegacy',
+    summary: 'Legacy compressor listing',
+    description: 'The minimal listing older clients read (formats with a leading dot); new clients use /compress/compressors.',
+    ok: [200, 'jobId, category, pool, dotted formats', json(ref('LegacyCompressors'))] },
+  'GET /compress/compressors': listing('listCompressors', 'All compressors, the format graph and limits', 'Every compressor with its formats, costing and limits for this API key, and the graph from each source format to its targets.'),
+  'GET /compress/compressors/:filter': listing('listCompressorsByFilter', 'Compressors by format (input or output) or category', 'The listing narrowed to a format (accepted or produced) or a category (images, documents); no match is an empty list.'),
+  'GET /compress/compressors/from/:format': listing('listCompressorsFrom', 'Compressors accepting the format', 'The listing narrowed to the compressors that take the format as input.'),
+  'GET /compress/compressors/to/:format': listing('listCompressorsTo', 'Compressors producing the format', 'The listing narrowed to the compressors that can output the format.'),
   'GET /compress/estimate/:format': {
     id: 'estimateCost',
     summary: 'Cost estimate',
+    description: 'Credits a file of the given size would cost with this API key, the costing rule and the size limit. Without a size: the base cost (a minimum).',
     ok: [200, 'CompressCostEstimateResponse', json(ref('CostEstimate'))],
     errors: { 400: ['estimate.unsupported_format', 'estimate.invalid_size'] },
     query: [
@@ -151,20 +182,39 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       { name: 'fileSizeMb', in: 'query', required: false, description: 'Input size in megabytes (MiB).', schema: { type: 'number', minimum: 0 } },
     ],
   },
-  'GET /compress/entitlements/me': { id: 'getEntitlements', summary: 'Credit balance and plan limits', ok: [200, 'balance, credits, limits', json(ref('Entitlements'))] },
-  'POST /compress': { id: 'submitJob', summary: 'Submit a job (upload or URL)', ok: [202, 'Job accepted', json(ref('JobAccepted'))], errors: SUBMIT_ERRORS, submit: {} },
-  'GET /compress/job/:id': { id: 'getJob', summary: 'Job status', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: JOB_ERRORS },
+  'GET /compress/entitlements/me': {
+    id: 'getEntitlements',
+    summary: 'Credit balance and plan limits',
+    description: 'The API key\'s account: credits granted, spent, reserved by open jobs and available, and its limits.',
+    ok: [200, 'balance, credits, limits', json(ref('Entitlements'))] },
+  'POST /compress': {
+    id: 'submitJob',
+    summary: 'Submit a job (upload or URL)',
+    description:
+      'One file per request: a multipart upload (the extension picks the compressor) or an HTTPS URL with its sourceFormat (multipart fields or JSON). ' +
+      'Options are a JSON string in a form and an object in a JSON body. Credits are reserved here and charged on success.',
+    ok: [202, 'Job accepted', json(ref('JobAccepted'))], errors: SUBMIT_ERRORS, submit: {} },
+  'GET /compress/job/:id': { id: 'getJob', summary: 'Job status', description: 'Status, progress, metrics and output of one of this account\'s jobs; poll it until Succeeded, Failed or Canceled.', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: JOB_ERRORS },
   'GET /compress/job/:id/download': download('downloadJob', 'Download the output (API key, or a presigned token)', 'key-or-token', {
     ...JOB_ERRORS,
     401: ['download.invalid_token'],
     409: ['jobs.not_ready'],
     410: ['jobs.expired'],
   }),
-  'POST /compress/job/:id/cancel': { id: 'cancelJob', summary: 'Cancel a queued or running job', ok: [200, 'Job status response', json(ref('JobStatus'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_cancellable'] } },
-  'DELETE /compress/job/:id': { id: 'deleteJob', summary: 'Delete a finished job and its files', ok: [200, '{id, deleted}', json(ref('JobDeleted'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_deletable'] } },
+  'POST /compress/job/:id/cancel': {
+    id: 'cancelJob',
+    summary: 'Cancel a queued or running job',
+    description: 'The job ends Canceled and its reserved credits are released; a finished job answers 409.',
+    ok: [200, 'Job status response', json(ref('JobStatus'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_cancellable'] } },
+  'DELETE /compress/job/:id': {
+    id: 'deleteJob',
+    summary: 'Delete a finished job and its files',
+    description: 'Removes the record and its input and output at once; a queued or running job answers 409 (cancel it first).',
+    ok: [200, '{id, deleted}', json(ref('JobDeleted'))], errors: { ...JOB_ERRORS, 409: ['jobs.not_deletable'] } },
   'GET /compress/job/:id/compare': {
     id: 'compareJob',
     summary: 'Before/after previews',
+    description: 'Preview images of the input and the output of a Succeeded job (a PDF page, or the first picture of a DOCX/PPTX), with their sizes.',
     ok: [
       200,
       'Compare response',
@@ -189,6 +239,7 @@ for (const c of COMPRESSORS) {
   ROUTE_DOCS[`POST ${c.path}`] = {
     id: `submit${name[0]!.toUpperCase()}${name.slice(1)}Job`,
     summary: `Submit a job to ${c.jobType} (only its formats)`,
+    description: `As POST /compress, limited to ${c.jobType}: a file of another format answers 400 compress.${name}.validation.unsupported_format.`,
     ok: [202, 'Job accepted', json(ref('JobAccepted'))],
     errors: SUBMIT_ERRORS,
     submit: { entry: c },
@@ -323,7 +374,7 @@ function submitBody(entry?: CompressorEntry) {
     properties: { ...input, options: optionsField, ...webhook },
     dependentRequired: { webhookUrl: ['webhookSecret'] },
   });
-  const urlInput = { inputUrl: { type: 'string', format: 'uri', description: 'HTTPS URL to fetch' }, sourceFormat: { type: 'string', enum: formats } };
+  const urlInput = { inputUrl: { type: 'string', format: 'uri', description: 'HTTPS URL to fetch' }, sourceFormat: formatSchema(formats) };
   return {
     required: true,
     content: {
@@ -361,56 +412,112 @@ function securityOf(doc: RouteDoc) {
   return {};
 }
 
+type Operation = Record<string, any>;
+
+/** The tag of a route, by what a caller does with it (Spectral's operation-tags). */
+function tagOf(method: string, path: string): string {
+  if (path === '/' || path.startsWith('/ui/')) return 'Web UI';
+  if (['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs'].includes(path)) return 'Operations';
+  if (path.includes('/job/')) return 'Jobs';
+  if (method === 'POST') return 'Submission';
+  if (path.startsWith('/compress/entitlements')) return 'Account';
+  return 'Discovery';
+}
+const TAGS = [
+  { name: 'Submission', description: 'Submitting a file or a URL as a compression job' },
+  { name: 'Jobs', description: 'Status, download, previews, cancel and delete of a job' },
+  { name: 'Discovery', description: 'Compressors, their option schemas and cost estimates' },
+  { name: 'Account', description: 'Credits and limits of the API key\'s account' },
+  { name: 'Operations', description: 'Health, readiness, metrics and this document' },
+  { name: 'Web UI', description: 'The web page served at /' },
+];
+
+const versionInPath = {
+  name: 'version',
+  in: 'path',
+  required: true,
+  description: 'Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version.',
+  schema: { type: 'integer', minimum: 0 },
+};
+
+function responsesOf(doc: RouteDoc, path: string): Record<string, unknown> {
+  const [okStatus, okDescription, okBody] = doc.ok;
+  const responses: Record<string, unknown> = { [okStatus]: asResponse(okDescription, okBody) };
+  for (const [status, [description, body]] of Object.entries(doc.other ?? {})) responses[status] = asResponse(description, body);
+  const keyed = doc.auth === undefined || doc.auth === 'key-or-token';
+  const errors: Record<number, string[]> = { ...(doc.errors ?? {}), 400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'] };
+  if (!RATE_LIMIT_EXEMPT.has(path)) errors[429] = [...(doc.errors?.[429] ?? []), 'rate_limited'];
+  if (keyed) {
+    errors[401] = ['api_key.invalid_or_ip_not_allowed', ...(doc.errors?.[401] ?? [])];
+    errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
+  }
+  for (const [status, codes] of Object.entries(errors)) {
+    responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : doc.errorHeaders?.[Number(status)]);
+  }
+  if (doc.submit) responses[okStatus] = { ...(responses[okStatus] as object), headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } };
+  responses[405] = { $ref: '#/components/responses/MethodNotAllowed' };
+  return responses;
+}
+
+function operationOf(doc: RouteDoc, method: string, path: string): Operation {
+  const params = [...path.matchAll(/:(\w+)/g)].map((m) => {
+    const name = m[1]!;
+    const schema = name !== 'format' || path.startsWith('/compress/compressors/') ? { type: 'string' } : formatSchema();
+    return { name, in: 'path', required: true, schema };
+  });
+  return {
+    operationId: doc.id,
+    summary: doc.summary,
+    description: doc.description,
+    tags: [tagOf(method, path)],
+    ...securityOf(doc),
+    parameters: [
+      ...params,
+      ...(doc.query ?? []),
+      ...(doc.submit ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : []),
+      ...(doc.headers ?? []).map((name) => ({ $ref: `#/components/parameters/${name}` })),
+      { $ref: '#/components/parameters/Version' },
+      { $ref: '#/components/parameters/VersionHeader' },
+    ],
+    ...(doc.submit ? { requestBody: submitBody(doc.submit.entry) } : {}),
+    responses: responsesOf(doc, path),
+  };
+}
+
+/** HEAD of a GET route (Hono answers it from the GET handler): the same answers, headers only. */
+function headOf(get: Operation): Operation {
+  const responses = Object.fromEntries(
+    Object.entries<Operation>(get.responses).map(([status, r]) => [status, r.$ref ? r : Object.fromEntries(Object.entries(r).filter(([k]) => k !== 'content'))]),
+  );
+  return { ...get, operationId: `${get.operationId}Head`, summary: `${get.summary} (headers only)`, description: `The answer GET would give, without its body. ${get.description}`, responses };
+}
+
+/** The same operation with the endpoint version as its path's last segment. */
+function versionedOf(op: Operation): Operation {
+  return { ...op, operationId: `${op.operationId}Versioned`, summary: `${op.summary} (version in the path)`, parameters: [versionInPath, ...op.parameters] };
+}
+
 /** OpenAPI 3.1 built from the router's routes and the compressor catalog. */
 export function openApiDocument(routes: RouteInfo[]) {
   const paths: Record<string, Record<string, unknown>> = {};
+  const add = (path: string, method: string, op: Operation) => {
+    const item = (paths[path] ??= {});
+    item[method] = op;
+    if (method === 'get') item.head = headOf(op);
+  };
   for (const r of routes) {
     const method = r.method.toUpperCase();
     if (method === 'ALL' || r.path.includes('*')) continue;
     const doc = ROUTE_DOCS[`${method} ${r.path}`];
     if (!doc) continue;
     const path = r.path.replace(/:(\w+)/g, '{$1}');
-    const params = [...r.path.matchAll(/:(\w+)/g)].map((m) => {
-      const name = m[1]!;
-      const schema =
-        name !== 'format' || r.path.startsWith('/compress/compressors/')
-          ? { type: 'string' }
-          : formatParam(acceptedFormats());
-      return { name, in: 'path', required: true, schema };
-    });
-    const [okStatus, okDescription, okBody] = doc.ok;
-    const responses: Record<string, unknown> = { [okStatus]: asResponse(okDescription, okBody) };
-    for (const [status, [description, body]] of Object.entries(doc.other ?? {})) responses[status] = asResponse(description, body);
-    const keyed = doc.auth === undefined || doc.auth === 'key-or-token';
-    const errors: Record<number, string[]> = { ...(doc.errors ?? {}), 400: [...(doc.errors?.[400] ?? []), 'request.unsupported_version'] };
-    if (!RATE_LIMIT_EXEMPT.has(r.path)) errors[429] = [...(doc.errors?.[429] ?? []), 'rate_limited'];
-    if (keyed) {
-      errors[401] = ['api_key.invalid_or_ip_not_allowed', ...(doc.errors?.[401] ?? [])];
-      errors[403] = [...(doc.errors?.[403] ?? []), 'request.cross_origin'];
-    }
-    for (const [status, codes] of Object.entries(errors)) {
-      responses[status] = errorResponse(codes, status === '429' || (doc.submit && (status === '503' || status === '409')) ? retryAfter : doc.errorHeaders?.[Number(status)]);
-    }
-    if (doc.submit) responses[okStatus] = { ...(responses[okStatus] as object), headers: { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } };
-    responses[405] = { $ref: '#/components/responses/MethodNotAllowed' };
-    (paths[path] ??= {})[method.toLowerCase()] = {
-      operationId: doc.id,
-      summary: doc.summary,
-      ...securityOf(doc),
-      parameters: [
-        ...params,
-        ...(doc.query ?? []),
-        ...(doc.submit ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : []),
-        ...(doc.headers ?? []).map((name) => ({ $ref: `#/components/parameters/${name}` })),
-        { $ref: '#/components/parameters/Version' },
-        { $ref: '#/components/parameters/VersionHeader' },
-      ],
-      ...(doc.submit ? { requestBody: submitBody(doc.submit.entry) } : {}),
-      responses,
-    };
+    const op = operationOf(doc, method, r.path);
+    add(path, method.toLowerCase(), op);
+    if (takesVersionSuffix(r.path)) add(`${path}/v{version}`, method.toLowerCase(), versionedOf(op));
   }
   const { $schema: _dialect, ...options } = unionOptionsSchema();
-  const version = { type: 'integer', enum: SUPPORTED_VERSIONS };
+  // Not an enum: an unknown version is a valid request the server answers with its own 400.
+  const version = { type: 'integer', minimum: 0, description: `Supported: ${SUPPORTED_VERSIONS.join(', ')}; another answers 400 request.unsupported_version.` };
   return {
     openapi: '3.1.0',
     info: {
@@ -419,11 +526,15 @@ export function openApiDocument(routes: RouteInfo[]) {
       version: VERSION,
       description:
         'Self-hosted asynchronous file compression. Every endpoint is at version 1. A version is chosen by a `/v<N>` path suffix ' +
-        '(`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence. ' +
+        'on the API paths (`/compress/v1`), the `version` query parameter or the `X-Service-Endpoint-Version` header, in that order of precedence. ' +
+        'Every GET path also answers HEAD. OPTIONS is answered 405 with `Allow` on every path, with or without a key: there is no CORS preflight (browser calls are first-party only). ' +
         'JSON answers and the web page of 1 KB or more are compressed (br or gzip) when Accept-Encoding allows it (`Vary: Accept-Encoding`); ' +
         'downloads never are. /healthz and /readyz are not rate-limited.',
       license: { name: 'MIT', identifier: 'MIT' },
+      // Self-hosted: whoever runs this server answers for it.
+      contact: { name: 'The operator of this compressd server' },
     },
+    tags: TAGS,
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     servers: [{ url: '/', description: 'The server that serves this document' }],
     components: {

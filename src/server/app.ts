@@ -79,14 +79,18 @@ export function createApp(s: AppServices): Hono<AppEnv> {
     return c.json({ error: 'server.internal_error', detail: 'An unexpected error occurred.' }, 500);
   });
   const allowed = allowedMethods(() => app.routes);
-  app.notFound((c) => {
+  const unrouted = (c: Context<AppEnv>) => {
     const methods = allowed(c.req.path);
     if (methods.length === 0) return c.json({ error: 'route.not_found', detail: `No route for ${c.req.method} ${c.req.path}.` }, 404);
     c.header('Allow', methods.join(', '));
     return c.json({ error: 'route.method_not_allowed', detail: `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(', ')}.` }, 405);
-  });
+  };
+  app.notFound(unrouted);
 
   app.use('*', compression, ioPath, clientIp(s.trustProxy), requestLog(s.log, (method, status) => s.metrics.request(method, status)), rateLimit(s.rateLimitPerMinute, s.clock), versioning);
+  // OPTIONS is served by no route: every caller, with a key or without, from this site or another
+  // (a CORS preflight), gets the same 405 with Allow, and no CORS header lets another site in.
+  app.use('*', async (c, next) => (c.req.method === 'OPTIONS' ? unrouted(c) : next()));
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
   app.route('/', schemaRoutes());
   app.route('/', uiRoutes());

@@ -6,6 +6,8 @@ export interface JobStatus {
   id: string;
   status: 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Canceled';
   format: string;
+  /** The compressor the server chose (the catalog's job type). */
+  jobType: string;
   progress: { percent: number; phase: string | null };
   metrics: { inputBytes: number; outputBytes: number; creditCost: number; compressionRatio: number; savingsPercent: number; perceivedQuality: number | null };
   error: { code: string; detail: string } | null;
@@ -18,6 +20,7 @@ export interface Accepted {
   status: string;
   fileName: string;
   format: string;
+  jobType: string;
 }
 
 export interface CompareResult {
@@ -52,6 +55,8 @@ export interface Estimate {
 
 export interface Listing {
   compressors: { job: string; inputFormats: string[]; maxFileSizeBytes: number }[];
+  /** The format graph: what each compressor makes of a source format (the catalog's output rule). */
+  sourceFormatTo: Record<string, { targetFormat: string; job: string }[]>;
   maxFileSizeBytes: number;
   maxBatchFiles: number;
 }

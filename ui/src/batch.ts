@@ -254,6 +254,7 @@ export class Batch {
           id: accepted.id,
           status: 'Queued',
           format: accepted.format,
+          jobType: accepted.jobType,
           progress: { percent: 0, phase: null },
           metrics: { inputBytes: item.size, outputBytes: 0, creditCost: 0, compressionRatio: 0, savingsPercent: 0, perceivedQuality: null },
           error: null,

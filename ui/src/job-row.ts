@@ -2,10 +2,14 @@ import type { Item } from './batch.ts';
 import { h } from './dom.ts';
 import { extensionOf, formatBytes, savingsText } from './format.ts';
 
-export type RowAction = 'compare' | 'download' | 'cancel' | 'retry' | 'remove';
+export type RowAction = 'compare' | 'download' | 'cancel' | 'retry' | 'redo' | 'remove';
+
+/** The formats a compressor (a job type) makes of a source format, by the catalog's output rule. */
+export type OutputsOf = (format: string, jobType: string) => string[];
 
 const CANCELLABLE = new Set(['pending', 'uploading', 'waiting', 'Queued', 'Running']);
 const REMOVABLE = new Set(['ready', 'rejected', 'error', 'Succeeded', 'Failed', 'Canceled']);
+const FINISHED = new Set(['Succeeded', 'Failed', 'Canceled']);
 
 function statusText(item: Item): string {
   switch (item.stage) {
@@ -36,12 +40,19 @@ function statusText(item: Item): string {
   }
 }
 
-/** "HEIC → JPG": the output's type where it differs from the input's (known from the job's output name). */
-function formats(item: Item): string {
-  const input = item.format ? item.format.toUpperCase() : 'No extension';
-  const out = item.job?.output.fileName ? extensionOf(item.job.output.fileName).toUpperCase() : '';
-  const same = (a: string, b: string) => a.replace('JPEG', 'JPG') === b.replace('JPEG', 'JPG');
-  return out && !same(input, out) ? `${input} → ${out}` : input;
+const label = (format: string) => format.toUpperCase().replace('JPEG', 'JPG');
+
+/**
+ * "HEIC → JPG": the output's type where it differs from the input's. Once the job succeeded, its
+ * output says it; before, the catalog's rule for the compressor the server chose ("HEIC → JPG or
+ * PNG": the universal compressor decides by the picture's alpha), never the status's provisional name.
+ */
+function formats(item: Item, outputsOf: OutputsOf): string {
+  const input = item.format ? label(item.format) : 'No extension';
+  const job = item.job;
+  const outputs = !job ? [] : item.stage === 'Succeeded' && job.output.fileName ? [extensionOf(job.output.fileName)] : outputsOf(item.format, job.jobType);
+  const out = [...new Set(outputs.map(label))].sort();
+  return out.length === 0 || (out.length === 1 && out[0] === label(input)) ? input : `${input} → ${out.join(' or ')}`;
 }
 
 /**
@@ -53,6 +64,7 @@ export class JobRow {
   private readonly status = h('span', { class: 'status' });
   private readonly meta = h('div', { class: 'meta' });
   private readonly progress = h('progress', { max: 100 });
+  private readonly outputsOf: OutputsOf;
   private readonly message = h('p', { class: 'message', role: 'status' });
   private readonly location = h('p', {
     class: 'message location',
@@ -63,7 +75,9 @@ export class JobRow {
   constructor(
     readonly item: Item,
     act: (action: RowAction, row: JobRow) => void,
+    outputsOf: OutputsOf,
   ) {
+    this.outputsOf = outputsOf;
     const name = item.name;
     const button = (action: RowAction, text: string) => {
       const b = h('button', { type: 'button', class: 'small', 'data-action': action, 'aria-label': `${text} ${name}`, text });
@@ -75,13 +89,16 @@ export class JobRow {
       download: button('download', 'Download'),
       cancel: button('cancel', 'Cancel'),
       retry: button('retry', 'Retry'),
+      redo: button('redo', 'Redo'),
       remove: button('remove', 'Remove'),
     };
     this.progress.setAttribute('aria-label', `Progress of ${name}`);
+    this.buttons.redo.setAttribute('aria-label', `Redo ${name} with other options`);
     this.el = h(
       'li',
       { class: 'job', 'data-uid': item.uid },
-      h('div', { class: 'info' }, h('div', { class: 'name', text: name }), this.meta, this.status, this.progress),
+      // The bar shares the status's line, so a row keeps its height when the bar comes and goes.
+      h('div', { class: 'info' }, h('div', { class: 'name', text: name }), this.meta, h('div', { class: 'state' }, this.status, this.progress)),
       h('div', { class: 'buttons' }, ...Object.values(this.buttons)),
       this.message,
       this.location,
@@ -97,7 +114,7 @@ export class JobRow {
     this.status.textContent = statusText(item);
 
     const m = item.job?.metrics;
-    this.meta.replaceChildren(`${formats(item)} · ${formatBytes(item.size)}`);
+    this.meta.replaceChildren(`${formats(item, this.outputsOf)} · ${formatBytes(item.size)}`);
     if (item.stage === 'Succeeded' && m) {
       this.meta.append(` → ${formatBytes(m.outputBytes)} · `, h('span', { class: 'savings', text: savingsText(m.inputBytes, m.outputBytes) }));
     }
@@ -116,6 +133,7 @@ export class JobRow {
     this.buttons.download.hidden = item.stage !== 'Succeeded';
     this.buttons.cancel.hidden = !CANCELLABLE.has(item.stage);
     this.buttons.retry.hidden = !item.retryable;
+    this.buttons.redo.hidden = !(FINISHED.has(item.stage) && item.file !== null);
     this.buttons.remove.hidden = !REMOVABLE.has(item.stage);
 
     // A keyboard user on a button that just disappeared (Cancel when the job ends) stays in the row.

@@ -1,5 +1,5 @@
 import { Api, ApiProblem, type Entitlements, type Listing } from './api.ts';
-import { Batch, TERMINAL, type Item, type SavedJob } from './batch.ts';
+import { Batch, TERMINAL, type Item, type SavedJob, type Stage } from './batch.ts';
 import { CompareDialog } from './compare.ts';
 import { byId, h, saveBlob } from './dom.ts';
 import { jpegHasLocation } from './exif.ts';
@@ -12,6 +12,10 @@ import { uniqueNames, zip } from './zip.ts';
 const KEY_STORAGE = 'compressd.apiKey';
 /** Jobs this browser sent, so the list comes back after a reload while the server still has them. */
 const JOBS_STORAGE = 'compressd.jobs';
+/** The names of the files a page left behind unsent, for the next load to say so. */
+const UNSENT_STORAGE = 'compressd.unsent';
+/** Chosen files the server has not got yet: leaving the page drops them (a File cannot be stored). */
+const UNSENT = new Set<Stage>(['ready', 'pending', 'uploading', 'waiting']);
 /** EXIF (APP1) is at most 64 KB and comes before the picture data. */
 const EXIF_HEAD_BYTES = 128 * 1024;
 
@@ -24,6 +28,7 @@ const keyDone = byId('key-done');
 const account = byId('account');
 const drop = byId('drop');
 const fileInput = byId<HTMLInputElement>('file-input');
+const chooseButton = byId<HTMLButtonElement>('choose');
 const limitsText = byId('limits');
 const startButton = byId<HTMLButtonElement>('start');
 const zipButton = byId<HTMLButtonElement>('zip');
@@ -38,6 +43,9 @@ const compare = new CompareDialog(api);
 const rows = new Map<number, JobRow>();
 let keyAccepted = false;
 let balance: number | null = null;
+let listing: Listing | null = null;
+/** The catalog's output rule, as the listing's format graph gives it. */
+const outputsOf = (format: string, jobType: string) => (listing?.sourceFormatTo[format] ?? []).filter((e) => e.job === jobType).map((e) => e.targetFormat);
 
 /** A message about the batch, in the bar that stays in view with the Compress button. */
 function say(text: string, kind: 'error' | 'info' = 'error'): void {
@@ -107,7 +115,8 @@ function refreshSummary(): void {
       void Promise.all(ready.map(estimateOf)).then((credits) => {
         if (run !== estimateRun || credits.some((c) => c === null)) return;
         const total = (credits as number[]).reduce((a, b) => a + b, 0);
-        cost.textContent = ` · about ${total} ${total === 1 ? 'credit' : 'credits'}${balance === null ? '' : ` of your ${balance}`}`;
+        // The cost follows the file sizes alone (the estimate takes no options).
+        cost.textContent = ` · about ${total} ${total === 1 ? 'credit' : 'credits'}${balance === null ? '' : ` of your ${balance}`} (by file size; the options do not change it)`;
       });
     }
   }
@@ -189,7 +198,7 @@ const batch: Batch = new Batch(api, {
   changed(item) {
     let row = rows.get(item.uid);
     if (!row) {
-      row = new JobRow(item, act);
+      row = new JobRow(item, act, outputsOf);
       rows.set(item.uid, row);
       list.append(row.el);
     }
@@ -244,16 +253,18 @@ function scheduleBalance(): void {
   }, 500);
 }
 
-function applyLimits(listing: Listing, e: Entitlements): void {
-  const formats = new Set(listing.compressors.flatMap((c) => c.inputFormats));
+function applyLimits(l: Listing, e: Entitlements): void {
+  listing = l;
+  for (const row of rows.values()) row.update();
+  const formats = new Set(l.compressors.flatMap((c) => c.inputFormats));
   batch.limits = {
     formats,
-    maxFileSizeBytes: listing.maxFileSizeBytes ?? null,
-    maxBatchFiles: listing.maxBatchFiles ?? null,
+    maxFileSizeBytes: l.maxFileSizeBytes ?? null,
+    maxBatchFiles: l.maxBatchFiles ?? null,
     maxInFlight: Math.max(1, e.limits?.maxQueuedJobs ?? 6),
   };
   fileInput.accept = [...formats].map((f) => `.${f}`).join(',');
-  limitsText.textContent = ` · up to ${listing.maxBatchFiles} files, each up to ${formatBytes(listing.maxFileSizeBytes)}`;
+  limitsText.textContent = ` · up to ${l.maxBatchFiles} files, each up to ${formatBytes(l.maxFileSizeBytes)}`;
   byId('formats-list').textContent = [...formats].sort().map((f) => f.toUpperCase()).join(', ');
   byId('formats').hidden = false;
 }
@@ -290,7 +301,7 @@ keyForm.addEventListener('submit', async (ev) => {
     else localStorage.removeItem(KEY_STORAGE);
     announce('API key accepted.');
     // The field folded away: the next thing to do is choosing files.
-    fileInput.focus();
+    chooseButton.focus();
   }
 });
 
@@ -315,6 +326,9 @@ function addFiles(files: File[]): void {
   else if (!notice.classList.contains('info')) say('');
   refreshOptions();
 }
+
+// A button, not a label: Enter and Space open the picker, as on any button.
+chooseButton.addEventListener('click', () => fileInput.click());
 
 fileInput.addEventListener('change', () => {
   addFiles([...(fileInput.files ?? [])]);
@@ -434,17 +448,58 @@ function act(action: RowAction, row: JobRow): void {
     case 'remove': {
       const next = rows.get(batch.items[batch.items.indexOf(item) + 1]?.uid ?? -1) ?? rows.get(batch.items[batch.items.indexOf(item) - 1]?.uid ?? -1);
       batch.remove(item);
-      (next?.firstButton() ?? fileInput).focus();
+      (next?.firstButton() ?? chooseButton).focus();
       return;
     }
+    case 'redo':
+      redo(item);
+      return;
   }
 }
 
 zipButton.addEventListener('click', () => void downloadZip());
 clearButton.addEventListener('click', () => {
   batch.clearFinished();
-  fileInput.focus();
+  chooseButton.focus();
 });
+
+/** The same file as a new row, ready for other options; the finished one stays to compare with. */
+function redo(item: Item): void {
+  if (!item.file) return;
+  addFiles([item.file]);
+  const panel = byId<HTMLDetailsElement>('options-panel');
+  panel.open = true;
+  say(`${item.name} was added again: choose other options, then Compress.`, 'info');
+  panel.querySelector('summary')?.focus();
+}
+
+const unsent = () => batch.items.filter((i) => i.file !== null && !i.job && UNSENT.has(i.stage));
+// Files not yet on the server are lost with the page: ask before leaving, and tell the next load.
+window.addEventListener('beforeunload', (e) => {
+  if (unsent().length === 0) return;
+  e.preventDefault();
+  e.returnValue = '';
+});
+window.addEventListener('pagehide', () => {
+  const names = unsent().map((i) => i.name);
+  if (names.length) localStorage.setItem(UNSENT_STORAGE, JSON.stringify(names));
+  else localStorage.removeItem(UNSENT_STORAGE);
+});
+
+function sayWhatWasLost(): void {
+  let names: string[] = [];
+  try {
+    const parsed: unknown = JSON.parse(localStorage.getItem(UNSENT_STORAGE) ?? '[]');
+    if (Array.isArray(parsed)) names = parsed.filter((n): n is string => typeof n === 'string');
+  } catch {
+    // Unreadable: nothing to report.
+  }
+  localStorage.removeItem(UNSENT_STORAGE);
+  if (names.length === 0) return;
+  const n = names.length;
+  say(`${n} ${n === 1 ? 'file was' : 'files were'} not uploaded when the page was left, so the server never got ${n === 1 ? 'it' : 'them'}: ${names.join(', ')}. Choose ${n === 1 ? 'it' : 'them'} again to compress ${n === 1 ? 'it' : 'them'}.`, 'info');
+}
+sayWhatWasLost();
 
 const stored = localStorage.getItem(KEY_STORAGE);
 if (stored) {

@@ -117,8 +117,11 @@ export class Job {
         if (status.status === 'Failed') throw new JobFailedError(status);
         throw new CompressdError('client.job_canceled', null, `job ${this.id} was canceled`);
       }
-      if (Date.now() + interval > deadline) throw new CompressdError('client.timeout', null, `job ${this.id} still ${status.status} after ${limit} ms`);
-      await sleep(interval, options.signal);
+      // The last sleep is cut to the deadline and followed by one more poll, so a job that ends
+      // just before it is seen and a timeout is never reported before the limit has passed.
+      const left = deadline - Date.now();
+      if (left <= 0) throw new CompressdError('client.timeout', null, `job ${this.id} still ${status.status} after ${limit} ms`);
+      await sleep(Math.min(interval, left), options.signal);
       interval = Math.min(interval * 1.5, options.maxIntervalMs ?? 5000);
     }
   }

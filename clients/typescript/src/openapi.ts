@@ -8,13 +8,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Web UI */
+        /**
+         * Web UI
+         * @description Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.
+         */
         get: operations["getWebUi"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Web UI (headers only)
+         * @description The answer GET would give, without its body. Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.
+         */
+        head: operations["getWebUiHead"];
         patch?: never;
         trace?: never;
     };
@@ -25,13 +32,44 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Presigned download (token query parameter, no key) */
+        /**
+         * Presigned download (token query parameter, no key)
+         * @description Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
         get: operations["downloadJobWithToken"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Presigned download (token query parameter, no key) (headers only)
+         * @description The answer GET would give, without its body. Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
+        head: operations["downloadJobWithTokenHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/api/compress/job/{id}/download/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Presigned download (token query parameter, no key) (version in the path)
+         * @description Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
+        get: operations["downloadJobWithTokenVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Presigned download (token query parameter, no key) (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
+        head: operations["downloadJobWithTokenVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -42,14 +80,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Legacy compressor listing */
+        /**
+         * Legacy compressor listing
+         * @description The minimal listing older clients read (formats with a leading dot); new clients use /compress/compressors.
+         */
         get: operations["listCompressorsLegacy"];
         put?: never;
-        /** Submit a job (upload or URL) */
+        /**
+         * Submit a job (upload or URL)
+         * @description One file per request: a multipart upload (the extension picks the compressor) or an HTTPS URL with its sourceFormat (multipart fields or JSON). Options are a JSON string in a form and an object in a JSON body. Credits are reserved here and charged on success.
+         */
         post: operations["submitJob"];
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Legacy compressor listing (headers only)
+         * @description The answer GET would give, without its body. The minimal listing older clients read (formats with a leading dot); new clients use /compress/compressors.
+         */
+        head: operations["listCompressorsLegacyHead"];
         patch?: never;
         trace?: never;
     };
@@ -60,13 +108,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** All compressors, the format graph and limits */
+        /**
+         * All compressors, the format graph and limits
+         * @description Every compressor with its formats, costing and limits for this API key, and the graph from each source format to its targets.
+         */
         get: operations["listCompressors"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * All compressors, the format graph and limits (headers only)
+         * @description The answer GET would give, without its body. Every compressor with its formats, costing and limits for this API key, and the graph from each source format to its targets.
+         */
+        head: operations["listCompressorsHead"];
         patch?: never;
         trace?: never;
     };
@@ -77,13 +132,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Compressors by format (input or output) or category */
+        /**
+         * Compressors by format (input or output) or category
+         * @description The listing narrowed to a format (accepted or produced) or a category (images, documents); no match is an empty list.
+         */
         get: operations["listCompressorsByFilter"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Compressors by format (input or output) or category (headers only)
+         * @description The answer GET would give, without its body. The listing narrowed to a format (accepted or produced) or a category (images, documents); no match is an empty list.
+         */
+        head: operations["listCompressorsByFilterHead"];
         patch?: never;
         trace?: never;
     };
@@ -94,13 +156,44 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Compressors accepting the format */
+        /**
+         * Compressors accepting the format
+         * @description The listing narrowed to the compressors that take the format as input.
+         */
         get: operations["listCompressorsFrom"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Compressors accepting the format (headers only)
+         * @description The answer GET would give, without its body. The listing narrowed to the compressors that take the format as input.
+         */
+        head: operations["listCompressorsFromHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/compressors/from/{format}/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compressors accepting the format (version in the path)
+         * @description The listing narrowed to the compressors that take the format as input.
+         */
+        get: operations["listCompressorsFromVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Compressors accepting the format (version in the path) (headers only)
+         * @description The answer GET would give, without its body. The listing narrowed to the compressors that take the format as input.
+         */
+        head: operations["listCompressorsFromVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -111,13 +204,68 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Compressors producing the format */
+        /**
+         * Compressors producing the format
+         * @description The listing narrowed to the compressors that can output the format.
+         */
         get: operations["listCompressorsTo"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Compressors producing the format (headers only)
+         * @description The answer GET would give, without its body. The listing narrowed to the compressors that can output the format.
+         */
+        head: operations["listCompressorsToHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/compressors/to/{format}/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Compressors producing the format (version in the path)
+         * @description The listing narrowed to the compressors that can output the format.
+         */
+        get: operations["listCompressorsToVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Compressors producing the format (version in the path) (headers only)
+         * @description The answer GET would give, without its body. The listing narrowed to the compressors that can output the format.
+         */
+        head: operations["listCompressorsToVersionedHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/compressors/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * All compressors, the format graph and limits (version in the path)
+         * @description Every compressor with its formats, costing and limits for this API key, and the graph from each source format to its targets.
+         */
+        get: operations["listCompressorsVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * All compressors, the format graph and limits (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Every compressor with its formats, costing and limits for this API key, and the graph from each source format to its targets.
+         */
+        head: operations["listCompressorsVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -128,13 +276,44 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Credit balance and plan limits */
+        /**
+         * Credit balance and plan limits
+         * @description The API key's account: credits granted, spent, reserved by open jobs and available, and its limits.
+         */
         get: operations["getEntitlements"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Credit balance and plan limits (headers only)
+         * @description The answer GET would give, without its body. The API key's account: credits granted, spent, reserved by open jobs and available, and its limits.
+         */
+        head: operations["getEntitlementsHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/entitlements/me/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Credit balance and plan limits (version in the path)
+         * @description The API key's account: credits granted, spent, reserved by open jobs and available, and its limits.
+         */
+        get: operations["getEntitlementsVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Credit balance and plan limits (version in the path) (headers only)
+         * @description The answer GET would give, without its body. The API key's account: credits granted, spent, reserved by open jobs and available, and its limits.
+         */
+        head: operations["getEntitlementsVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -145,13 +324,44 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Cost estimate */
+        /**
+         * Cost estimate
+         * @description Credits a file of the given size would cost with this API key, the costing rule and the size limit. Without a size: the base cost (a minimum).
+         */
         get: operations["estimateCost"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Cost estimate (headers only)
+         * @description The answer GET would give, without its body. Credits a file of the given size would cost with this API key, the costing rule and the size limit. Without a size: the base cost (a minimum).
+         */
+        head: operations["estimateCostHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/estimate/{format}/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Cost estimate (version in the path)
+         * @description Credits a file of the given size would cost with this API key, the costing rule and the size limit. Without a size: the base cost (a minimum).
+         */
+        get: operations["estimateCostVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Cost estimate (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Credits a file of the given size would cost with this API key, the costing rule and the size limit. Without a size: the base cost (a minimum).
+         */
+        head: operations["estimateCostVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -164,8 +374,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a job to image.gif-compress (only its formats) */
+        /**
+         * Submit a job to image.gif-compress (only its formats)
+         * @description As POST /compress, limited to image.gif-compress: a file of another format answers 400 compress.gif.validation.unsupported_format.
+         */
         post: operations["submitGifJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/gif/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a job to image.gif-compress (only its formats) (version in the path)
+         * @description As POST /compress, limited to image.gif-compress: a file of another format answers 400 compress.gif.validation.unsupported_format.
+         */
+        post: operations["submitGifJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -181,8 +414,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a job to image.universal-compress (only its formats) */
+        /**
+         * Submit a job to image.universal-compress (only its formats)
+         * @description As POST /compress, limited to image.universal-compress: a file of another format answers 400 compress.image.validation.unsupported_format.
+         */
         post: operations["submitImageJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/image/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a job to image.universal-compress (only its formats) (version in the path)
+         * @description As POST /compress, limited to image.universal-compress: a file of another format answers 400 compress.image.validation.unsupported_format.
+         */
+        post: operations["submitImageJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -196,14 +452,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Job status */
+        /**
+         * Job status
+         * @description Status, progress, metrics and output of one of this account's jobs; poll it until Succeeded, Failed or Canceled.
+         */
         get: operations["getJob"];
         put?: never;
         post?: never;
-        /** Delete a finished job and its files */
+        /**
+         * Delete a finished job and its files
+         * @description Removes the record and its input and output at once; a queued or running job answers 409 (cancel it first).
+         */
         delete: operations["deleteJob"];
         options?: never;
-        head?: never;
+        /**
+         * Job status (headers only)
+         * @description The answer GET would give, without its body. Status, progress, metrics and output of one of this account's jobs; poll it until Succeeded, Failed or Canceled.
+         */
+        head: operations["getJobHead"];
         patch?: never;
         trace?: never;
     };
@@ -216,8 +482,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel a queued or running job */
+        /**
+         * Cancel a queued or running job
+         * @description The job ends Canceled and its reserved credits are released; a finished job answers 409.
+         */
         post: operations["cancelJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/job/{id}/cancel/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a queued or running job (version in the path)
+         * @description The job ends Canceled and its reserved credits are released; a finished job answers 409.
+         */
+        post: operations["cancelJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -231,13 +520,44 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Before/after previews */
+        /**
+         * Before/after previews
+         * @description Preview images of the input and the output of a Succeeded job (a PDF page, or the first picture of a DOCX/PPTX), with their sizes.
+         */
         get: operations["compareJob"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Before/after previews (headers only)
+         * @description The answer GET would give, without its body. Preview images of the input and the output of a Succeeded job (a PDF page, or the first picture of a DOCX/PPTX), with their sizes.
+         */
+        head: operations["compareJobHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/job/{id}/compare/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Before/after previews (version in the path)
+         * @description Preview images of the input and the output of a Succeeded job (a PDF page, or the first picture of a DOCX/PPTX), with their sizes.
+         */
+        get: operations["compareJobVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Before/after previews (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Preview images of the input and the output of a Succeeded job (a PDF page, or the first picture of a DOCX/PPTX), with their sizes.
+         */
+        head: operations["compareJobVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -248,13 +568,72 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Download the output (API key, or a presigned token) */
+        /**
+         * Download the output (API key, or a presigned token)
+         * @description Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
         get: operations["downloadJob"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Download the output (API key, or a presigned token) (headers only)
+         * @description The answer GET would give, without its body. Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
+        head: operations["downloadJobHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/job/{id}/download/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download the output (API key, or a presigned token) (version in the path)
+         * @description Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
+        get: operations["downloadJobVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Download the output (API key, or a presigned token) (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Streams the output of a Succeeded job until its retention ends (then 410). One byte range answers 206; validators (ETag, Last-Modified) answer 304. The body is never compressed in transit (Cache-Control: no-transform).
+         */
+        head: operations["downloadJobVersionedHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/job/{id}/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Job status (version in the path)
+         * @description Status, progress, metrics and output of one of this account's jobs; poll it until Succeeded, Failed or Canceled.
+         */
+        get: operations["getJobVersioned"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a finished job and its files (version in the path)
+         * @description Removes the record and its input and output at once; a queued or running job answers 409 (cancel it first).
+         */
+        delete: operations["deleteJobVersioned"];
+        options?: never;
+        /**
+         * Job status (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Status, progress, metrics and output of one of this account's jobs; poll it until Succeeded, Failed or Canceled.
+         */
+        head: operations["getJobVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -267,8 +646,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a job to image.jpg-compress (only its formats) */
+        /**
+         * Submit a job to image.jpg-compress (only its formats)
+         * @description As POST /compress, limited to image.jpg-compress: a file of another format answers 400 compress.jpg.validation.unsupported_format.
+         */
         post: operations["submitJpgJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/jpg/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a job to image.jpg-compress (only its formats) (version in the path)
+         * @description As POST /compress, limited to image.jpg-compress: a file of another format answers 400 compress.jpg.validation.unsupported_format.
+         */
+        post: operations["submitJpgJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -284,8 +686,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a job to document.office-compress (only its formats) */
+        /**
+         * Submit a job to document.office-compress (only its formats)
+         * @description As POST /compress, limited to document.office-compress: a file of another format answers 400 compress.office.validation.unsupported_format.
+         */
         post: operations["submitOfficeJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/office/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a job to document.office-compress (only its formats) (version in the path)
+         * @description As POST /compress, limited to document.office-compress: a file of another format answers 400 compress.office.validation.unsupported_format.
+         */
+        post: operations["submitOfficeJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -301,8 +726,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a job to document.pdf-compress (only its formats) */
+        /**
+         * Submit a job to document.pdf-compress (only its formats)
+         * @description As POST /compress, limited to document.pdf-compress: a file of another format answers 400 compress.pdf.validation.unsupported_format.
+         */
         post: operations["submitPdfJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/pdf/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a job to document.pdf-compress (only its formats) (version in the path)
+         * @description As POST /compress, limited to document.pdf-compress: a file of another format answers 400 compress.pdf.validation.unsupported_format.
+         */
+        post: operations["submitPdfJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -318,8 +766,31 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Submit a job to image.png-compress (only its formats) */
+        /**
+         * Submit a job to image.png-compress (only its formats)
+         * @description As POST /compress, limited to image.png-compress: a file of another format answers 400 compress.png.validation.unsupported_format.
+         */
         post: operations["submitPngJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/png/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Submit a job to image.png-compress (only its formats) (version in the path)
+         * @description As POST /compress, limited to image.png-compress: a file of another format answers 400 compress.png.validation.unsupported_format.
+         */
+        post: operations["submitPngJobVersioned"];
         delete?: never;
         options?: never;
         head?: never;
@@ -333,13 +804,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Union JSON Schema of every option */
+        /**
+         * Union JSON Schema of every option
+         * @description Every option any compressor takes; no API key needed. A format-specific schema is at /compress/schema/{format}.
+         */
         get: operations["getOptionsSchema"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Union JSON Schema of every option (headers only)
+         * @description The answer GET would give, without its body. Every option any compressor takes; no API key needed. A format-specific schema is at /compress/schema/{format}.
+         */
+        head: operations["getOptionsSchemaHead"];
         patch?: never;
         trace?: never;
     };
@@ -350,13 +828,96 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Options schema of the format's compressor */
+        /**
+         * Options schema of the format's compressor
+         * @description The options the format's compressor validates a submission's options against (draft 2020-12; `$comment` names the job type); no API key needed.
+         */
         get: operations["getFormatOptionsSchema"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Options schema of the format's compressor (headers only)
+         * @description The answer GET would give, without its body. The options the format's compressor validates a submission's options against (draft 2020-12; `$comment` names the job type); no API key needed.
+         */
+        head: operations["getFormatOptionsSchemaHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/schema/{format}/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Options schema of the format's compressor (version in the path)
+         * @description The options the format's compressor validates a submission's options against (draft 2020-12; `$comment` names the job type); no API key needed.
+         */
+        get: operations["getFormatOptionsSchemaVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Options schema of the format's compressor (version in the path) (headers only)
+         * @description The answer GET would give, without its body. The options the format's compressor validates a submission's options against (draft 2020-12; `$comment` names the job type); no API key needed.
+         */
+        head: operations["getFormatOptionsSchemaVersionedHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/schema/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Union JSON Schema of every option (version in the path)
+         * @description Every option any compressor takes; no API key needed. A format-specific schema is at /compress/schema/{format}.
+         */
+        get: operations["getOptionsSchemaVersioned"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        /**
+         * Union JSON Schema of every option (version in the path) (headers only)
+         * @description The answer GET would give, without its body. Every option any compressor takes; no API key needed. A format-specific schema is at /compress/schema/{format}.
+         */
+        head: operations["getOptionsSchemaVersionedHead"];
+        patch?: never;
+        trace?: never;
+    };
+    "/compress/v{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Legacy compressor listing (version in the path)
+         * @description The minimal listing older clients read (formats with a leading dot); new clients use /compress/compressors.
+         */
+        get: operations["listCompressorsLegacyVersioned"];
+        put?: never;
+        /**
+         * Submit a job (upload or URL) (version in the path)
+         * @description One file per request: a multipart upload (the extension picks the compressor) or an HTTPS URL with its sourceFormat (multipart fields or JSON). Options are a JSON string in a form and an object in a JSON body. Credits are reserved here and charged on success.
+         */
+        post: operations["submitJobVersioned"];
+        delete?: never;
+        options?: never;
+        /**
+         * Legacy compressor listing (version in the path) (headers only)
+         * @description The answer GET would give, without its body. The minimal listing older clients read (formats with a leading dot); new clients use /compress/compressors.
+         */
+        head: operations["listCompressorsLegacyVersionedHead"];
         patch?: never;
         trace?: never;
     };
@@ -367,13 +928,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Human-readable API reference */
+        /**
+         * Human-readable API reference
+         * @description An HTML page rendering this document.
+         */
         get: operations["getApiReference"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Human-readable API reference (headers only)
+         * @description The answer GET would give, without its body. An HTML page rendering this document.
+         */
+        head: operations["getApiReferenceHead"];
         patch?: never;
         trace?: never;
     };
@@ -384,13 +952,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Process alive */
+        /**
+         * Process alive
+         * @description Liveness probe: answers while the process runs; never rate-limited, no API key.
+         */
         get: operations["getHealth"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Process alive (headers only)
+         * @description The answer GET would give, without its body. Liveness probe: answers while the process runs; never rate-limited, no API key.
+         */
+        head: operations["getHealthHead"];
         patch?: never;
         trace?: never;
     };
@@ -401,13 +976,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics (bearer token when configured) */
+        /**
+         * Prometheus metrics (bearer token when configured)
+         * @description Request, job, queue, pool and disk metrics in the Prometheus text format; when a metrics token is configured, it must come as a bearer token.
+         */
         get: operations["getMetrics"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Prometheus metrics (bearer token when configured) (headers only)
+         * @description The answer GET would give, without its body. Request, job, queue, pool and disk metrics in the Prometheus text format; when a metrics token is configured, it must come as a bearer token.
+         */
+        head: operations["getMetricsHead"];
         patch?: never;
         trace?: never;
     };
@@ -418,13 +1000,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** This document */
+        /**
+         * This document
+         * @description The OpenAPI 3.1 document of this server, built from its own routes and compressor catalog.
+         */
         get: operations["getOpenApiDocument"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * This document (headers only)
+         * @description The answer GET would give, without its body. The OpenAPI 3.1 document of this server, built from its own routes and compressor catalog.
+         */
+        head: operations["getOpenApiDocumentHead"];
         patch?: never;
         trace?: never;
     };
@@ -435,13 +1024,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Ready: data dir writable, pool up, disk space above the threshold */
+        /**
+         * Ready: data dir writable, pool up, disk space above the threshold
+         * @description Readiness probe for a load balancer: 503 with the reasons while this node should get no traffic; never rate-limited, no API key.
+         */
         get: operations["getReadiness"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Ready: data dir writable, pool up, disk space above the threshold (headers only)
+         * @description The answer GET would give, without its body. Readiness probe for a load balancer: 503 with the reasons while this node should get no traffic; never rate-limited, no API key.
+         */
+        head: operations["getReadinessHead"];
         patch?: never;
         trace?: never;
     };
@@ -452,13 +1048,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Web UI style sheet */
+        /**
+         * Web UI style sheet
+         * @description Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.
+         */
         get: operations["getWebUiStyles"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Web UI style sheet (headers only)
+         * @description The answer GET would give, without its body. Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.
+         */
+        head: operations["getWebUiStylesHead"];
         patch?: never;
         trace?: never;
     };
@@ -469,13 +1072,20 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Web UI script */
+        /**
+         * Web UI script
+         * @description Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.
+         */
         get: operations["getWebUiScript"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
-        head?: never;
+        /**
+         * Web UI script (headers only)
+         * @description The answer GET would give, without its body. Part of the web page that takes an API key and compresses dropped files through this API; revalidated by ETag.
+         */
+        head: operations["getWebUiScriptHead"];
         patch?: never;
         trace?: never;
     };
@@ -878,9 +1488,9 @@ export interface components {
         /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
         Range: string;
         /** @description Endpoint version */
-        Version: 1;
+        Version: number;
         /** @description Endpoint version (below the query parameter) */
-        VersionHeader: 1;
+        VersionHeader: number;
     };
     requestBodies: never;
     headers: {
@@ -962,6 +1572,60 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    getWebUiHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web UI */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description ui.unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -1097,6 +1761,354 @@ export interface operations {
             };
         };
     };
+    downloadJobWithTokenHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    downloadJobWithTokenVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    downloadJobWithTokenVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     listCompressorsLegacy: {
         parameters: {
             query?: {
@@ -1185,8 +2197,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options"];
-                    /** @enum {string} */
-                    sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: 3fr, arw, avif, bmp, cr2, cr3, crw, dcr, dng, docx, erf, fff, gif, gpr, heic, heif, iiq, jpeg, jpg, kdc, mef, mos, mrw, nef, nrw, orf, pdf, pef, png, pptx, psd, raf, raw, rw2, sr2, srf, srw, tif, tiff, webp, x3f; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -1220,8 +2236,12 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: 3fr, arw, avif, bmp, cr2, cr3, crw, dcr, dng, docx, erf, fff, gif, gpr, heic, heif, iiq, jpeg, jpg, kdc, mef, mos, mrw, nef, nrw, orf, pdf, pef, png, pptx, psd, raf, raw, rw2, sr2, srf, srw, tif, tiff, webp, x3f; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -1331,6 +2351,60 @@ export interface operations {
             };
         };
     };
+    listCompressorsLegacyHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description jobId, category, pool, dotted formats */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     listCompressors: {
         parameters: {
             query?: {
@@ -1396,6 +2470,64 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    listCompressorsHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -1469,6 +2601,66 @@ export interface operations {
             };
         };
     };
+    listCompressorsByFilterHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                filter: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     listCompressorsFrom: {
         parameters: {
             query?: {
@@ -1536,6 +2728,200 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    listCompressorsFromHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    listCompressorsFromVersioned: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsFromVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -1609,6 +2995,332 @@ export interface operations {
             };
         };
     };
+    listCompressorsToHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    listCompressorsToVersioned: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsToVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    listCompressorsVersioned: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Category; an unknown category matches nothing. */
+                category?: string;
+                /** @description Comma-separated dotless formats; a compressor matches when it accepts or produces one of them. Unknown formats match nothing. */
+                formats?: string;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description GetCompressorsResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getEntitlements: {
         parameters: {
             query?: {
@@ -1673,6 +3385,184 @@ export interface operations {
             };
         };
     };
+    getEntitlementsHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description balance, credits, limits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    getEntitlementsVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description balance, credits, limits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Entitlements"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getEntitlementsVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description balance, credits, limits */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     estimateCost: {
         parameters: {
             query?: {
@@ -1688,7 +3578,7 @@ export interface operations {
                 "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
             };
             path: {
-                format: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+                format: string;
             };
             cookie?: never;
         };
@@ -1743,6 +3633,200 @@ export interface operations {
             };
         };
     };
+    estimateCostHead: {
+        parameters: {
+            query?: {
+                /** @description Input size in bytes; wins over fileSizeMb. */
+                fileSizeBytes?: number;
+                /** @description Input size in megabytes (MiB). */
+                fileSizeMb?: number;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CompressCostEstimateResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description estimate.unsupported_format, estimate.invalid_size, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    estimateCostVersioned: {
+        parameters: {
+            query?: {
+                /** @description Input size in bytes; wins over fileSizeMb. */
+                fileSizeBytes?: number;
+                /** @description Input size in megabytes (MiB). */
+                fileSizeMb?: number;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CompressCostEstimateResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CostEstimate"];
+                };
+            };
+            /** @description estimate.unsupported_format, estimate.invalid_size, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    estimateCostVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Input size in bytes; wins over fileSizeMb. */
+                fileSizeBytes?: number;
+                /** @description Input size in megabytes (MiB). */
+                fileSizeMb?: number;
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description CompressCostEstimateResponse */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description estimate.unsupported_format, estimate.invalid_size, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     submitGifJob: {
         parameters: {
             query?: {
@@ -1767,8 +3851,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options_image.gif-compress"];
-                    /** @enum {string} */
-                    sourceFormat: "gif";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: gif; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -1802,8 +3890,193 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "gif";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: gif; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitGifJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.gif-compress"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: gif; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (gif)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: gif; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -1937,8 +4210,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options_image.universal-compress"];
-                    /** @enum {string} */
-                    sourceFormat: "jpg" | "jpeg" | "png" | "webp" | "avif" | "heic" | "heif" | "tiff" | "tif" | "bmp" | "gif" | "psd" | "cr2" | "cr3" | "crw" | "nef" | "nrw" | "arw" | "sr2" | "srf" | "raf" | "dng" | "rw2" | "raw" | "orf" | "pef" | "3fr" | "fff" | "iiq" | "srw" | "x3f" | "gpr" | "mrw" | "dcr" | "kdc" | "erf" | "mef" | "mos";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg, png, webp, avif, heic, heif, tiff, tif, bmp, gif, psd, cr2, cr3, crw, nef, nrw, arw, sr2, srf, raf, dng, rw2, raw, orf, pef, 3fr, fff, iiq, srw, x3f, gpr, mrw, dcr, kdc, erf, mef, mos; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -1972,8 +4249,193 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "jpg" | "jpeg" | "png" | "webp" | "avif" | "heic" | "heif" | "tiff" | "tif" | "bmp" | "gif" | "psd" | "cr2" | "cr3" | "crw" | "nef" | "nrw" | "arw" | "sr2" | "srf" | "raf" | "dng" | "rw2" | "raw" | "orf" | "pef" | "3fr" | "fff" | "iiq" | "srw" | "x3f" | "gpr" | "mrw" | "dcr" | "kdc" | "erf" | "mef" | "mos";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg, png, webp, avif, heic, heif, tiff, tif, bmp, gif, psd, cr2, cr3, crw, nef, nrw, arw, sr2, srf, raf, dng, rw2, raw, orf, pef, 3fr, fff, iiq, srw, x3f, gpr, mrw, dcr, kdc, erf, mef, mos; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitImageJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.universal-compress"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg, png, webp, avif, heic, heif, tiff, tif, bmp, gif, psd, cr2, cr3, crw, nef, nrw, arw, sr2, srf, raf, dng, rw2, raw, orf, pef, 3fr, fff, iiq, srw, x3f, gpr, mrw, dcr, kdc, erf, mef, mos; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (jpg, jpeg, png, webp, avif, heic, heif, tiff, tif, bmp, gif, psd, cr2, cr3, crw, nef, nrw, arw, sr2, srf, raf, dng, rw2, raw, orf, pef, 3fr, fff, iiq, srw, x3f, gpr, mrw, dcr, kdc, erf, mef, mos)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg, png, webp, avif, heic, heif, tiff, tif, bmp, gif, psd, cr2, cr3, crw, nef, nrw, arw, sr2, srf, raf, dng, rw2, raw, orf, pef, 3fr, fff, iiq, srw, x3f, gpr, mrw, dcr, kdc, erf, mef, mos; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -2242,6 +4704,69 @@ export interface operations {
             };
         };
     };
+    getJobHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Job status response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     cancelJob: {
         parameters: {
             query?: {
@@ -2254,6 +4779,92 @@ export interface operations {
             };
             path: {
                 id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Job status response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobStatus"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_cancellable */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
             };
             cookie?: never;
         };
@@ -2417,7 +5028,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description compare.unavailable */
+            /** @description compare.unavailable, compare.too_large */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -2444,6 +5055,333 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    compareJobHead: {
+        parameters: {
+            query?: {
+                /** @description PDF page to show, from 1 */
+                page?: number;
+                /** @description "fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long) */
+                size?: "fit" | "full";
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Compare response */
+            200: {
+                headers: {
+                    /** @description PDF: the page shown (from 1) */
+                    "X-Compare-Page"?: number;
+                    /** @description PDF: how many pages the input has */
+                    "X-Compare-Page-Count"?: number;
+                    /** @description DOCX/PPTX: the part name of the picture shown, URI-encoded */
+                    "X-Compare-Picture"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.invalid_query, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description compare.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.unavailable, compare.too_large */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.busy, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    compareJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description PDF page to show, from 1 */
+                page?: number;
+                /** @description "fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long) */
+                size?: "fit" | "full";
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Compare response */
+            200: {
+                headers: {
+                    /** @description PDF: the page shown (from 1) */
+                    "X-Compare-Page"?: number;
+                    /** @description PDF: how many pages the input has */
+                    "X-Compare-Page-Count"?: number;
+                    /** @description DOCX/PPTX: the part name of the picture shown, URI-encoded */
+                    "X-Compare-Picture"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Compare"];
+                };
+            };
+            /** @description compare.invalid_query, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description compare.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.unavailable, compare.too_large */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.busy, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description compare.timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    compareJobVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description PDF page to show, from 1 */
+                page?: number;
+                /** @description "fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long) */
+                size?: "fit" | "full";
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Compare response */
+            200: {
+                headers: {
+                    /** @description PDF: the page shown (from 1) */
+                    "X-Compare-Page"?: number;
+                    /** @description PDF: how many pages the input has */
+                    "X-Compare-Page-Count"?: number;
+                    /** @description DOCX/PPTX: the part name of the picture shown, URI-encoded */
+                    "X-Compare-Picture"?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.invalid_query, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description compare.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.unavailable, compare.too_large */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.busy, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description compare.timeout */
+            504: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -2597,6 +5535,628 @@ export interface operations {
             };
         };
     };
+    downloadJobHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed, download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    downloadJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
+                    "application/vnd.openxmlformats-officedocument.presentationml.presentation": string;
+                    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": string;
+                    "image/gif": string;
+                    "image/jpeg": string;
+                    "image/png": string;
+                };
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed, download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    downloadJobVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Used without If-None-Match: 304 when the output is not newer. */
+                "If-Modified-Since"?: components["parameters"]["IfModifiedSince"];
+                /** @description ETags the client holds; a match answers 304. */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+                /** @description The ETag or Last-Modified of the partial copy; a mismatch answers the whole file (200). */
+                "If-Range"?: components["parameters"]["IfRange"];
+                /** @description One byte range: bytes=a-b, bytes=a- or bytes=-n (the last n bytes) → 206. Several ranges are answered with the whole file (200). */
+                Range?: components["parameters"]["Range"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the output file (also the answer to several ranges, to an If-Range that does not match, and to a HEAD) */
+            200: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description one byte range of the output file */
+            206: {
+                headers: {
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    /** @description attachment, with the output file name */
+                    "Content-Disposition"?: string;
+                    "Content-Range": components["headers"]["ContentRange"];
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag, or If-Modified-Since is not before Last-Modified) */
+            304: {
+                headers: {
+                    ETag: components["headers"]["ETag"];
+                    "Last-Modified": components["headers"]["LastModified"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed, download.invalid_token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_ready */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.expired */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description download.range_not_satisfiable */
+            416: {
+                headers: {
+                    "Content-Range": components["headers"]["UnsatisfiedRange"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    getJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Job status response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobStatus"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description {id, deleted} */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobDeleted"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description jobs.not_deletable */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getJobVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                id: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Job status response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.forbidden, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description jobs.not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     submitJpgJob: {
         parameters: {
             query?: {
@@ -2621,8 +6181,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options_image.jpg-compress"];
-                    /** @enum {string} */
-                    sourceFormat: "jpg" | "jpeg";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -2656,8 +6220,193 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "jpg" | "jpeg";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitJpgJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.jpg-compress"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (jpg, jpeg)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: jpg, jpeg; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -2791,8 +6540,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options_document.office-compress"];
-                    /** @enum {string} */
-                    sourceFormat: "docx" | "pptx";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: docx, pptx; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -2826,8 +6579,193 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "docx" | "pptx";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: docx, pptx; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitOfficeJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_document.office-compress"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: docx, pptx; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (docx, pptx)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: docx, pptx; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -2961,8 +6899,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options_document.pdf-compress"];
-                    /** @enum {string} */
-                    sourceFormat: "pdf";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: pdf; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -2996,8 +6938,193 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "pdf";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: pdf; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitPdfJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_document.pdf-compress"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: pdf; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (pdf)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: pdf; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -3131,8 +7258,12 @@ export interface operations {
                      */
                     inputUrl: string;
                     options?: components["schemas"]["Options_image.png-compress"];
-                    /** @enum {string} */
-                    sourceFormat: "png";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: png; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -3166,8 +7297,193 @@ export interface operations {
                     inputUrl: string;
                     /** @description JSON string of the options object */
                     options?: string;
-                    /** @enum {string} */
-                    sourceFormat: "png";
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: png; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitPngJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options_image.png-compress"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: png; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (png)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: png; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
                     /** @description succeeded, failed or succeeded,failed (default) */
                     webhookEvents?: string;
                     webhookSecret?: string;
@@ -3323,6 +7639,46 @@ export interface operations {
             };
         };
     };
+    getOptionsSchemaHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getFormatOptionsSchema: {
         parameters: {
             query?: {
@@ -3334,7 +7690,7 @@ export interface operations {
                 "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
             };
             path: {
-                format: "3fr" | "arw" | "avif" | "bmp" | "cr2" | "cr3" | "crw" | "dcr" | "dng" | "docx" | "erf" | "fff" | "gif" | "gpr" | "heic" | "heif" | "iiq" | "jpeg" | "jpg" | "kdc" | "mef" | "mos" | "mrw" | "nef" | "nrw" | "orf" | "pdf" | "pef" | "png" | "pptx" | "psd" | "raf" | "raw" | "rw2" | "sr2" | "srf" | "srw" | "tif" | "tiff" | "webp" | "x3f";
+                format: string;
             };
             cookie?: never;
         };
@@ -3368,6 +7724,539 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    getFormatOptionsSchemaHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description schema.unsupported_format, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    getFormatOptionsSchemaVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/schema+json": Record<string, never>;
+                };
+            };
+            /** @description schema.unsupported_format, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getFormatOptionsSchemaVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                format: string;
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description schema.unsupported_format, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    getOptionsSchemaVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/schema+json": Record<string, never>;
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getOptionsSchemaVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description JSON Schema (draft 2020-12) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    listCompressorsLegacyVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description jobId, category, pool, dotted formats */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LegacyCompressors"];
+                };
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    submitJobVersioned: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description The same key from the same account within 24 h returns the first job (one charge); with a different body: 422 request.idempotency_mismatch. */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    options?: components["schemas"]["Options"];
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: 3fr, arw, avif, bmp, cr2, cr3, crw, dcr, dng, docx, erf, fff, gif, gpr, heic, heif, iiq, jpeg, jpg, kdc, mef, mos, mrw, nef, nrw, orf, pdf, pef, png, pptx, psd, raf, raw, rw2, sr2, srf, srw, tif, tiff, webp, x3f; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+                "multipart/form-data": {
+                    /**
+                     * Format: binary
+                     * @description The file; its extension selects the format (3fr, arw, avif, bmp, cr2, cr3, crw, dcr, dng, docx, erf, fff, gif, gpr, heic, heif, iiq, jpeg, jpg, kdc, mef, mos, mrw, nef, nrw, orf, pdf, pef, png, pptx, psd, raf, raw, rw2, sr2, srf, srw, tif, tiff, webp, x3f)
+                     */
+                    file: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                } | {
+                    /**
+                     * Format: uri
+                     * @description HTTPS URL to fetch
+                     */
+                    inputUrl: string;
+                    /** @description JSON string of the options object */
+                    options?: string;
+                    /**
+                     * @description A dotless format, in any case (jpg, JPG and .jpg are one format). Supported: 3fr, arw, avif, bmp, cr2, cr3, crw, dcr, dng, docx, erf, fff, gif, gpr, heic, heif, iiq, jpeg, jpg, kdc, mef, mos, mrw, nef, nrw, orf, pdf, pef, png, pptx, psd, raf, raw, rw2, sr2, srf, srw, tif, tiff, webp, x3f; another answers 400 with the supported list.
+                     * @example jpg
+                     * @example PNG
+                     */
+                    sourceFormat: string;
+                    /** @description succeeded, failed or succeeded,failed (default) */
+                    webhookEvents?: string;
+                    webhookSecret?: string;
+                    /**
+                     * Format: uri
+                     * @description HTTPS webhook target (a host name, not an IP address)
+                     */
+                    webhookUrl?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Job accepted */
+            202: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobAccepted"];
+                };
+            };
+            /** @description request.invalid_content_type, request.no_files, request.empty_file, request.invalid_extension, request.multiple_files, request.invalid_body, request.invalid_idempotency_key, compress.unsupported_format, compress.{format}.validation.unsupported_format, compress.invalid_options, compress.invalid_webhook, url_fetch.missing_source_format, url_fetch.invalid_url, url_fetch.invalid_scheme, url_fetch.private_ip, url_fetch.mutually_exclusive, url_fetch.output_url_reserved, url_fetch.http_error, url_fetch.dns_failure, url_fetch.timeout, url_fetch.too_large, url_fetch.redirect_loop, url_fetch.redirect_denied, url_fetch.domain_circuit_open, url_fetch.url_expired, url_fetch.no_filename, url_fetch.invalid_content, request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description entitlements.insufficient_credits */
+            402: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description url_fetch.guest_not_allowed, request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description request.idempotency_in_progress */
+            409: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.file_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description request.idempotency_mismatch */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description queue.limit_exceeded, url_fetch.rate_limited, rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description server.insufficient_storage, server.shutting_down */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listCompressorsLegacyVersionedHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path: {
+                /** @description Endpoint version as a path suffix (/v1); it wins over the query parameter and the header. 1 is the only version: another answers 400 request.unsupported_version. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description jobId, category, pool, dotted formats */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description api_key.invalid_or_ip_not_allowed */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.cross_origin */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -3417,6 +8306,46 @@ export interface operations {
             };
         };
     };
+    getApiReferenceHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description HTML */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getHealth: {
         parameters: {
             query?: {
@@ -3449,6 +8378,38 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            405: components["responses"]["MethodNotAllowed"];
+        };
+    };
+    getHealthHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ok */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             405: components["responses"]["MethodNotAllowed"];
         };
@@ -3508,6 +8469,53 @@ export interface operations {
             };
         };
     };
+    getMetricsHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text exposition format */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description metrics.unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getOpenApiDocument: {
         parameters: {
             query?: {
@@ -3554,6 +8562,46 @@ export interface operations {
             };
         };
     };
+    getOpenApiDocumentHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OpenAPI 3.1 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getReadiness: {
         parameters: {
             query?: {
@@ -3596,6 +8644,45 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Readiness"];
                 };
+            };
+        };
+    };
+    getReadinessHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description ready */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description not_ready, with the reasons */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
@@ -3661,6 +8748,60 @@ export interface operations {
             };
         };
     };
+    getWebUiStylesHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web UI style sheet */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description ui.unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     getWebUiScript: {
         parameters: {
             query?: {
@@ -3720,6 +8861,60 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    getWebUiScriptHead: {
+        parameters: {
+            query?: {
+                /** @description Endpoint version */
+                version?: components["parameters"]["Version"];
+            };
+            header?: {
+                /** @description Endpoint version (below the query parameter) */
+                "X-Service-Endpoint-Version"?: components["parameters"]["VersionHeader"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Web UI script */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Not modified (If-None-Match matched the ETag) */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description request.unsupported_version */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description rate_limited */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description ui.unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -7,9 +7,25 @@ const SUFFIX = /\/v(\d+)$/;
 /** The query parameter and the header carry the bare number (spec: `?version=<N>`); only the path suffix has the `v`. */
 const NUMBER = /^\d+$/;
 
-/** Routing ignores a `/v<N>` route suffix; the version itself is read by `versioning`. */
+/**
+ * Whether a path (without its suffix, or a route's template) takes the version as a `/v<N>` suffix:
+ * the API's (the spec's `POST /compress/v<N>`), except the filtered listing, whose suffixed form
+ * `/compress/compressors/from/v1` would read as both a directional listing and a version. The
+ * probes, the page and the OpenAPI document take the version as the query or header only.
+ */
+export function takesVersionSuffix(path: string): boolean {
+  return /^\/(api\/)?compress(\/|$)/.test(path) && !/^\/compress\/compressors\/[^/]+$/.test(path);
+}
+
+/** The `/v<N>` suffix's number, when the path is an API path that has one. */
+function suffixVersion(path: string): string | undefined {
+  const n = SUFFIX.exec(path)?.[1];
+  return n !== undefined && takesVersionSuffix(path.replace(SUFFIX, '')) ? n : undefined;
+}
+
+/** Routing ignores an API path's `/v<N>` suffix; the version itself is read by `versioning`. */
 export function pathWithoutVersion(path: string): string {
-  return path.replace(SUFFIX, '') || '/';
+  return suffixVersion(path) === undefined ? path : path.replace(SUFFIX, '');
 }
 
 /**
@@ -18,7 +34,7 @@ export function pathWithoutVersion(path: string): string {
  */
 export const versioning: MiddlewareHandler<AppEnv> = async (c, next) => {
   const url = new URL(c.req.url);
-  const raw = SUFFIX.exec(url.pathname)?.[1] ?? url.searchParams.get('version') ?? c.req.header('x-service-endpoint-version');
+  const raw = suffixVersion(url.pathname) ?? url.searchParams.get('version') ?? c.req.header('x-service-endpoint-version');
   let version = SUPPORTED_VERSIONS[SUPPORTED_VERSIONS.length - 1];
   if (raw !== undefined && raw !== null) {
     if (!NUMBER.test(raw) || !SUPPORTED_VERSIONS.includes(Number(raw))) {

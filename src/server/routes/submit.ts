@@ -13,7 +13,7 @@ import type { JobEngine } from '../../jobs/engine.ts';
 import { insufficientCredits } from '../../jobs/lifecycle.ts';
 import type { Spool } from '../../jobs/spool.ts';
 import { RESERVATION_STEP_BYTES, type DiskGuard, type Reservation } from '../../ops/disk.ts';
-import { validateOptions } from '../../options.ts';
+import { assertOptionsObject, validateOptions } from '../../options.ts';
 import { validateWebhook } from '../../webhooks/validate.ts';
 import type { AppEnv } from '../env.ts';
 import { Idempotency } from '../idempotency.ts';
@@ -244,7 +244,11 @@ export function submitRoutes(deps: SubmitDeps) {
     /** A streamed upload's way into the blob store, once its file part begins. */
     let storing: Promise<number> | undefined;
     try {
-      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, place);
+      if (isJson) {
+        const body = await idempotency.receiveJson(c);
+        assertOptionsObject(body.options);
+        return await submitUrl(c, id, body, dedicated, place);
+      }
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
