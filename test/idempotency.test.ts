@@ -157,13 +157,16 @@ describe('Idempotency-Key', () => {
     });
     slow.write(head);
     slow.write(bytes.subarray(0, 1000));
-    // The first request's part has reached the server once a request with the key is refused.
-    let meanwhile: Response;
+    // The first request holds its key once a probe with the key is refused as in progress. The probe
+    // is one the server refuses after taking a free key (a wrong content type), so a probe that
+    // arrives first never makes a job of its own.
     for (let i = 0; ; i++) {
-      meanwhile = await submit(s, key, () => fileForm(JPG), { apiKey });
-      if (meanwhile.status === 409 || i === 100) break;
+      const probe = await s.api('/compress', { method: 'POST', key: apiKey, headers: { 'idempotency-key': key, 'content-type': 'text/plain' }, body: 'x' });
+      if (probe.status === 409 || i === 100) break;
+      assert.equal(probe.status, 400);
       await new Promise((r) => setTimeout(r, 50));
     }
+    const meanwhile = await submit(s, key, () => fileForm(JPG), { apiKey });
     assert.equal(meanwhile.status, 409);
     assert.equal((await json(meanwhile)).error, 'request.idempotency_in_progress');
     slow.end(Buffer.concat([bytes.subarray(1000), tail]));
