@@ -21,9 +21,6 @@ const JEMALLOC_PATHS: Record<string, string[]> = {
 };
 const GENERIC_PATHS = ['/usr/lib/libjemalloc.so.2', '/usr/local/lib/libjemalloc.so.2'];
 
-/** Set on the re-executed process (and removed at once): it never re-executes twice. */
-const REEXECUTED = 'COMPRESSD_SOURCE_REEXECUTED';
-
 export function systemJemalloc(): string | undefined {
   return [...(JEMALLOC_PATHS[process.arch] ?? []), ...GENERIC_PATHS].find((p) => existsSync(p));
 }
@@ -34,27 +31,30 @@ function missingOptions(env: NodeJS.ProcessEnv): string[] {
   return NODE_OPTIONS.filter((o) => !given.some((g) => g.split('=')[0] === o.split('=')[0]));
 }
 
-/** Re-executes this process as the executable runs (see above), or says why it runs on as it is. */
+/**
+ * Re-executes this process as the executable runs (see above), or says why it runs on as it is. The
+ * re-executed process has the options and the preload, so it never re-executes again (a preload the
+ * loader refused is reported, not retried).
+ */
 export function runAsTheExecutable(argv: string[] = process.argv, env: NodeJS.ProcessEnv = process.env): void {
   if (isSea() || argv[2] !== 'serve') return;
-  const again = env[REEXECUTED] === '1';
-  delete env[REEXECUTED];
   const choice = allocatorChoice(env);
+  const lib = systemJemalloc();
+  const preloaded = lib !== undefined && (env.LD_PRELOAD ?? '').split(/[\s:]+/).includes(lib);
   const onJemalloc = mapsJemalloc();
-  const lib = choice === 'jemalloc' && !onJemalloc ? systemJemalloc() : undefined;
   if (choice === 'system') describeAllocator('glibc malloc (COMPRESSD_ALLOCATOR=system)');
+  else if (onJemalloc && preloaded) describeAllocator(`jemalloc (${lib}, preloaded by the start from source)`);
   else if (!onJemalloc && !lib) describeAllocator("glibc malloc (no libjemalloc.so.2 on this system: install Debian's libjemalloc2)");
-  else if (!onJemalloc && again) describeAllocator(`glibc malloc (${lib} was preloaded but did not load)`);
-  else if (onJemalloc && again) describeAllocator(`jemalloc (${systemJemalloc()}, preloaded by the start from source)`);
+  else if (!onJemalloc && preloaded) describeAllocator(`glibc malloc (${lib} was preloaded but did not load)`);
+  const preload = choice === 'jemalloc' && !onJemalloc && !preloaded ? lib : undefined;
   const options = missingOptions(env);
-  if (again || (!lib && options.length === 0)) return;
+  if (!preload && options.length === 0) return;
   const node = process as unknown as { execve?(file: string, args: string[], env: NodeJS.ProcessEnv): never };
   if (typeof node.execve !== 'function') {
-    if (lib) describeAllocator(`glibc malloc (Node ${process.version} cannot re-execute itself onto ${lib}: run Node 22.15+ or preload it with LD_PRELOAD)`);
+    if (preload) describeAllocator(`glibc malloc (Node ${process.version} cannot re-execute itself onto ${preload}: run Node 22.15+ or preload it with LD_PRELOAD)`);
     return;
   }
-  const nextEnv = { ...(lib ? jemallocEnv(lib, env) : env), [REEXECUTED]: '1' };
-  node.execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...argv.slice(1)], nextEnv);
+  node.execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...argv.slice(1)], preload ? jemallocEnv(preload, env) : env);
 }
 
 runAsTheExecutable();
