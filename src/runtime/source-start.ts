@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
-import { isSea } from 'node:sea';
 import NODE_OPTIONS from './node-options.json' with { type: 'json' };
 import { allocatorChoice, describeAllocator, jemallocEnv, mapsJemalloc } from './allocator.ts';
+import { runtimeTree } from './bundled.ts';
 
 /**
  * `serve` from source (`npm start`, `npx .`, `npx tsx src/main.ts serve`) runs as the executable
@@ -37,7 +37,8 @@ function missingOptions(env: NodeJS.ProcessEnv): string[] {
  * loader refused is reported, not retried).
  */
 export function runAsTheExecutable(argv: string[] = process.argv, env: NodeJS.ProcessEnv = process.env): void {
-  if (isSea() || argv[2] !== 'serve') return;
+  // The executable (its runtime tree is in use) has moved onto its own jemalloc already; Deno has its own allocator.
+  if (runtimeTree() !== undefined || 'Deno' in globalThis || argv[2] !== 'serve') return;
   const choice = allocatorChoice(env);
   const lib = systemJemalloc();
   const preloaded = lib !== undefined && (env.LD_PRELOAD ?? '').split(/[\s:]+/).includes(lib);
