@@ -15,20 +15,6 @@ export const LIMITS = {
   ratioGraceBytes: 1024 ** 2,
   /** Image parts larger than this stay byte-identical instead of being decoded in memory. */
   maxMediaBytes: 256 * 1024 ** 2,
-  /**
-   * Pictures of at most this many pixels (32×32: bullets, icons, spacers) are carried over without
-   * being decoded: a re-encode saves a few bytes at most, and a package of thousands of them held a
-   * worker for minutes (9,990 pictures of 32×32: 195 s, nothing saved).
-   */
-  maxTinyPixels: 32 * 32,
-  /** Pictures recompressed per document, in entry order; the rest are carried over unchanged. */
-  maxPictures: 500,
-  /**
-   * Decoded pixels of the pictures recompressed per document, together (four 100 MP scans, about a
-   * minute of work); pictures past it are carried over unchanged, as is one whose peak could never
-   * fit the node's memory budget (workers/shared/memory.ts).
-   */
-  maxDocumentPixels: 400e6,
   /** XML parts larger than this are not parsed for picture sizes (their pictures keep their size). */
   maxScanBytes: 64 * 1024 ** 2,
   /** [Content_Types].xml and .rels parts larger than this make the package damaged. */

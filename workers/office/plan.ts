@@ -4,8 +4,8 @@ import { ClassQualities, planDocument, type DocumentPicture, type DocumentPlan }
 import { lumaQuantSum } from '../image/jpeg-quant.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
-import { LANE_PIXELS, PICTURE_LANES } from '../shared/lanes.ts';
-import { MEMORY_BUDGET_BYTES, peakBytes, reserveMemory } from '../shared/memory.ts';
+import { DocumentCaps, DOCUMENT_LIMITS } from '../shared/document-caps.ts';
+import { reserveMemory } from '../shared/memory.ts';
 import { scaledSize, sniffImage } from './media.ts';
 import { openEntryStream, type OpenPackage, type PackageEntry } from './zip-read.ts';
 
@@ -46,7 +46,7 @@ export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize:
     const head = await readHead(pkg, entry);
     const format = sniffImage(head);
     // A tiny PNG is told by its IHDR alone, without a decoder's round trip (thousands of icons).
-    if (format === 'png' && head.length >= 24 && head.readUInt32BE(16) * head.readUInt32BE(20) <= LIMITS.maxTinyPixels) {
+    if (format === 'png' && head.length >= 24 && head.readUInt32BE(16) * head.readUInt32BE(20) <= DOCUMENT_LIMITS.maxTinyPixels) {
       caps.carry(entry.name);
       continue;
     }
@@ -66,51 +66,6 @@ export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize:
   const classes = new ClassQualities(found.map((f, i) => ({ similar: f.picture.similar, search: plan.searches[i] })));
   await reserveMemory(caps.peakBytes(), 'This document');
   return { plan, pictures: new Map(found.map((f, i) => [f.entry.name, i])), classes, pixels, carried: caps.carried, lanes: caps.lanes() };
-}
-
-/**
- * Which pictures of a document are recompressed (LIMITS: tiny ones, and those past the count, the
- * pixel total or the memory budget, are carried over), and the document's peak memory: the
- * pictures in flight together (lanes.ts: two at a time within LANE_PIXELS, a larger one alone).
- */
-class DocumentCaps {
-  readonly carried = new Set<string>();
-  private count = 0;
-  private total = 0;
-  private largest = [0, 0];
-
-  full(): boolean {
-    return this.count >= LIMITS.maxPictures || this.total >= LIMITS.maxDocumentPixels;
-  }
-
-  carry(name: string): void {
-    this.carried.add(name);
-  }
-
-  /** Whether the picture `name` of `pixels` (undefined: unknown, a large one) is recompressed. */
-  admit(name: string, pixels: number | undefined): boolean {
-    const counted = pixels ?? LANE_PIXELS;
-    const over = this.full() || this.total + counted > LIMITS.maxDocumentPixels || peakBytes(counted) > MEMORY_BUDGET_BYTES;
-    if (over || (pixels !== undefined && pixels <= LIMITS.maxTinyPixels)) {
-      this.carry(name);
-      return false;
-    }
-    this.count++;
-    this.total += counted;
-    this.largest = [...this.largest, counted].sort((a, b) => b - a).slice(0, 2);
-    return true;
-  }
-
-  /** Pictures in flight at once: one when two together could overrun the memory budget. */
-  lanes(): number {
-    const [first = 0, second = 0] = this.largest;
-    return peakBytes(Math.max(first, Math.min(LANE_PIXELS, first + second))) <= MEMORY_BUDGET_BYTES ? PICTURE_LANES : 1;
-  }
-
-  peakBytes(): number {
-    const [first = 0, second = 0] = this.largest;
-    return peakBytes(this.lanes() > 1 ? Math.max(first, Math.min(LANE_PIXELS, first + second)) : first);
-  }
 }
 
 async function readHead(pkg: OpenPackage, entry: PackageEntry): Promise<Buffer> {
