@@ -48,6 +48,9 @@ FROM ${EXECUTABLE} AS executable
 
 # ---- runtime: only the executable (glibc and libstdc++ come with the base) ----------------------
 FROM ${RUNTIME_IMAGE}
+# useradd dates the account (in /etc/shadow) by SOURCE_DATE_EPOCH when set: `npm run release` gives the
+# commit's time, so this layer is the same at every build of a commit.
+ARG SOURCE_DATE_EPOCH
 RUN groupadd --system --gid 10001 compressd \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --shell /usr/sbin/nologin compressd \
  && mkdir -p /data \

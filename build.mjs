@@ -28,7 +28,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import { homedir } from 'node:os';
-import { dirname, join, relative, sep } from 'node:path';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
@@ -188,7 +188,8 @@ function dependencyRoots(pkgRoot) {
   for (const name of names) {
     for (let dir = pkgRoot; ; dir = dirname(dir)) {
       const candidate = join(dir, 'node_modules', name);
-      if (existsSync(join(candidate, 'package.json'))) {
+      // As Node does, never node_modules/node_modules: a stray link there must not change the build.
+      if (basename(dir) !== 'node_modules' && existsSync(join(candidate, 'package.json'))) {
         roots.push(candidate);
         break;
       }
@@ -426,14 +427,18 @@ writeFileSync(join(WORK, 'manifest.json'), JSON.stringify(manifest));
 
 // ---- the executable ---------------------------------------------------------------------------
 
-const blob = join(WORK, 'sea-prep.blob');
-const assets = { [MANIFEST_KEY]: join(WORK, 'manifest.json'), [ALLOCATOR_KEY]: join(WORK, 'allocator.json') };
-for (const path of files) assets[path] = join(TREE, path);
+// The blob is the same for the same sources (a reproducible release): its paths are relative to WORK
+// (the blob records the main script's), and V8's random seed is fixed, since the hash seed drawn from
+// it decides the layout of the code cache. V8 leaves --random-seed out of the flags a code cache must
+// match, so the executable, started without it, still accepts the cache.
+const blob = 'sea-prep.blob';
+const assets = { [MANIFEST_KEY]: 'manifest.json', [ALLOCATOR_KEY]: 'allocator.json' };
+for (const path of files) assets[path] = join('tree', path);
 writeFileSync(
   join(WORK, 'sea-config.json'),
-  JSON.stringify({ main: join(WORK, 'main.cjs'), output: blob, disableExperimentalSEAWarning: true, useCodeCache: ARCH === 'x64', execArgv: NODE_OPTIONS_BUILT_IN, assets }),
+  JSON.stringify({ main: 'main.cjs', output: blob, disableExperimentalSEAWarning: true, useCodeCache: ARCH === 'x64', execArgv: NODE_OPTIONS_BUILT_IN, assets }),
 );
-const prepared = spawnSync(node.binary, ['--experimental-sea-config', join(WORK, 'sea-config.json')], { encoding: 'utf8' });
+const prepared = spawnSync(node.binary, ['--random-seed=1', '--experimental-sea-config', 'sea-config.json'], { cwd: WORK, encoding: 'utf8' });
 if (prepared.status !== 0) fail(`node ${node.version} could not write the SEA blob:\n${prepared.stderr}`);
 
 let targetBinary = node.binary;
@@ -453,7 +458,7 @@ const staging = join(OUT, `.compressd-${process.pid}`);
 copyFileSync(targetBinary, staging);
 chmodSync(staging, 0o755);
 const postject = join(dirname(require.resolve('postject')), 'cli.js');
-const injected = spawnSync(node.binary, [postject, staging, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SEA_FUSE], { encoding: 'utf8' });
+const injected = spawnSync(node.binary, [postject, staging, 'NODE_SEA_BLOB', join(WORK, blob), '--sentinel-fuse', SEA_FUSE], { encoding: 'utf8' });
 // LIEF warns about unnamed ELF note sections of the node binary; those lines are noise.
 const noise = /^warning: Can't find string offset for section name/;
 const said = `${injected.stdout}${injected.stderr}`.split('\n').filter((l) => l.trim() && !noise.test(l));

@@ -1,6 +1,7 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { defaultMemoryBudgetBytes } from './jobs/memory-budget.ts';
+import { DEFAULT_MAX_CRASHES } from './jobs/lifecycle.ts';
 import { describeProxyTrust, NO_PROXY, parseProxyTrust, type ProxyTrust } from './server/proxy-trust.ts';
 
 /** Every setting of `compressd serve`: a flag `--kebab-name` and its environment twin (`COMPRESSD_` and the name in upper snake case); flags win. */
@@ -14,7 +15,9 @@ export interface ServeConfig {
   retentionSeconds: number;
   recordRetentionSeconds: number;
   jobTimeoutSeconds: number;
+  jobMaxCrashes: number;
   bodyIdleSeconds: number;
+  bodyMinBytesPerSecond: number;
   urlAllow: string;
   dnsOverrides: string;
   webhookRetryDelays: number[];
@@ -23,11 +26,13 @@ export interface ServeConfig {
   maxFileSizeBytes: number;
   site: string;
   minFreeDiskBytes: number;
+  accountDiskShare: number;
   metricsToken: string;
   databaseUrl: string;
   storage: string;
   nodeId: string;
   leaseSeconds: number;
+  pollSeconds: number;
 }
 
 type Kind = 'int' | 'number' | 'string' | 'numbers' | 'proxies';
@@ -60,7 +65,9 @@ export const SETTINGS: Setting[] = [
   setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
   setting('recordRetentionSeconds', 'number', 'how long a job record is kept after its output expired (410), then forgotten (404)', () => 86400),
   setting('jobTimeoutSeconds', 'number', 'a running job past this fails with jobs.timeout', () => 300),
+  setting('jobMaxCrashes', 'int', 'a job whose runs ended with their process this many times fails with jobs.crashed', () => DEFAULT_MAX_CRASHES),
   setting('bodyIdleSeconds', 'number', 'a request body that sends nothing for this long is ended with 408', () => 60),
+  setting('bodyMinBytesPerSecond', 'int', 'a request body that averages fewer bytes per second than this, past --body-idle-seconds, is ended with 408 (0 = no minimum)', () => 16 * 1024),
   setting('urlAllow', 'string', 'host names or CIDRs exempt from the private-address block', () => ''),
   setting('dnsOverrides', 'string', 'host=ip,… resolved without DNS', () => ''),
   setting('webhookRetryDelays', 'numbers', 'seconds before webhook attempts 1-5', () => [0, 1, 5, 30, 120]),
@@ -69,11 +76,13 @@ export const SETTINGS: Setting[] = [
   setting('maxFileSizeBytes', 'int', 'largest accepted input, upload or URL', () => 1024 * 1024 * 1024),
   setting('site', 'string', 'the `site` field of webhook payloads', () => 'compressd'),
   setting('minFreeDiskBytes', 'int', 'refuse new jobs (503) when the data volume has less free space', () => 256 * 1024 * 1024),
+  setting('accountDiskShare', 'number', "the largest share (0-1] of the free space above --min-free-disk-bytes one account's uploads in progress may hold (503 beyond)", () => 0.5),
   setting('metricsToken', 'string', 'bearer token required by GET /metrics (empty = open)', () => ''),
   setting('databaseUrl', 'string', 'PostgreSQL URL: cluster mode, state shared by every node (empty = files mode)', () => ''),
   setting('storage', 'string', 'cluster mode: where inputs and outputs live, s3://BUCKET[/PREFIX] or file:///DIR', () => ''),
   setting('nodeId', 'string', "cluster mode: this node's name in leases and claims", () => `${hostname()}-${process.pid}`),
   setting('leaseSeconds', 'number', "cluster mode: a running job whose node stops renewing for this long runs again elsewhere", () => 10),
+  setting('pollSeconds', 'number', 'cluster mode: how often a node looks for jobs queued by other nodes (an expiring lease is acted on at once)', () => 0.5),
 ];
 
 export class ConfigError extends Error {}
@@ -137,6 +146,7 @@ export function resolveConfig(
   if (config.workers < 1) throw new ConfigError('--workers: expected at least 1');
   if (config.memoryBudgetMb < 64) throw new ConfigError('--memory-budget-mb: expected at least 64');
   if (config.port > 65535) throw new ConfigError('--port: expected at most 65535');
+  if (config.accountDiskShare > 1) throw new ConfigError('--account-disk-share: expected a share of at most 1');
   if (config.databaseUrl && !config.storage) throw new ConfigError('--database-url: cluster mode also needs --storage s3://BUCKET[/PREFIX] or file:///DIR');
   if (config.storage && !config.databaseUrl) throw new ConfigError('--storage: shared storage is for cluster mode, which needs --database-url');
   config.dataDir = resolve(config.dataDir);
@@ -170,6 +180,8 @@ const ARGUMENT: Partial<Record<keyof ServeConfig, string>> = {
   maxFileSizeBytes: 'BYTES',
   minFreeDiskBytes: 'BYTES',
   memoryBudgetMb: 'MB',
+  bodyMinBytesPerSecond: 'BYTES',
+  accountDiskShare: 'SHARE',
   site: 'NAME',
   metricsToken: 'TOKEN',
   databaseUrl: 'URL',

@@ -79,9 +79,9 @@ async function openClusterNode(config: ServeConfig, clock: Clock, io?: IoSink): 
     firstStart: () => firstStart(accounts),
     nodeId: config.nodeId,
     leaseMs,
-    // Often enough that a job queued on another node starts within half a second, and a dead node's
-    // job runs again soon after its lease ends.
-    pollMs: Math.min(500, leaseMs / 2),
+    // A job queued on another node starts here within this (by default half a second); a dead node's
+    // job does not wait for it: the engine looks again when the lease expires.
+    pollMs: config.pollSeconds * 1000,
     close: () => backend.close(),
   };
 }

@@ -3,6 +3,7 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from './clock.ts';
+import { saveFirstKey } from './accounts/first-key.ts';
 import { defaultPlan } from './accounts/plan.ts';
 import type { ServeConfig } from './config.ts';
 import { migrateDataDir } from './durable/data-format.ts';
@@ -46,8 +47,8 @@ export async function startService(
   config: ServeConfig,
   log: Logger,
   extra: Partial<FetchConfig> = {},
-  /** Shows the first start's key; called before any request is answered. */
-  announceFirstKey: (key: string) => void = () => {},
+  /** Shows where the first start's key was saved (`path`, see FIRST_KEY_FILE); called before any request is answered. */
+  announceFirstKey: (key: string, path: string) => void = () => {},
   /** What leases, retention, webhook retries, rate windows and the key cache read (tests move it). */
   clock: Clock = systemClock,
 ): Promise<RunningService> {
@@ -86,6 +87,8 @@ export async function startService(
       admission: { maxOpenPerAccount: plan.maxQueuedJobs },
       claim: { maxRunningPerAccount: plan.maxConcurrentJobs, maxRunningPerJobType: Object.fromEntries(COMPRESSORS.map((c) => [c.jobType, c.maxConcurrentJobs])) },
       leaseMs: node.leaseMs,
+      // 0 would fail a job that never ran: the first crash is the least that fails one.
+      maxCrashes: Math.max(1, config.jobMaxCrashes),
       clock,
     },
   );
@@ -103,7 +106,7 @@ export async function startService(
     ...extra,
   };
   const urlFetcher = new UrlFetcher(fetchConfig);
-  const disk = new DiskGuard(config.dataDir, config.minFreeDiskBytes);
+  const disk = new DiskGuard(config.dataDir, config.minFreeDiskBytes, config.accountDiskShare);
   const fetcher = {
     async fetchToFile(...args: Parameters<UrlFetcher['fetchToFile']>) {
       try {
@@ -172,7 +175,7 @@ export async function startService(
       await opened;
       return app.fetch(...args);
     },
-    { bodyIdleMs: config.bodyIdleSeconds * 1000 },
+    { idleMs: config.bodyIdleSeconds * 1000, minBytesPerSecond: config.bodyMinBytesPerSecond },
   );
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -181,10 +184,10 @@ export async function startService(
   // Only now, with the port bound, can nothing stop the start any more: the first key is made and shown.
   phases.mark('listen');
   const firstKey = await node.firstStart();
-  if (firstKey) announceFirstKey(firstKey);
+  if (firstKey) announceFirstKey(firstKey, await saveFirstKey(config.dataDir, firstKey));
   open();
   phases.mark('first key');
-  // Large uploads may take long: a stalled one is ended by the body idle watch instead.
+  // Large uploads may take long: one too slow to finish is ended by the body's pace watch instead, whose deadline grows with its bytes.
   (server as import('node:http').Server).requestTimeout = 0;
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;

@@ -3,18 +3,22 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdir, stat, writeFile } from 'node:fs/promises';
+import { createWriteStream } from 'node:fs';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import sharp from 'sharp';
+import yazl from 'yazl';
 import { AccountRegistry } from '../src/accounts/registry.ts';
 import { scratchDir } from './helpers/daemons.ts';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
+import { unzip } from './helpers/zip.ts';
 
 const run = promisify(execFile);
 const cli = (...args: string[]) => run(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], { env: { ...process.env, COMPRESSD_DATA_DIR: '' } });
-const sha256 = (b: ArrayBuffer) => createHash('sha256').update(Buffer.from(b)).digest('hex');
+const sha256 = (b: ArrayBuffer | Buffer) => createHash('sha256').update(Buffer.isBuffer(b) ? b : Buffer.from(b)).digest('hex');
 const ENDED = ['Succeeded', 'Failed', 'Canceled'];
 
 async function picture(seed: number): Promise<Buffer> {
@@ -161,6 +165,38 @@ describe('backup and restore', () => {
     } finally {
       await r.stop();
     }
+  });
+
+  it('restore checks every entry against its manifest: a crafted backup with a lying manifest is refused and leaves nothing', async () => {
+    const file = join(scratch.path, 'honest.zip');
+    await cli('backup', '--data-dir', s.dataDir, '--out', file);
+    const entries = await unzip(await readFile(file));
+    const manifest = JSON.parse(entries.get('compressd-backup.json')!.toString('utf8'));
+    assert.deepEqual(manifest.files['jobs.log'], { bytes: entries.get('jobs.log')!.length, sha256: sha256(entries.get('jobs.log')!) });
+    /** The backup again, with some entries' bytes (or the manifest) changed and the others as they were. */
+    const crafted = async (name: string, change: Record<string, Buffer>) => {
+      const zip = new yazl.ZipFile();
+      for (const [entry, bytes] of entries) zip.addBuffer(change[entry] ?? bytes, entry);
+      zip.end();
+      const path = join(scratch.path, `${name}.zip`);
+      await pipeline(zip.outputStream, createWriteStream(path));
+      return path;
+    };
+    const token = Buffer.from(entries.get('download-token.key')!);
+    token[0]! ^= 1;
+    const { files: _files, ...unchecked } = manifest;
+    const cases: [string, Record<string, Buffer>, RegExp][] = [
+      // The review's case: a large jobs.log under a manifest that says it is small.
+      ['longer', { 'jobs.log': Buffer.alloc(64 * 1024 * 1024, 0x41) }, /"jobs\.log" is longer than its manifest says/],
+      ['altered', { 'download-token.key': token }, /"download-token\.key" has SHA-256 [0-9a-f]{64}/],
+      ['unchecked', { 'compressd-backup.json': Buffer.from(JSON.stringify(unchecked)) }, /gives no length and SHA-256 for its entries/],
+    ];
+    for (const [name, change, refusal] of cases) {
+      const target = join(scratch.path, `restored-${name}`);
+      await assert.rejects(cli('restore', await crafted(name, change), '--data-dir', target), refusal);
+      await assert.rejects(stat(target), `${name}: no data dir`);
+    }
+    assert.deepEqual((await readdir(scratch.path)).filter((n) => n.includes('.restore-')), [], 'no half-restored directory left');
   });
 
   it('restore refuses a file that is not a compressd backup', async () => {

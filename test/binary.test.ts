@@ -44,7 +44,7 @@ async function serveAndCompressJpg(command: string, args: string[], env: NodeJS.
   const data = mkdtempSync(join(work, 'data-'));
   const child = spawn(command, [...args, 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', data, '--workers', '1'], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   try {
-    const key = await firstKeyOf(child);
+    const key = await firstKeyOf(child, data);
     const base = `http://127.0.0.1:${port}`;
     assert.equal((await fetch(`${base}/compress/schema`)).status, 200);
     const form = new FormData();

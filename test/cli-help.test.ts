@@ -271,7 +271,7 @@ async function serveFromSource(command: string, args: string[], signalled: 'npm'
       assert.ok(Date.now() - started < 30_000, `not listening after 30 s:\n${output}`);
       await new Promise((r) => setTimeout(r, 200));
     }
-    assert.match(output, /API key: cpd_/);
+    assert.match(output, /^API key: cpd_/m, 'the first start prints its key once (the operator contract)');
     assert.match(output, /"workers":1,/);
     assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
     const server = serverOf(child.pid!, `${args.includes('src/main.ts') ? 'src/main.ts' : 'scripts/start.mjs'}\0serve`);

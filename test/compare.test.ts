@@ -1,9 +1,11 @@
 // Spec: "Compare response", "Job endpoints" (compare errors) — before/after previews on real corpus files.
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import yauzl from 'yauzl';
+import * as bombs from './helpers/bombs.ts';
 import { CompressorPool } from '../src/jobs/pool.ts';
 import { ApiError } from '../src/errors.ts';
 import { Comparer } from '../src/server/routes/compare.ts';
@@ -272,6 +274,53 @@ describe('compare errors', () => {
     } finally {
       await pool.close();
     }
+  });
+});
+
+describe('hostile PDFs', () => {
+  /** Submits `data` as `name` for `key`'s account and waits for the job to end. */
+  async function finishedUpload(data: Buffer, name: string, key?: string): Promise<Record<string, any>> {
+    const form = new FormData();
+    form.set('file', new Blob([data]), name);
+    const accepted = await json(await s.api('/compress', { method: 'POST', body: form, key }));
+    assert.ok(accepted.id, JSON.stringify(accepted));
+    return waitForJob(s, accepted.id, undefined, 120_000, key);
+  }
+
+  async function failedCompare(job: Record<string, any>, status: number, code: string): Promise<number> {
+    const started = Date.now();
+    const res = await s.api(`/compress/job/${job.id}/compare`);
+    const body = await json(res);
+    assert.equal(res.status, status, JSON.stringify(body));
+    assert.equal(body.error, code, JSON.stringify(body));
+    return Date.now() - started;
+  }
+
+  it('a page inflating to 1 GiB is refused before PDFium draws it, a fault inside PDFium drops its instance, failures are cached, and another account\'s PDF compares', { timeout: 300_000 }, async () => {
+    const zeros = await bombs.gigabyteOfZeros();
+    // One preview thread (2 workers): every render below shares one PDFium instance unless it is dropped.
+    const pageBomb = await finishedUpload(bombs.pdfPageStreamBomb(zeros), 'page-bomb.pdf');
+    assert.equal(pageBomb.status, 'Succeeded', JSON.stringify(pageBomb.error));
+    await failedCompare(pageBomb, 422, 'compare.too_large');
+    await failedCompare(pageBomb, 422, 'compare.too_large');
+
+    // An embedded font inflating to 1 GiB passes the page cap and aborts PDFium (out of its 2 GiB heap), twice:
+    // a kept instance then read past its bounds for every later document.
+    const fontBomb = await finishedUpload(bombs.pdfFontBomb(zeros), 'font-bomb.pdf');
+    assert.equal(fontBomb.status, 'Succeeded', JSON.stringify(fontBomb.error));
+    await failedCompare(fontBomb, 422, 'compare.unavailable');
+    const again = await failedCompare(fontBomb, 422, 'compare.unavailable');
+    const fontBomb2 = await finishedUpload(bombs.pdfFontBomb(zeros), 'font-bomb-2.pdf');
+    await failedCompare(fontBomb2, 422, 'compare.unavailable');
+    console.log(`# font bomb: a cached failure answered in ${again} ms`);
+
+    const neighbourKey = s.newKey('compare-pdf-neighbour');
+    const theirs = await finishedUpload(await readFile(join(CORPUS, 'pdf/ocrmypdf-multipage.pdf')), 'theirs.pdf', neighbourKey);
+    assert.equal(theirs.status, 'Succeeded');
+    const res = await s.api(`/compress/job/${theirs.id}/compare`, { key: neighbourKey });
+    const body = await json(res);
+    assert.equal(res.status, 200, JSON.stringify(body));
+    assert.equal(res.headers.get('x-compare-page-count'), '6');
   });
 });
 

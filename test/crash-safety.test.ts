@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
+import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { fatalErrorHandler, inRequestScope } from '../src/ops/fatal.ts';
 import { CORPUS, startTestServer } from './helpers/server.ts';
 
@@ -88,7 +89,8 @@ function serve(dataDir: string, port: number, preload: string[] = []) {
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   const listening = new Promise<string | null>((resolve, reject) => {
-    const check = () => out.includes('listening') && resolve(/API key: (\S+)/.exec(out)?.[1] ?? null);
+    // The first API key if this start made one.
+    const check = () => out.includes('listening') && resolve(out.includes('created account "default"') ? firstKeyIn(dataDir) : null);
     child.stdout!.on('data', check);
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
   });

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { EngineFailed, engineUnavailable, startEngine, type Engine } from './helpers/docker.ts';
+import { firstKeyIn } from '../src/accounts/first-key.ts';
+import { EngineFailed, engineUnavailable, startEngine, type Engine } from '../scripts/docker-engine.ts';
 import { IMAGE, RELEASE_DIR, releaseFiles, sharedRelease } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 
@@ -106,7 +107,8 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
     await healthy();
     t.diagnostic(`healthy in ${seconds(since)}`);
     assert.equal((await fetch(`${base}/healthz`)).status, 200);
-    const key = await waitFor('the first API key in the log', 10_000, async () => /^API key: (\S+)$/m.exec(await docker(['logs', CONTAINER]))?.[1]);
+    const key = await waitFor('the first API key in the data dir', 10_000, async () => firstKeyIn(volume!) ?? undefined);
+    assert.doesNotMatch(await docker(['logs', CONTAINER]), /cpd_/, 'the key is not in the log');
     // The executable re-executed itself onto its bundled jemalloc and is still the container's PID 1.
     const maps = await docker(['exec', CONTAINER, 'cat', '/proc/1/maps']);
     assert.match(maps, / \/usr\/local\/bin\/compressd$/m);

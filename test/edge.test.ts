@@ -1,9 +1,11 @@
 // The edge as outside tools see it (issue 29): the client address behind proxies, and what the first start leaves behind.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmod, readdir, readFile, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { FIRST_KEY_FILE, firstKeyIn } from '../src/accounts/first-key.ts';
 import { ConfigError, resolveConfig } from '../src/config.ts';
 import { clientAddress, parseProxyTrust, type ProxyTrust } from '../src/server/proxy-trust.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
@@ -91,7 +93,7 @@ describe('the first start', () => {
     return files.includes('accounts.log') ? (await readFile(join(dataDir, 'accounts.log'), 'utf8')).trim() !== '' : false;
   };
 
-  it('writes no account when the port is busy, so the next start makes the key and prints it', { timeout: 120_000 }, async () => {
+  it('writes no account when the port is busy, so the next start makes the key, prints it once and leaves it in a 0600 file', { timeout: 120_000 }, async () => {
     const dir = await scratchDir('compressd-first-');
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
@@ -107,8 +109,12 @@ describe('the first start', () => {
       started.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
       try {
         await started.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
-        const key = /API key: (\S+)/.exec(out)?.[1];
+        const key = firstKeyIn(dir.path);
         assert.ok(key, started.log());
+        assert.equal((await stat(join(dir.path, FIRST_KEY_FILE))).mode & 0o777, 0o600);
+        // The operator contract: the first start prints its key once.
+        assert.match(out, new RegExp(`kept in ${join(dir.path, FIRST_KEY_FILE)} `));
+        assert.equal(out.match(new RegExp(`^API key: ${key}$`, 'gm'))?.length, 1, out);
         const me = await fetch(`http://127.0.0.1:${port}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
         assert.equal((await json(me)).account, 'default');
       } finally {
@@ -116,6 +122,30 @@ describe('the first start', () => {
       }
     } finally {
       busy.close();
+      await dir.remove();
+    }
+  });
+
+  it('makes and prints no key when an account was made before the first start (a log that must hold no key)', { timeout: 120_000 }, async () => {
+    const dir = await scratchDir('compressd-prepared-');
+    try {
+      const made = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', 'keys', 'create', '--data-dir', dir.path, '--account', 'default'], { encoding: 'utf8' });
+      assert.equal(made.status, 0, made.stderr);
+      const key = made.stdout.trim().split('\n').pop()!;
+      const port = await freePort();
+      const started = serve(dir.path, port);
+      let out = '';
+      started.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      try {
+        await started.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
+        assert.doesNotMatch(out, /API key/);
+        assert.equal(firstKeyIn(dir.path), null);
+        const me = await fetch(`http://127.0.0.1:${port}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
+        assert.equal((await json(me)).account, 'default');
+      } finally {
+        await started.stop();
+      }
+    } finally {
       await dir.remove();
     }
   });
@@ -141,7 +171,7 @@ describe('private files', () => {
     const url = `http://127.0.0.1:${port}`;
     try {
       await server.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
-      const key = /API key: (\S+)/.exec(out)![1]!;
+      const key = firstKeyIn(dir.path)!;
       const headers = { 'x-service-api-key': key };
       const accepted = await json(await fetch(`${url}/compress`, { method: 'POST', headers, body: await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg')) }));
       let job: Record<string, unknown> = {};

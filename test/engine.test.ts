@@ -10,7 +10,7 @@ import { after, describe, it } from 'node:test';
 import { ApiError } from '../src/errors.ts';
 import type { Runner, RunOutcome, RunRequest } from '../src/jobs/backend.ts';
 import { JobEngine } from '../src/jobs/engine.ts';
-import { openFilesBackend, type FilesBackend } from '../src/jobs/files/index.ts';
+import { openFilesBackend, type FilesBackend, type FilesStep } from '../src/jobs/files/index.ts';
 import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import { LocalSpool } from '../src/jobs/spool.ts';
 import type { Job, Submission } from '../src/jobs/types.ts';
@@ -69,12 +69,14 @@ interface Rig {
 
 let seq = 0;
 
-async function rig(opts: { slots?: number; timeoutSeconds?: number; grants?: Record<string, number>; dir?: string } = {}): Promise<Rig> {
+async function rig(
+  opts: { slots?: number; timeoutSeconds?: number; grants?: Record<string, number>; dir?: string; step?: (step: FilesStep) => void } = {},
+): Promise<Rig> {
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'compressd-engine-')));
   if (!opts.dir) dirs.push(dir);
   const grants = opts.grants ?? {};
   // The journals' durability is the conformance suite's subject; here fsyncs would only cost time.
-  const backend = await openFilesBackend(dir, { granted: (a) => grants[a] ?? 100, sync: false });
+  const backend = await openFilesBackend(dir, { granted: (a) => grants[a] ?? 100, sync: false, step: (step) => opts.step?.(step) });
   const notifier = webhookNotifier({ site: 'test', downloadUrl: (id) => `https://c.example.com/api/compress/job/${id}/download?token=t` });
   const clock = { now: Date.now() };
   const lifecycle = new Lifecycle(backend, notifier, {
@@ -192,6 +194,27 @@ describe('engine moves', () => {
     const [delivery] = await r.backend.outbox.claimDue('local', { now: new Date(), limit: 1, ttlMs: 1000, retryDelaysMs: [0] });
     assert.equal(delivery!.payload.event, 'job.succeeded');
     assert.match(String((delivery!.payload.output as { downloadUrl: string }).downloadUrl), new RegExp(`/job/${queued.id}/download`));
+    await r.close();
+  });
+
+  it('a submission answers the job as admitted even when a worker claimed it before admission resolved', async () => {
+    // The claim comes between the admission's credit hold and its journal write: the job is queued
+    // in memory, its record not yet durable, as when the pump of another job's end finds it there.
+    let claim = false;
+    let r!: Rig;
+    r = await rig({ step: (step) => step === 'admit.held' && claim && void r.engine.lifecycle.start() });
+    let release!: () => void;
+    r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'small'))));
+    claim = true;
+    const admitted = await r.submit('alice');
+    claim = false;
+    assert.equal((await r.engine.get(admitted.id))?.status, 'Running', 'the claim came first');
+    assert.equal(admitted.status, 'Queued', 'the answer is the admitted job, not the live one');
+    assert.equal(admitted.startedAt, null);
+    await r.engine.lifecycle.requeue(admitted.id);
+    await until(() => r.runner.runs.length === 1);
+    release();
+    await r.endings(1);
     await r.close();
   });
 
@@ -362,7 +385,7 @@ describe('engine races, limits and ends', () => {
     await r.close();
   });
 
-  it('shutdown leaves a running job Running; the next start runs it again and charges it once', async () => {
+  it('shutdown hands a running job back to the queue, not counted as a crash; the next start runs it again and charges it once', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'compressd-engine-'));
     dirs.push(dir);
     const r = await rig({ dir });
@@ -378,6 +401,7 @@ describe('engine races, limits and ends', () => {
     assert.equal(done!.id, job.id);
     assert.equal(done!.status, 'Succeeded');
     assert.equal(done!.attempts, 2);
+    assert.equal(done!.crashes, 0, 'a graceful stop is no crash');
     assert.deepEqual(await again.backend.ledger.summary('alice'), { granted: 100, spent: 3, reserved: 0, available: 97 });
     await again.close();
   });

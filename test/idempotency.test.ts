@@ -122,6 +122,16 @@ describe('Idempotency-Key', () => {
     });
   }
 
+  it('a JSON body 5,000 levels deep with a key is answered as without one (400, not 500), and again the same way', async () => {
+    const body = `{"inputUrl":"https://files.example.com/a.jpg","options":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+    const send = (key: string | null) => s.api('/compress', { method: 'POST', body, headers: { 'content-type': 'application/json', ...(key ? { 'idempotency-key': key } : {}) } });
+    const key = freshKey();
+    for (const res of [await send(null), await send(key), await send(key)]) {
+      assert.equal(res.status, 400);
+      assert.equal((await json(res)).error, 'url_fetch.missing_source_format');
+    }
+  });
+
   it('a key of 255 printable characters is valid', async () => {
     assert.equal((await submit(s, '~'.repeat(255), () => fileForm(JPG))).status, 202);
   });

@@ -1,5 +1,6 @@
 // Operations (issue 12): health, readiness, metrics, request ids, OpenAPI, disk guard, configuration.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -91,12 +92,32 @@ describe('OpenAPI', () => {
     assert.equal(page.status, 200);
     assert.match(await page.text(), /openapi\.json/);
   });
+
+  it('serves /docs with the page headers: no framing, no sniffing, and a CSP that allows only its own inline script and style', async () => {
+    const page = await s.api('/docs', { key: null });
+    const html = await page.text();
+    assert.equal(page.headers.get('x-frame-options'), 'DENY');
+    assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
+    assert.equal(page.headers.get('referrer-policy'), 'no-referrer');
+    const csp = Object.fromEntries(page.headers.get('content-security-policy')!.split(';').map((d) => d.trim().split(/\s+/)).map(([name, ...sources]) => [name, sources]));
+    assert.deepEqual([csp['default-src'], csp['frame-ancestors'], csp['connect-src']], [["'none'"], ["'none'"], ["'self'"]]);
+    const hashOf = (tag: string) => `'sha256-${createHash('sha256').update(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`).exec(html)![1]!).digest('base64')}'`;
+    assert.deepEqual(csp['script-src'], [hashOf('script')], 'the inline script, by its hash');
+    assert.deepEqual(csp['style-src'], [hashOf('style')]);
+  });
 });
 
 describe('configuration', () => {
   it('lists every setting with its environment twin and default in serve --help', async () => {
     const { stdout } = await run(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--help']);
     for (const setting of SETTINGS) assert.match(stdout, new RegExp(`--${setting.flag}(?: \\S+)? +${setting.env}\\n(?: {8}.*\\n)*? {8}.*\\(default:`));
+  });
+
+  it('takes an account disk share above 0 and at most 1, and a body rate of 0 (no minimum)', () => {
+    assert.equal(resolveConfig({}, { COMPRESSD_ACCOUNT_DISK_SHARE: '0.25' }).accountDiskShare, 0.25);
+    assert.throws(() => resolveConfig({ 'account-disk-share': '1.5' }, {}), /--account-disk-share: expected a share of at most 1/);
+    assert.throws(() => resolveConfig({ 'account-disk-share': '0' }, {}), /--account-disk-share: expected a number > 0/);
+    assert.equal(resolveConfig({ 'body-min-bytes-per-second': '0' }, {}).bodyMinBytesPerSecond, 0);
   });
 
   it('takes a config file below flags and environment', async () => {

@@ -7,7 +7,10 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, it } from 'node:test';
+import sharp from 'sharp';
+import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { CORPUS } from './helpers/server.ts';
+import { startTestHttpsServer } from './helpers/tls.ts';
 
 const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
 const SMALL = join(CORPUS, 'jpg/jpeg420exif.jpg');
@@ -23,17 +26,18 @@ async function freePort(): Promise<number> {
   });
 }
 
-/** Starts `compressd serve` as a real process; resolves with its first API key (if printed) once it listens. */
-function serve(dataDir: string, port: number): Promise<{ child: ChildProcess; key: string | null }> {
+/** Starts `compressd serve` as a real process; resolves once it listens, with the first API key if this start made one. */
+function serve(dataDir: string, port: number, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; key: string | null }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--data-dir', dataDir, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
     stdio: ['ignore', 'pipe', 'inherit'],
+    env,
   });
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('listening')) resolve({ child, key: /API key: (\S+)/.exec(out)?.[1] ?? null });
+      if (out.includes('listening')) resolve({ child, key: out.includes('created account "default"') ? firstKeyIn(dataDir) : null });
     });
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${out}`)));
   });
@@ -81,4 +85,69 @@ it('recovers queued and running jobs after SIGKILL, charging each exactly once',
   second.child.kill('SIGTERM');
   await new Promise((r) => second.child.once('exit', r));
   await rm(dataDir, { recursive: true, force: true });
+});
+
+it('a job whose runs end with their process fails with jobs.crashed at the third, releasing its credits and sending job.failed; a graceful stop never counts', { timeout: 600_000 }, async () => {
+  const work = await mkdtemp(join(tmpdir(), 'compressd-poison-'));
+  const dataDir = join(work, 'data');
+  const hooks: Record<string, any>[] = [];
+  const receiver = await startTestHttpsServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      hooks.push(JSON.parse(body));
+      res.writeHead(200).end();
+    });
+  });
+  const env = { ...process.env, NODE_EXTRA_CA_CERTS: receiver.ca.caPath, COMPRESSD_URL_ALLOW: 'hooks.test', COMPRESSD_DNS_OVERRIDES: 'hooks.test=127.0.0.1' };
+  // A real photo enlarged to 90 MP: tens of seconds of work, so each stop below lands while it runs,
+  // and past the 10 s a graceful stop gives a running job.
+  const big = join(work, 'big.jpg');
+  await sharp(PHONE).resize({ width: 11_000 }).jpeg({ quality: 95 }).toFile(big);
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  let server = await serve(dataDir, port, env);
+  const headers = { 'x-service-api-key': server.key! };
+  const status = async (id: string) => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
+  const form = new FormData();
+  form.set('file', await openAsBlob(big), 'big.jpg');
+  form.set('webhookUrl', receiver.url('hooks.test', '/hook'));
+  form.set('webhookSecret', 'whsec_poison_test_0123456789');
+  const accepted = await fetch(`${base}/compress`, { method: 'POST', body: form, headers });
+  assert.equal(accepted.status, 202);
+  const { id } = (await accepted.json()) as { id: string };
+  const untilRunning = async () => {
+    let job = await status(id);
+    while (job.status === 'Queued') {
+      await new Promise((r) => setTimeout(r, 20));
+      job = await status(id);
+    }
+    assert.equal(job.status, 'Running', 'the job runs again after every restart');
+  };
+  const stop = async (signal: NodeJS.Signals) => {
+    server.child.kill(signal);
+    await new Promise((r) => server.child.once('exit', r));
+  };
+  try {
+    await untilRunning();
+    await stop('SIGTERM');
+    for (let crash = 1; crash <= 3; crash++) {
+      server = await serve(dataDir, port, env);
+      await untilRunning();
+      await stop('SIGKILL');
+    }
+    server = await serve(dataDir, port, env);
+    const failed = await status(id);
+    assert.equal(failed.status, 'Failed');
+    assert.equal(failed.error.code, 'jobs.crashed');
+    const me = (await (await fetch(`${base}/compress/entitlements/me`, { headers })).json()) as Record<string, any>;
+    assert.deepEqual(me.credits, { granted: 500, spent: 0, reserved: 0, available: 500 }, 'its credits are released');
+    for (let i = 0; i < 200 && hooks.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(hooks.map((h) => [h.event, h.jobId, h.error?.code]), [['job.failed', id, 'jobs.crashed']]);
+    await stop('SIGTERM');
+  } finally {
+    if (server.child.exitCode === null) server.child.kill('SIGKILL');
+    await receiver.close();
+    await rm(work, { recursive: true, force: true });
+  }
 });

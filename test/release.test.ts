@@ -13,7 +13,7 @@ import { MAX_PIXELS } from '../workers/image/door.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { Ssimulacra2Reference } from '../workers/image/ssimulacra2.ts';
 import { firstKeyOf, run, type Ran } from './helpers/daemons.ts';
-import { ALL_RELEASE_FILES, RELEASE_DIR, releaseFiles, releaseUnavailable, sharedRelease, VERSION } from './helpers/release.ts';
+import { ALL_RELEASE_FILES, RELEASE_DIR, releaseFiles, releaseUnavailable, sharedRelease, signingKey, VERSION } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 import { unzip } from './helpers/zip.ts';
 
@@ -147,9 +147,28 @@ describe('release', { skip: unavailable ?? false }, () => {
     const r = spawnSync('sha256sum', ['-c', releaseFiles.sums], { cwd: RELEASE_DIR, encoding: 'utf8' });
     assert.equal(r.status, 0, r.stdout + r.stderr);
     const checked = r.stdout.trim().split('\n').sort();
-    assert.deepEqual(checked, ALL_RELEASE_FILES.filter((f) => f !== releaseFiles.sums).map((f) => `${f}: OK`));
+    assert.deepEqual(checked, ALL_RELEASE_FILES.filter((f) => f !== releaseFiles.sums && f !== releaseFiles.signature).map((f) => `${f}: OK`));
     const sizes = ALL_RELEASE_FILES.map((f) => `${f} ${(statSync(join(RELEASE_DIR, f)).size / 1048576).toFixed(1)} MB`);
     console.log(`release files: ${sizes.join(', ')}`);
+  });
+
+  test("SHA256SUMS is signed with the release's minisign key: the operator's check (docs/install.md) passes, and fails on a SHA256SUMS with one byte flipped", () => {
+    const key = signingKey();
+    // docs/install.md's command, in the directory holding the files.
+    const verify = (dir: string) => spawnSync('minisign', ['-Vm', releaseFiles.sums, '-p', key.public], { cwd: dir, encoding: 'utf8' });
+    const good = verify(RELEASE_DIR);
+    assert.equal(good.status, 0, good.stdout + good.stderr);
+    assert.match(good.stdout, /^Signature and comment signature verified$/m);
+    assert.match(good.stdout, new RegExp(`^Trusted comment: compressd ${VERSION.replaceAll('.', '\\.')} \\([0-9a-f]{40}\\)$`, 'm'));
+    const changed = join(work, 'changed-sums');
+    mkdirSync(changed);
+    copyFileSync(join(RELEASE_DIR, releaseFiles.signature), join(changed, releaseFiles.signature));
+    const flipped = readFileSync(join(RELEASE_DIR, releaseFiles.sums));
+    flipped[flipped.length >> 1] ^= 0x01;
+    writeFileSync(join(changed, releaseFiles.sums), flipped);
+    const bad = verify(changed);
+    assert.notEqual(bad.status, 0, 'a changed SHA256SUMS verifies');
+    assert.match(bad.stderr, /Signature verification failed/);
   });
 
   test('each bundle unpacks to compressd-<v>-linux-<arch>/ with the executable, LICENSE, notices, README and the systemd examples', () => {
@@ -188,7 +207,7 @@ describe('release', { skip: unavailable ?? false }, () => {
     // The server in a network namespace of its own with only a loopback; the client joins it.
     const server = serveX64(join(work, 'data-x64'), 18080, { COMPRESSD_CACHE_DIR: cache });
     try {
-      const key = await firstKeyOf(server);
+      const key = await firstKeyOf(server, join(work, 'data-x64'));
       const client = join(work, 'client.mjs');
       writeFileSync(
         client,
@@ -243,7 +262,7 @@ console.log(JSON.stringify(done));
 
     const onGlibc = serveX64(join(work, 'data-x64-system'), 18081, { COMPRESSD_CACHE_DIR: cache, COMPRESSD_ALLOCATOR: 'system' });
     try {
-      await firstKeyOf(onGlibc);
+      await firstKeyOf(onGlibc, join(work, 'data-x64-system'));
       assert.doesNotMatch(readFileSync(`/proc/${onGlibc.pid}/maps`, 'utf8'), /libjemalloc/, 'COMPRESSD_ALLOCATOR=system keeps jemalloc out');
     } finally {
       await stop(onGlibc);
@@ -387,6 +406,32 @@ console.log(JSON.stringify(done));
     await exited;
     assert.equal(child.exitCode, 0);
     assert.deepEqual([...mapped], [join(own, soname)]);
+  });
+
+  test('a release that fails at its last step (a signing key minisign cannot read) leaves the previous release as it was, and no partial files', async () => {
+    const out = join(work, 'kept');
+    mkdirSync(out);
+    writeFileSync(join(out, releaseFiles.sums), 'the previous release\n');
+    const badKey = join(work, 'not-a-key');
+    writeFileSync(badKey, 'untrusted comment: not a key\nAAAA\n');
+    const r = await run(process.execPath, [join(ROOT, 'scripts/release.mjs'), '--no-image', '--out', out, '--sign-key', badKey], { cwd: ROOT });
+    assert.notEqual(r.code, 0, r.stdout);
+    assert.match(r.stderr, /^release: minisign -S .* failed/m);
+    assert.deepEqual(readdirSync(out), [releaseFiles.sums]);
+    assert.equal(readFileSync(join(out, releaseFiles.sums), 'utf8'), 'the previous release\n');
+    assert.deepEqual(readdirSync(work).filter((f) => f.includes('.partial-')), []);
+  });
+
+  // Last: it rebuilds dist/compressd and dist/.build/, which the tests above read (the same bytes when it passes).
+  test('reproducible: building the commit again gives the same bundles and SBOM, byte for byte (the image is left out here to save time; docs/install.md)', async () => {
+    const again = join(work, 'again');
+    const since = Date.now();
+    const r = await run(process.execPath, [join(ROOT, 'scripts/release.mjs'), '--no-image', '--out', again], { cwd: ROOT, env: { ...process.env, COMPRESSD_RELEASE_SIGN_KEY: '' } });
+    assert.equal(r.code, 0, r.stderr + r.stdout);
+    console.log(`release --no-image again: ${seconds(since)}`);
+    const entries = (dir: string) => readFileSync(join(dir, releaseFiles.sums), 'utf8').trim().split('\n');
+    assert.deepEqual(entries(again), entries(RELEASE_DIR).filter((l) => !l.endsWith(`  ${releaseFiles.image}`)));
+    assert.deepEqual(readdirSync(again).sort(), [releaseFiles.bundle('arm64'), releaseFiles.bundle('x64'), releaseFiles.sbom, releaseFiles.sums].sort(), 'no signature without a key');
   });
 });
 

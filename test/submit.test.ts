@@ -276,10 +276,11 @@ describe('UTF-8 file names', () => {
 
 describe('before the body', () => {
   /**
-   * Opens an upload declaring `length` bytes and sends its headers and, with `start`, the file part's
-   * head and a first kilobyte; the body is never finished.
+   * Opens an upload declaring `length` bytes (null: chunked, no length) and sends its headers and,
+   * with `start`, the file part's head and a first kilobyte, then with `trickleMs` one more byte
+   * that often (a client too slow to ever finish); the body is never finished.
    */
-  const openUpload = (server: TestServer, key: string, length: number, start = false) => {
+  const openUpload = (server: TestServer, key: string, length: number | null, start = false, trickleMs = 0) => {
     const boundary = 'early';
     const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
     socket.on('error', () => {});
@@ -298,9 +299,19 @@ describe('before the body', () => {
       }
       throw new Error('no answer within 20 s: the server waits for the body');
     };
-    socket.write(`POST /compress HTTP/1.1\r\nHost: x\r\nX-Service-Api-Key: ${key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: ${length}\r\n\r\n`);
-    if (start) socket.write(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n${'x'.repeat(1024)}`);
-    return { reply, close: () => socket.destroy() };
+    const framing = length === null ? 'Transfer-Encoding: chunked' : `Content-Length: ${length}`;
+    const send = (text: string) => socket.write(length === null ? `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n` : text);
+    socket.write(`POST /compress HTTP/1.1\r\nHost: x\r\nX-Service-Api-Key: ${key}\r\nContent-Type: multipart/form-data; boundary=${boundary}\r\n${framing}\r\n\r\n`);
+    if (start) send(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.jpg"\r\nContent-Type: image/jpeg\r\n\r\n${'x'.repeat(1024)}`);
+    const trickle = trickleMs > 0 ? setInterval(() => !socket.destroyed && send('x'), trickleMs) : undefined;
+    socket.on('close', () => clearInterval(trickle));
+    return {
+      reply,
+      close: () => {
+        clearInterval(trickle);
+        socket.destroy();
+      },
+    };
   };
   const spooled = async (server: TestServer) => (await readdir(join(server.dataDir, 'spool')).catch(() => [])).length;
   const until = async (what: string, probe: () => Promise<boolean>) => {
@@ -351,30 +362,63 @@ describe('before the body', () => {
     }
   });
 
-  it('reserves the declared length against free space less what uploads in progress hold (503), and gives it back', { timeout: 120_000 }, async () => {
-    const GiB = 1024 ** 3;
+  /** A server with 4 GiB of room above its free-space threshold, on whatever volume the data dir is. */
+  const tightServer = async (settings: Record<string, string> = {}) => {
     const { bavail, bsize } = await statfs(tmpdir());
-    // Room for 4 GiB of uploads above the threshold, on whatever volume the data dir is.
-    const tight = await startTestServer({ minFreeDiskBytes: String(bavail * bsize - 4 * GiB), maxFileSizeBytes: String(8 * GiB) });
+    return startTestServer({ minFreeDiskBytes: String(bavail * bsize - 4 * GiB), maxFileSizeBytes: String(8 * GiB), ...settings });
+  };
+  const GiB = 1024 ** 3;
+
+  it('holds free space in steps as bytes arrive: a declared length beyond the room is 503 at once, slow uploads hold a step each, and another account gets in', { timeout: 120_000 }, async () => {
+    // One account's uploads may hold 0.5 % of the 4 GiB room (about 20 MB): two steps of 8 MB.
+    const tight = await tightServer({ accountDiskShare: '0.005' });
     const uploads: ReturnType<typeof openUpload>[] = [];
     try {
-      const first = openUpload(tight, tight.key, 3 * GiB, true);
-      uploads.push(first);
-      await until('the first upload streaming', async () => (await spooled(tight)) === 1);
-      const second = openUpload(tight, tight.key, 3 * GiB);
-      uploads.push(second);
-      const { status, headers, body } = await second.reply();
-      assert.equal(status, 503);
+      const hoarder = tight.newKey('hoarder', { credits: 100 });
+      // Chunked, so no length is declared: before, each held the whole 8 GiB size limit.
+      for (let i = 0; i < 2; i++) uploads.push(openUpload(tight, hoarder, null, true, 500));
+      await until('two slow uploads streaming', async () => (await spooled(tight)) === 2);
+      const third = openUpload(tight, hoarder, null, true);
+      uploads.push(third);
+      const refused = await third.reply();
+      assert.equal(refused.status, 503);
+      assert.equal(refused.body.error, 'server.insufficient_storage');
+      assert.match(String(refused.body.detail), /share/);
+      assert.doesNotMatch(String(refused.body.detail), /\d/, 'no figures to aim at');
+      assert.equal((await tight.api('/compress', { method: 'POST', body: await fileForm(JPG) })).status, 202, "another account's small upload gets in");
+
+      const huge = openUpload(tight, tight.key, 5 * GiB);
+      uploads.push(huge);
+      const { status, headers, body } = await huge.reply();
+      assert.equal(status, 503, 'a declared length that does not fit the room is refused before its body');
       assert.equal(body.error, 'server.insufficient_storage');
       assert.match(headers, /retry-after: \d+/i);
-      assert.equal(await spooled(tight), 1);
-      assert.equal((await tight.api('/compress', { method: 'POST', body: await fileForm(JPG) })).status, 202, 'a small upload still fits');
+      const big = openUpload(tight, tight.key, 3 * GiB, true);
+      uploads.push(big);
+      await until('a 3 GiB upload streaming beside them', async () => (await spooled(tight)) === 4);
+    } finally {
+      for (const upload of uploads) upload.close();
+      await tight.stop();
+    }
+  });
 
-      first.close();
-      await until('the abandoned upload cleaned up', async () => (await spooled(tight)) === 1);
-      const third = openUpload(tight, tight.key, 3 * GiB, true);
-      uploads.push(third);
-      await until('the third upload streaming once the first let go of its space', async () => (await spooled(tight)) === 2);
+  it('cuts a body that arrives slower than --body-min-bytes-per-second with 408 and gives its disk space back', { timeout: 120_000 }, async () => {
+    const tight = await tightServer({ accountDiskShare: '0.005', bodyIdleSeconds: '1', bodyMinBytesPerSecond: '1000' });
+    const uploads: ReturnType<typeof openUpload>[] = [];
+    try {
+      // A byte every 100 ms never leaves the body silent for a second, but averages 10 bytes a second.
+      for (let i = 0; i < 2; i++) uploads.push(openUpload(tight, tight.key, 10 * 1024 * 1024, true, 100));
+      for (const upload of uploads) {
+        const { status, body } = await upload.reply();
+        assert.equal(status, 408);
+        assert.equal(body.error, 'request.timeout');
+        assert.match(String(body.detail), /slower than 1000 bytes per second/);
+      }
+      await until('the cut uploads cleaned up', async () => (await spooled(tight)) === 0);
+      assert.equal((await tight.api('/compress/entitlements/me').then(json)).credits.reserved, 0);
+      // Their steps are free again: the account's share has room for two more.
+      for (let i = 0; i < 2; i++) uploads.push(openUpload(tight, tight.key, null, true));
+      await until('two new uploads streaming', async () => (await spooled(tight)) === 2);
     } finally {
       for (const upload of uploads) upload.close();
       await tight.stop();

@@ -177,12 +177,19 @@ describe('the page as a person uses it', { skip: missing }, () => {
     await shot('01-bad-key');
     await axe('refused key');
 
+    assert.equal(await page.locator('#key-remember').isChecked(), false, '"Remember" is off until the person asks for it');
     await useKey(server.key);
     await page.locator('#account').filter({ hasText: /^Account default · \d+ credits$/ }).waitFor();
     assert.equal(await page.locator('#key-form').isVisible(), false);
     assert.equal(await page.locator('#key-change').innerText(), 'Change key');
     const card = (await page.locator('#key-card').boundingBox())!;
     assert.ok(card.height < 70, `the accepted key takes one line (${card.height} px)`);
+    assert.equal(await page.evaluate(() => localStorage.getItem('compressd.apiKey')), null, 'not stored unless asked');
+    // Asked for: the reloads below find it.
+    await page.click('#key-change');
+    await page.check('#key-remember');
+    await useKey(server.key);
+    await page.locator('#key-form').waitFor({ state: 'hidden' });
     assert.equal(await page.evaluate(() => localStorage.getItem('compressd.apiKey')), server.key);
     assert.match(await page.locator('#drop .hint').innerText(), /^Photos, RAW camera files, PDF, Word, PowerPoint · up to 200 files, each up to \d+ (MB|GB)$/);
     await page.locator('#formats summary').click();

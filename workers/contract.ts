@@ -50,6 +50,7 @@ export type CompressorFailureCode =
   | 'office.encrypted'
   | 'compare.unavailable'
   | 'compare.invalid_query'
+  | 'compare.too_large'
   | 'jobs.unknown_compressor'
   /** The job's estimated peak memory is more than the node's whole budget for running jobs (workers/shared/memory.ts). */
   | 'jobs.memory_budget';

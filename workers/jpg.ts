@@ -10,6 +10,7 @@ import { imageError, profileDecision } from './image/door.ts';
 import { inputOptions, probeImage } from './image/probe.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
+import { phase } from './shared/profile.ts';
 
 /**
  * Below this saving the input is returned as it is: re-encoding an already optimised JPEG (our
@@ -27,16 +28,16 @@ const FORM_GAIN = 0.1;
 /** image.jpg-compress: perceptual auto quality (see image/encode.ts), EXIF/ICC/XMP kept, never larger. */
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(2, 'decoding');
-  const meta = await probeImage(job.inputPath, 'jpeg');
+  const meta = await phase('read', () => probeImage(job.inputPath, 'jpeg'));
   const resized = targetSize(meta.width, meta.height, job.options.resize);
   const path = join(out.dir, 'output.jpg');
   const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
   const inputBytes = (await stat(job.inputPath)).size;
   // A profile that costs more than the picture is converted into (image/door.ts).
-  const profile = await profileDecision(img, meta.icc, inputBytes).catch((err: unknown) => {
+  const profile = await phase('analyse', () => profileDecision(img, meta.icc, inputBytes)).catch((err: unknown) => {
     throw imageError(err);
   });
-  if (!resized && profile.keep && (await jpegOrigin(await readFile(job.inputPath))) !== 'other') {
+  if (!resized && profile.keep && (await phase('analyse', async () => jpegOrigin(await readFile(job.inputPath)))) !== 'other') {
     // Already encoded by this encoder (or one with its tables) at a chosen quality: a second pass
     // would compound the loss (measured: 0.98 becomes 0.96-0.97 against the original).
     await copyFile(job.inputPath, path);
@@ -51,20 +52,20 @@ export const compress: Compress = async (job, out, ctx) => {
       resized || !profile.keep
         ? undefined
         : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
-    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: (p, phase) => ctx.progress(p, phase) });
+    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: (p, step) => ctx.progress(p, step) });
   } catch (err) {
     throw imageError(err);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');
-  let keptInput: boolean;
-  if (!encoded) {
-    await copyFile(job.inputPath, path);
-    keptInput = true;
-  } else {
+  const keptInput = await phase('write', async () => {
+    if (!encoded) {
+      await copyFile(job.inputPath, path);
+      return true;
+    }
     await writeFile(path, markAsOurs(dropExifThumbnail(encoded.data)));
-    keptInput = await keepInputUnlessSmaller(job.inputPath, path, resized ? 0 : MIN_SAVING);
-  }
+    return keepInputUnlessSmaller(job.inputPath, path, resized ? 0 : MIN_SAVING);
+  });
   const stored = keptInput || !encoded ? { width: meta.width, height: meta.height } : encoded;
   ctx.progress(100, 'finalizing');
   const perceived = keptInput || !encoded ? {} : { perceivedQuality: encoded.score };

@@ -12,6 +12,7 @@ import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
+import { noteSetting, phase, phaseSync } from './shared/profile.ts';
 
 /**
  * `image.universal-compress`: detect (magic bytes) → decode → upright 8-bit sRGB (resized in the
@@ -30,14 +31,14 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(1, 'decoding');
-  const bytes = await readFile(job.inputPath);
-  const { family, decoded } = await decodeImage(bytes, job.format, { maxPixels: MAX_PIXELS, signal: ctx.signal });
+  const bytes = await phase('read', () => readFile(job.inputPath));
+  const { family, decoded } = await phase('decode', () => decodeImage(bytes, job.format, { maxPixels: MAX_PIXELS, signal: ctx.signal }));
   ctx.signal.throwIfAborted();
   ctx.progress(30, 'analyzing');
 
   const resize = job.options.resize;
-  const upright = await normalise(decoded, resize);
-  const opaque = upright.channels === 4 && fullyOpaque(upright.data);
+  const upright = await phase('normalise', () => normalise(decoded, resize));
+  const opaque = upright.channels === 4 && phaseSync('analyse', () => fullyOpaque(upright.data));
   const pixels: Pixels = opaque ? { ...upright, data: dropAlpha(upright.data), channels: 3 } : upright;
   const format = outputFormat(family, pixels.channels === 4);
   ctx.signal.throwIfAborted();
@@ -54,18 +55,19 @@ export const compress: Compress = async (job, out, ctx) => {
     // Developed from sensor data: judged at the sensor's colour resolution (image/encode.ts).
     const judgedAt = decoded.via === 'libraw' ? 'sensor' : 'full';
     // A grey picture becomes a one-component JPEG (image/door.ts).
-    const jpeg = await encodeJpegWithin(isGrey(pixels) ? toGrey(pixels) : pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
+    const grey = phaseSync('analyse', () => isGrey(pixels));
+    const jpeg = await encodeJpegWithin(grey ? toGrey(pixels) : pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
-    await writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed);
+    await phase('write', () => writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed));
     perceived = jpeg.score;
   } else {
     const png = await encodePng(sharp(pixels.data, { raw: rawOf(pixels) }), 'lossy');
-    await writeFile(path, png.data);
+    await phase('write', () => writeFile(path, png.data));
     perceived = png.score;
   }
   ctx.progress(95, 'finalizing');
-  const keptInput = sameFormat && (await keepInputUnlessSmaller(job.inputPath, path));
+  const keptInput = sameFormat && (await phase('write', () => keepInputUnlessSmaller(job.inputPath, path)));
   ctx.progress(100, 'finalizing');
   const quality = keptInput || perceived === undefined ? {} : { perceivedQuality: perceived };
   return { path, format, contentType: format === 'jpg' ? 'image/jpeg' : 'image/png', width: pixels.width, height: pixels.height, ...quality };
@@ -168,17 +170,17 @@ export async function encodeJpegWithin(
   const choice = await chooseJpeg(pixels, undefined, judgedAt);
   const { quality: target, table, chroma } = choice;
   const at = (quality: number): JpegSetting => ({ quality, table, chroma });
-  const sized = async (quality: number, rule: SizedJpeg['rule']): Promise<SizedJpeg> => ({
-    data: await full(quality),
-    ...at(quality),
-    score: quality === target ? choice.score : await predictedScore(pixels, at(quality), judgedAt),
-    rule,
-  });
+  const sized = async (quality: number, rule: SizedJpeg['rule']): Promise<SizedJpeg> => {
+    noteSetting(at(quality));
+    return { data: await full(quality), ...at(quality), score: quality === target ? choice.score : await predictedScore(pixels, at(quality), judgedAt), rule };
+  };
   const fulls = new Map<number, Buffer>();
   const full = async (quality: number): Promise<Buffer> => {
     let data = fulls.get(quality);
     if (!data) {
-      data = insertExif(await encode(pixels, at(quality)), exif);
+      // The target's file is the output's encode; any other quality is the size rule's.
+      const encoded = await phase(quality === target && fulls.size === 0 ? 'encode' : 'fit', () => encode(pixels, at(quality)));
+      data = insertExif(encoded, exif);
       fulls.set(quality, data);
     }
     return data;

@@ -8,6 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { firstKeyIn } from '../../src/accounts/first-key.ts';
 import { compress } from '../../workers/png.ts';
 import { type BenchContext, markdownTable, median } from '../lib.ts';
 
@@ -40,8 +41,8 @@ export async function startServer(workers = 1): Promise<{ child: ChildProcess; b
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      const k = /API key: (\S+)/.exec(out)?.[1];
-      if (k && out.includes('listening')) resolve(k);
+      const k = out.includes('listening') ? firstKeyIn(dataDir) : null;
+      if (k) resolve(k);
     });
     child.once('exit', () => reject(new Error(`server exited: ${out}`)));
   });

@@ -2,6 +2,7 @@
 // package-lock.json, so the arm64 platform packages, which are not installed here, are in it),
 // kept to the packages the executables contain; then the embedded Node with the libraries it is
 // built from, the native libraries inside the npm packages, and the jemalloc each executable preloads.
+// Without a serial number or timestamp (`--output-reproducible`): scripts/release.mjs gives it the release's.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
@@ -53,7 +54,7 @@ export function sbom({ root, builds, libraries, nodeVersions }) {
   const cli = join(root, 'node_modules', '.bin', 'cyclonedx-npm');
   const made = spawnSync(
     cli,
-    ['--package-lock-only', '--omit', 'dev', '--flatten-components', '--no-workspaces', '--spec-version', SPEC_VERSION, '--output-format', 'JSON', '--output-file', '-'],
+    ['--package-lock-only', '--output-reproducible', '--omit', 'dev', '--flatten-components', '--no-workspaces', '--spec-version', SPEC_VERSION, '--output-format', 'JSON', '--output-file', '-'],
     { cwd: root, encoding: 'utf8', maxBuffer: 256 << 20 },
   );
   if (made.status !== 0) throw new SbomError(`cyclonedx-npm failed: ${made.stderr.trim()}`);

@@ -57,7 +57,7 @@ export class AccountRegistry implements Authenticator {
   private timer?: NodeJS.Timeout;
 
   constructor(dataDir: string) {
-    mkdirSync(dataDir, { recursive: true });
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     this.journal = new Journal<AccountRecord>(join(dataDir, 'accounts.log'));
     this.refresh();
   }

@@ -25,6 +25,10 @@ export interface FetchToFileOptions {
   sourceFormat: string;
   /** Aborts the download (e.g. the client went away); the abort reason is rethrown as is. */
   signal?: AbortSignal;
+  /** Called with the remote Content-Length (null when none) before a byte of the body is written; what it throws ends the download. */
+  beforeBody?(length: number | null): Promise<void>;
+  /** Told the bytes written so far as they arrive; what it returns is awaited, and what it throws ends the download. */
+  received?(bytes: number): Promise<void> | undefined;
 }
 
 export interface FetchedInput {
@@ -147,9 +151,15 @@ export class UrlFetcher {
           discard(res.body);
           throw tooLarge(opts.maxBytes);
         }
+        try {
+          await opts.beforeBody?.(Number.isFinite(declared) ? declared : null);
+        } catch (err) {
+          discard(res.body);
+          throw err;
+        }
         let bytes: number;
         try {
-          bytes = await streamToFile(res.body, opts.destPath, opts.maxBytes);
+          bytes = await streamToFile(res.body, opts);
         } catch (err) {
           if (err instanceof ApiError) throw err;
           const mapped = this.networkError(err, hop, url, opts.signal, deadline);
@@ -231,16 +241,22 @@ function tooLarge(maxBytes: number): ApiError {
   return urlFetchError('too_large', `the remote file exceeds the size limit of ${maxBytes} bytes`, false);
 }
 
-async function streamToFile(body: Readable, path: string, maxBytes: number): Promise<number> {
+async function streamToFile(body: Readable, opts: FetchToFileOptions): Promise<number> {
   let bytes = 0;
   const cap = new Transform({
     transform(chunk: Buffer, _enc, done) {
       bytes += chunk.length;
-      if (bytes > maxBytes) done(tooLarge(maxBytes));
-      else done(null, chunk);
+      if (bytes > opts.maxBytes) return done(tooLarge(opts.maxBytes));
+      try {
+        const room = opts.received?.(bytes);
+        if (room) room.then(() => done(null, chunk), done);
+        else done(null, chunk);
+      } catch (err) {
+        done(err as Error);
+      }
     },
   });
-  await pipeline(body, cap, createWriteStream(path, { mode: 0o600 }));
+  await pipeline(body, cap, createWriteStream(opts.destPath, { mode: 0o600 }));
   return bytes;
 }
 

@@ -20,7 +20,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Ledger } from '../accounts/credits.ts';
-import type { Move, Refusal } from './moves.ts';
+import type { Interrupted, Move, Refusal } from './moves.ts';
 import type { Job, JobFailure, JobOutput, JobStatus } from './types.ts';
 
 // ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
@@ -159,13 +159,18 @@ export interface JobStore {
   move(id: string, move: Exclude<Move, { move: 'start' }>): Promise<MoveResult>;
 
   /**
-   * The `requeueInterrupted` move, for every Running job whose lease expired before `now` and,
-   * when `nodeId` is given, every Running job leased to that node (a node restarting with its old
-   * id: what it ran died with its previous process). Each becomes Queued, lease null, progress
-   * reset; `attempts` is kept (the next claim increments it, fencing the old runner) and so is the
-   * credit hold. Resolves the requeued jobs.
+   * For every Running job whose lease expired before `now` and, when `nodeId` is given, every
+   * Running job leased to that node (a node restarting with its old id: what it ran died with its
+   * previous process), the move `interrupted` chooses on the job as it stands (default: always
+   * `requeueInterrupted`), in the same atomic step as a `move`. `requeueInterrupted`: Queued, lease
+   * null, progress reset, `crashes` counted; `attempts` is kept (the next claim increments it, fencing
+   * the old runner) and so is the credit hold. `crash`: Failed, hold released, webhook owed, as `fail`.
+   * Resolves the jobs moved, as they now are.
    */
-  requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]>;
+  requeueInterrupted(now: Date, nodeId?: string, interrupted?: Interrupted): Promise<Job[]>;
+
+  /** When the earliest lease of a Running job held by a node other than `exceptNode` expires; null when there is none. */
+  nextLeaseExpiry(exceptNode: string): Promise<Date | null>;
 
   /** Ended jobs for the retention sweep, oldest `completedAt` first. */
   ended(query: EndedQuery): Promise<Job[]>;

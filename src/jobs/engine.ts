@@ -12,8 +12,9 @@ export interface EngineSettings {
   /** How long a finished job's record is kept after its output expired. */
   recordRetentionSeconds: number;
   /**
-   * Several nodes: how often to look for jobs other nodes queued and for running jobs whose node
-   * died (lease expired). Absent: this node admits every job itself and holds every lease.
+   * Several nodes: how often to look for jobs other nodes queued; a running job of another node is
+   * looked at again the moment its lease expires, whatever this is. Absent: this node admits every
+   * job itself and holds every lease.
    */
   pollMs?: number;
 }
@@ -32,6 +33,10 @@ interface Attempt {
  * durability, and in cluster mode each write is a database round trip.
  */
 const PROGRESS_WRITE_MS = 250;
+
+/** How long after a lease's expiry the look for it runs (requeueInterrupted takes leases strictly past), and the least wait between looks. */
+const LEASE_MARGIN_MS = 5;
+const MIN_LOOK_GAP_MS = 50;
 
 /** Jobs fetched per query of a sweep; a sweep goes on until none is left past its cutoff. */
 const SWEEP_BATCH = 500;
@@ -82,14 +87,30 @@ export class JobEngine {
       void withIoPath('poll', () => this.lifecycle.requeueInterrupted(false)).then((jobs) => jobs.length > 0 && this.pump());
     }, every);
     this.sweeper.unref();
-    if (this.settings.pollMs) {
-      this.poller = setInterval(() => {
-        // Other nodes queue jobs and die without telling this one.
-        void withIoPath('poll', () => this.lifecycle.requeueInterrupted(false)).then(() => this.pump(), () => {});
-      }, this.settings.pollMs);
-      this.poller.unref();
-    }
     this.pump();
+    if (this.settings.pollMs) await this.look(this.settings.pollMs);
+  }
+
+  /**
+   * Several nodes: other nodes queue jobs and die without telling this one. One look at a time (a
+   * slow database must not pile looks up behind the claims), every `pollMs` for queued work, and at
+   * the moment the earliest lease held by another node expires: a dead node's job runs again on a
+   * free worker here within moments of its lease, not at the next look for work.
+   */
+  private async look(pollMs: number): Promise<void> {
+    let next = pollMs;
+    try {
+      await withIoPath('poll', () => this.lifecycle.requeueInterrupted(false));
+      this.pump();
+      const expiry = await withIoPath('poll', () => this.backend.jobs.nextLeaseExpiry(this.lifecycle.settings.nodeId));
+      // At least a short gap: a lease past its expiry that another node is requeueing must not make this node spin.
+      if (expiry) next = Math.min(pollMs, Math.max(MIN_LOOK_GAP_MS, expiry.getTime() - this.lifecycle.now().getTime() + LEASE_MARGIN_MS));
+    } catch {
+      // A database that is briefly away: the next look, at the usual pace, tries again.
+    }
+    if (this.stopping) return;
+    this.poller = setTimeout(() => void this.look(pollMs), next);
+    this.poller.unref();
   }
 
   get(id: string): Promise<Job | undefined> {
@@ -226,7 +247,7 @@ export class JobEngine {
         : ({ ok: false, failure: { code: 'jobs.input_missing', detail: 'The stored input of this job is missing.' } } as const);
       switch (a.reason) {
         case 'server.shutting_down':
-          // Left Running: the next start of this node requeues it.
+          await this.lifecycle.handBack(job);
           return;
         case 'jobs.canceled':
         case 'jobs.lease_lost':
@@ -240,7 +261,10 @@ export class JobEngine {
         if (!(await this.lifecycle.succeed(job, outcome.output))) await this.lifecycle.abandon(job);
       } else await this.lifecycle.fail(job, outcome.failure);
     } catch (err) {
-      if (a.reason === 'server.shutting_down') return;
+      if (a.reason === 'server.shutting_down') {
+        await this.lifecycle.handBack(job).catch(() => {});
+        return;
+      }
       const message = err instanceof Error ? err.message : String(err);
       const code: FailureCode = (err as NodeJS.ErrnoException).code === 'ENOSPC' ? 'jobs.disk_full' : 'jobs.internal_error';
       await this.lifecycle.fail(job, { code, detail: `The job could not be completed: ${message}` }).catch(() => {});
@@ -268,13 +292,14 @@ export class JobEngine {
   }
 
   /**
-   * Stops taking jobs; running ones may finish within `graceMs`, the rest are stopped and stay
-   * Running in the store, so the next start of this node runs them again.
+   * Stops taking jobs; running ones may finish within `graceMs`, the rest are stopped and handed
+   * back to the queue (not counted as crashes), so another node or this one's next start runs them
+   * again. A job left Running (the process died before handing it back) counts as a crash.
    */
   async stop(graceMs = 0): Promise<void> {
     this.stopping = true;
     clearInterval(this.sweeper);
-    clearInterval(this.poller);
+    clearTimeout(this.poller);
     this.unsubscribe();
     const all = Promise.allSettled([...this.inFlight]);
     if (graceMs > 0) await Promise.race([all, new Promise((r) => setTimeout(r, graceMs))]);

@@ -5,7 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { systemClock, type Clock } from '../clock.ts';
 import { ApiError, truncateDetail } from '../errors.ts';
 import type { AdmissionLimits, Backend, ClaimLimits, Ending, IdempotencyClaim, Notifier, RememberedKey, RunOutcome } from './backend.ts';
-import { TRANSITIONS, type Refusal } from './moves.ts';
+import { TRANSITIONS, type Interrupted, type Refusal } from './moves.ts';
 import { idempotencyMismatch } from './idempotency.ts';
 import { queuedJob, type Job, type JobFailure, type Submission } from './types.ts';
 
@@ -17,6 +17,11 @@ export interface LifecycleSettings {
   claim: ClaimLimits;
   /** How long a claim holds a job without renewal. */
   leaseMs: number;
+  /**
+   * A job whose runs ended with their process (or node) this many times fails with `jobs.crashed`
+   * instead of running again (default 3): one file that kills the process must not crash-loop it.
+   */
+  maxCrashes?: number;
   /**
    * The time every move, lease, retention cut-off and expiry check reads (default: the system
    * clock). Tests move it instead of waiting.
@@ -30,6 +35,9 @@ export interface LifecycleEvents {
   /** A job reached Succeeded, Failed or Canceled. */
   ended: [Job];
 }
+
+/** Runs of one job that may end with their process before it fails `jobs.crashed` (`LifecycleSettings.maxCrashes`). */
+export const DEFAULT_MAX_CRASHES = 3;
 
 /** 402: the account's available credits are below what the job needs. */
 export const insufficientCredits = (required: number, available: number) =>
@@ -181,10 +189,37 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
 
   /**
    * requeueInterrupted: jobs whose lease expired go back to the queue, and, when this node has just
-   * started, the jobs it held before (they died with its previous process).
+   * started, the jobs it held before (they died with its previous process); each such run counts as
+   * a crash of its job, and a job at `maxCrashes` fails instead (`crash`: `jobs.crashed`, credits
+   * released, webhook owed, files deleted). Resolves the jobs moved, as they now are.
    */
-  requeueInterrupted(atStart: boolean): Promise<Job[]> {
-    return this.backend.jobs.requeueInterrupted(this.now(), atStart ? this.settings.nodeId : undefined);
+  async requeueInterrupted(atStart: boolean): Promise<Job[]> {
+    const moved = await this.backend.jobs.requeueInterrupted(this.now(), atStart ? this.settings.nodeId : undefined, this.interrupted);
+    for (const job of moved.filter((j) => j.status === 'Failed')) {
+      await this.backend.blobs.delete(job.id);
+      this.emit('ended', job);
+    }
+    return moved;
+  }
+
+  private readonly interrupted: Interrupted = (job) => {
+    const max = this.settings.maxCrashes ?? DEFAULT_MAX_CRASHES;
+    if (job.crashes + 1 < max) return { move: 'requeueInterrupted' };
+    const ending = {
+      status: 'Failed' as const,
+      completedAt: this.now().toISOString(),
+      error: { code: 'jobs.crashed' as const, detail: `Each of its last ${max} runs ended with the process running it; it is not run again.` },
+      progress: { percent: job.progress.percent, phase: null },
+    };
+    return { move: 'crash', ending, owed: TRANSITIONS.crash.owesWebhook ? this.notifier({ ...job, ...ending, lease: null }) : null };
+  };
+
+  /**
+   * handBack: this node stops gracefully while `job` runs; it goes back to the queue (another node,
+   * or this one's next start, runs it) without counting as a crash. Resolves whether it was handed back.
+   */
+  async handBack(job: Job): Promise<boolean> {
+    return (await this.backend.jobs.move(job.id, { move: 'handBack', nodeId: this.settings.nodeId, attempt: job.attempts })).ok;
   }
 
   /** expire: an ended job's files are deleted; its record stays (downloads answer 410). */

@@ -2,7 +2,7 @@ import type { Ending, OwedWebhook } from './backend.ts';
 import type { Job, JobStatus } from './types.ts';
 
 /** The named moves of the lifecycle; every change of a job's record is one of these. */
-export type MoveName = 'admit' | 'start' | 'succeed' | 'fail' | 'cancel' | 'requeueInterrupted' | 'requeue' | 'expire' | 'forget';
+export type MoveName = 'admit' | 'start' | 'succeed' | 'fail' | 'cancel' | 'requeueInterrupted' | 'crash' | 'handBack' | 'requeue' | 'expire' | 'forget';
 
 /** What a move does to the job's credit hold. */
 export type CreditEffect = 'hold' | 'charge' | 'release' | 'none';
@@ -39,9 +39,12 @@ export interface Transition {
 
 /**
  * The lifecycle, as one table: Queued → Running → Succeeded | Failed; Canceled from Queued or
- * Running; Running → Queued when the process (or node) running it died, or when an operator
- * requeues it. Every backend decides a move with `decide` inside the same atomic step that
- * applies it; nothing else changes a job.
+ * Running; Running → Queued when the process (or node) running it died (`requeueInterrupted`,
+ * counting the crash), when its node stops gracefully (`handBack`, not counted) or when an operator
+ * requeues it; Running → Failed (`crash`, code `jobs.crashed`) instead of a requeue once its runs
+ * ended with their process as often as allowed, so one file cannot crash-loop the service. Every
+ * backend decides a move with `decide` inside the same atomic step that applies it; nothing else
+ * changes a job.
  */
 export const TRANSITIONS: Readonly<Record<MoveName, Transition>> = {
   admit: { from: [], to: 'Queued', credits: 'hold', owesWebhook: false, fenced: false, refusal: 'not_found' },
@@ -50,6 +53,8 @@ export const TRANSITIONS: Readonly<Record<MoveName, Transition>> = {
   fail: { from: ['Running'], to: 'Failed', credits: 'release', owesWebhook: true, fenced: true, refusal: 'not_running' },
   cancel: { from: ['Queued', 'Running'], to: 'Canceled', credits: 'release', owesWebhook: false, fenced: false, refusal: 'ended' },
   requeueInterrupted: { from: ['Running'], to: 'Queued', credits: 'none', owesWebhook: false, fenced: false, refusal: 'not_running' },
+  crash: { from: ['Running'], to: 'Failed', credits: 'release', owesWebhook: true, fenced: false, refusal: 'not_running' },
+  handBack: { from: ['Running'], to: 'Queued', credits: 'none', owesWebhook: false, fenced: true, refusal: 'not_running' },
   requeue: { from: ['Running'], to: 'Queued', credits: 'none', owesWebhook: false, fenced: false, refusal: 'not_running' },
   expire: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'same', credits: 'none', owesWebhook: false, fenced: false, refusal: 'not_ended' },
   forget: { from: ['Succeeded', 'Failed', 'Canceled'], to: 'gone', credits: 'none', owesWebhook: false, fenced: false, refusal: 'not_ended' },
@@ -73,7 +78,19 @@ export type Move =
   | { move: 'start'; at: Date; nodeId: string; leaseMs: number }
   | { move: 'succeed' | 'fail'; nodeId: string; attempt: number; ending: Ending; owed: OwedWebhook | null }
   | { move: 'cancel'; at: Date }
+  /** Chosen per interrupted job, inside the backend's atomic step, by `Interrupted`. */
+  | { move: 'crash'; ending: Extract<Ending, { status: 'Failed' }>; owed: OwedWebhook | null }
+  | { move: 'handBack'; nodeId: string; attempt: number }
   | { move: 'requeueInterrupted' | 'requeue' | 'expire' | 'forget' };
+
+/**
+ * What becomes of a job found interrupted (its run ended with its process or node), decided on the
+ * job as it stands inside the backend's atomic step: requeued, or failed once it has crashed too often.
+ */
+export type Interrupted = (job: Job) => { move: 'requeueInterrupted' } | Extract<Move, { move: 'crash' }>;
+
+/** Every interrupted job runs again (what a caller with no crash limit asks). */
+export const requeueAlways: Interrupted = () => ({ move: 'requeueInterrupted' });
 
 /** The fields a move writes, given the job as it is inside the atomic step. */
 function patchOf(m: Move, job: Job): Partial<Job> {
@@ -90,9 +107,13 @@ function patchOf(m: Move, job: Job): Partial<Job> {
     case 'succeed':
     case 'fail':
       return { ...m.ending, lease: null };
+    case 'crash':
+      return { ...m.ending, crashes: job.crashes + 1, lease: null };
     case 'cancel':
       return { status: 'Canceled', completedAt: m.at.toISOString(), progress: { percent: job.progress.percent, phase: null }, lease: null };
     case 'requeueInterrupted':
+      return { status: 'Queued', lease: null, progress: { percent: 0, phase: null }, crashes: job.crashes + 1 };
+    case 'handBack':
     case 'requeue':
       return { status: 'Queued', lease: null, progress: { percent: 0, phase: null } };
     case 'expire':

@@ -18,6 +18,8 @@ export type AbortReason = 'jobs.canceled' | 'jobs.timeout' | 'server.shutting_do
 export type EngineFailureCode =
   | 'jobs.timeout'
   | 'jobs.worker_crashed'
+  /** Its runs ended with their process (or node) as many times as the setting allows (`jobMaxCrashes`). */
+  | 'jobs.crashed'
   /** A worker stopped by the engine (cancel, time limit, shutdown); the engine's reason decides the end. */
   | 'jobs.aborted'
   | 'jobs.worker_error'
@@ -96,6 +98,12 @@ export interface Job {
    * claim is its fencing token: a finish, renew or progress with another number is refused.
    */
   attempts: number;
+  /**
+   * How many of its runs ended with their process or node (found Running under a lease that expired,
+   * or held by a node that restarted): `requeueInterrupted` counts them; a run stopped by a graceful
+   * shutdown is handed back (`handBack`) and does not count. Absent (0) in `jobs.log` records written before 0.2.0.
+   */
+  crashes: number;
   /** Set while Running, null otherwise. */
   lease: JobLease | null;
   /** The node that started the latest attempt: a finish replayed by it (same attempt) is answered, not refused. */
@@ -119,6 +127,7 @@ export function queuedJob(s: Submission, createdAt: Date): Job {
     expiresAt: null,
     expired: false,
     attempts: 0,
+    crashes: 0,
     lease: null,
     ranOn: null,
   };

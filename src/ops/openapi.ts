@@ -181,7 +181,7 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
       { name: 'size', in: 'query', required: false, description: '"fit" (default): previews fit 1200 px; "full": the picture at its own pixels (up to 7000 px; a PDF page 3000 px long)', schema: { type: 'string', enum: ['fit', 'full'], default: 'fit' } },
       { name: 'page', in: 'query', required: false, description: 'PDF page to show, from 1', schema: { type: 'integer', minimum: 1, default: 1 } },
     ],
-    errors: { ...JOB_ERRORS, 400: ['compare.invalid_query'], 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable'], 429: ['compare.busy'], 504: ['compare.timeout'] },
+    errors: { ...JOB_ERRORS, 400: ['compare.invalid_query'], 409: ['compare.not_ready'], 410: ['compare.expired'], 422: ['compare.unavailable', 'compare.too_large'], 429: ['compare.busy'], 504: ['compare.timeout'] },
   },
 };
 for (const c of COMPRESSORS) {

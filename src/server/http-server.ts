@@ -47,34 +47,53 @@ function answerRequestError(err: unknown): Response {
   return Response.json({ error: 'request.malformed', detail: `${detail}.` }, { status: 400 });
 }
 
+/** How a request body must arrive: never silent for `idleMs`, and on average at least `minBytesPerSecond` once `idleMs` has passed. */
+export interface BodyPace {
+  idleMs: number;
+  /** 0: no minimum rate. */
+  minBytesPerSecond: number;
+}
+
 /**
- * Ends a request whose client stopped sending its body: no byte for `idleMs` while the app
- * was waiting for one. Without it a stalled upload would hold its socket and spool file for
- * ever (there is no whole-request limit: a large upload on a slow link may take hours).
- * Silence only counts while the body is flowing, so time the app spends before it reads
- * the body, or pauses to let the disk catch up, is never the client's fault; and a URL
- * download the request waits on is not a body at all. The client gets 408 in the envelope
- * when no answer has started; the app sees an aborted body and cleans up as for a hang-up.
+ * Ends a request whose client stopped sending its body, or sends it too slowly to finish: no byte
+ * for `idleMs`, or fewer than `minBytesPerSecond` on average past a grace of `idleMs` (the body's
+ * deadline grows with each byte that arrives). Without the rate one byte now and then would hold
+ * the socket, the spool file and the upload's disk reservation for ever (issue 41); with it a large
+ * upload on a slow link still gets the time its size needs. Time only counts while the body is
+ * flowing, so time the app spends before it reads the body, or pauses to let the disk catch up, is
+ * never the client's fault; and a URL download the request waits on is not a body at all. The
+ * client gets 408 in the envelope when no answer has started; the app sees an aborted body and
+ * cleans up (releasing the reservation) as for a hang-up.
  */
-function watchBodyIdle(req: IncomingMessage, res: ServerResponse, idleMs: number): void {
+function watchBody(req: IncomingMessage, res: ServerResponse, pace: BodyPace): void {
   if (req.complete || (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined)) return;
   const socket = req.socket;
-  let seen = socket.bytesRead;
+  const first = socket.bytesRead;
+  let seen = first;
   let quietSince = Date.now();
+  let tick = Date.now();
+  let flowingMs = 0;
   const timer = setInterval(() => {
     if (req.complete || req.destroyed) return clearInterval(timer);
-    if (socket.bytesRead !== seen || req.readableFlowing !== true) {
+    const now = Date.now();
+    const flowing = req.readableFlowing === true;
+    if (flowing) flowingMs += now - tick;
+    tick = now;
+    const slow = pace.minBytesPerSecond > 0 && flowingMs > pace.idleMs && socket.bytesRead - first < ((flowingMs - pace.idleMs) / 1000) * pace.minBytesPerSecond;
+    if (!slow && (socket.bytesRead !== seen || !flowing)) {
       seen = socket.bytesRead;
-      quietSince = Date.now();
+      quietSince = now;
       return;
     }
-    if (Date.now() - quietSince < idleMs) return;
+    if (!slow && now - quietSince < pace.idleMs) return;
     clearInterval(timer);
-    const seconds = Math.round(idleMs / 100) / 10;
-    if (!res.headersSent) answerOnSocket(socket, 408, 'Request Timeout', 'request.timeout', `No part of the request body arrived for ${seconds} s.`);
+    const detail = slow
+      ? `The request body arrived slower than ${pace.minBytesPerSecond} bytes per second.`
+      : `No part of the request body arrived for ${Math.round(pace.idleMs / 100) / 10} s.`;
+    if (!res.headersSent) answerOnSocket(socket, 408, 'Request Timeout', 'request.timeout', detail);
     setTimeout(() => socket.destroy(), LINGER_MS).unref();
     req.destroy();
-  }, Math.max(50, Math.min(1000, idleMs / 4)));
+  }, Math.max(50, Math.min(1000, pace.idleMs / 4)));
   timer.unref();
   res.once('close', () => clearInterval(timer));
 }
@@ -84,10 +103,10 @@ function watchBodyIdle(req: IncomingMessage, res: ServerResponse, idleMs: number
  * is not HTTP to a request the app never sees, is answered in the error envelope. A missing
  * Host header is answered by the adapter (400 `request.malformed`) rather than by Node's bare 400.
  */
-export function createHttpServer(fetch: Parameters<typeof getRequestListener>[0], { bodyIdleMs }: { bodyIdleMs: number }): Server {
+export function createHttpServer(fetch: Parameters<typeof getRequestListener>[0], pace: BodyPace): Server {
   const listener = getRequestListener(fetch, { errorHandler: answerRequestError });
   const server = createServer({ requireHostHeader: false }, (req, res) => {
-    watchBodyIdle(req, res, bodyIdleMs);
+    watchBody(req, res, pace);
     return listener(req, res);
   });
   server.on('clientError', answerClientError);

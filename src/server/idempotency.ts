@@ -39,14 +39,36 @@ function validKey(raw: string): string {
   return raw;
 }
 
-/** JSON with object keys sorted at every depth, so field order never changes a fingerprint. */
+/** Text written as is between the values of `canonicalJson`'s stack. */
+class Literal {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * JSON with object keys sorted at every depth, so field order never changes a fingerprint. A loop
+ * over a stack, not recursion: any body JSON.parse accepts (100,000 levels deep) has a fingerprint,
+ * where recursion ran out of stack at a few thousand and answered 500. Its output is the same as
+ * the recursive form's, so keys bound before keep their fingerprints.
+ */
 function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  const out: string[] = [];
+  const stack: unknown[] = [value];
+  /** Pushes `[open, …items with separators…, close]` to be popped in that order. */
+  const enclose = (open: string, items: unknown[], close: string) => {
+    stack.push(new Literal(close));
+    for (let i = items.length - 1; i >= 0; i--) stack.push(items[i]);
+    stack.push(new Literal(open));
+  };
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v instanceof Literal) out.push(v.text);
+    else if (Array.isArray(v)) enclose('[', v.flatMap((item, i) => (i === 0 ? [item] : [new Literal(','), item])), ']');
+    else if (v && typeof v === 'object') {
+      const entries = Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      enclose('{', entries.flatMap(([k, item], i) => [new Literal(`${i === 0 ? '' : ','}${JSON.stringify(k)}:`), item]), '}');
+    } else out.push(JSON.stringify(v));
   }
-  return JSON.stringify(value);
+  return out.join('');
 }
 
 const fingerprintOf = (route: string, request: Canonical) => createHash('sha256').update(canonicalJson({ route, request })).digest('hex');
@@ -126,10 +148,10 @@ export class Idempotency {
     return 'fingerprint' in admitted ? this.replay(c, admitted) : c.json(acceptedView(admitted), 202);
   }
 
-  /** The first request's answer again (its job as accepted: Queued), marked as Stripe marks it. */
+  /** The first request's answer again, marked as Stripe marks it. */
   private replay(c: Context<AppEnv>, remembered: RememberedKey): Response {
     c.header('Idempotent-Replayed', 'true');
-    return c.json(acceptedView({ ...remembered.job, status: 'Queued' }), 202);
+    return c.json(acceptedView(remembered.job), 202);
   }
 
   /** Reads the whole body (bounded by the size limit) into its fingerprint, keeping none of it. */

@@ -29,6 +29,8 @@ export interface UploadRules {
   destination(): Promise<string | Writable | null>;
   /** Hash the file's bytes (sha256) as they stream. */
   digest?: boolean;
+  /** Told the file's bytes so far as they arrive; what it returns is awaited, and what it throws fails the upload. */
+  received?(bytes: number): Promise<void> | undefined;
 }
 
 export function tooLarge(maxBytes: number): ApiError {
@@ -124,6 +126,8 @@ export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Prom
             async function* (chunks: AsyncIterable<Buffer>) {
               for await (const chunk of chunks) {
                 received.bytes += chunk.length;
+                const room = rules.received?.(received.bytes);
+                if (room) await room;
                 hash?.update(chunk);
                 yield chunk;
               }

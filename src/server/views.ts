@@ -1,12 +1,16 @@
 import { contentTypeOf } from '../catalog/index.ts';
+import type { AcceptedJob } from '../jobs/backend.ts';
 import type { Job } from '../jobs/types.ts';
 import { expectedOutputFormat, outputFileName } from '../options.ts';
 
-/** The 202 answer of a submission (also replayed for its idempotency key). */
-export function acceptedView(job: Pick<Job, 'id' | 'status' | 'fileName' | 'format' | 'jobType' | 'createdAt'>) {
+/**
+ * The 202 answer of a submission (also replayed for its idempotency key): the job as admitted, so
+ * Queued (the spec's job accepted response) even when a worker has started it since.
+ */
+export function acceptedView(job: AcceptedJob) {
   return {
     id: job.id,
-    status: job.status,
+    status: 'Queued' as const,
     fileName: job.fileName,
     format: job.format,
     jobType: job.jobType,

@@ -344,9 +344,12 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       const t0 = new Date();
       const stale = await b.jobs.claim(NODE, LIMITS, t0, 1_000);
       assert.equal(stale?.attempts, 1);
+      assert.deepEqual(await b.jobs.nextLeaseExpiry(OTHER), until(1_000, t0), 'another node watches the lease');
+      assert.equal(await b.jobs.nextLeaseExpiry(NODE), null, 'its own node does not');
       assert.deepEqual(await b.jobs.requeueInterrupted(until(999, t0)), [], 'a live lease stays');
       const requeued = await b.jobs.requeueInterrupted(until(1_001, t0));
-      assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease]), [[job.id, 'Queued', 1, null]]);
+      assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts, j.lease, j.crashes]), [[job.id, 'Queued', 1, null, 1]], 'a run whose lease expired counts as a crash');
+      assert.equal(await b.jobs.nextLeaseExpiry(OTHER), null);
       assert.equal((await b.ledger.summary('alice')).reserved, 1, 'a requeued job keeps its hold');
       const fresh2 = await b.jobs.claim(OTHER, LIMITS, new Date(), LEASE);
       assert.equal(fresh2?.attempts, 2);
@@ -422,6 +425,10 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       fail: (b, job) => answer(finish(b, job.id, NODE, job.attempts, failed(AT), owedFor(job, 'job.failed'))),
       cancel: (b, job) => answer(b.jobs.move(job.id, { move: 'cancel', at: AT })),
       requeueInterrupted: async (b, job) => ({ done: (await b.jobs.requeueInterrupted(AT, NODE)).some((j) => j.id === job.id) }),
+      crash: async (b, job) => ({
+        done: (await b.jobs.requeueInterrupted(AT, NODE, (j) => ({ move: 'crash', ending: failed(AT) as Extract<Ending, { status: 'Failed' }>, owed: owedFor(j, 'job.failed') }))).some((j) => j.id === job.id),
+      }),
+      handBack: (b, job) => answer(b.jobs.move(job.id, { move: 'handBack', nodeId: NODE, attempt: job.attempts })),
       requeue: (b, job) => answer(b.jobs.move(job.id, { move: 'requeue' })),
       expire: (b, job) => answer(b.jobs.move(job.id, { move: 'expire' })),
       forget: (b, job) => answer(b.jobs.move(job.id, { move: 'forget' })),
@@ -441,6 +448,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal(after.status, t.to === 'same' ? before.status : t.to);
       assert.equal(after.lease === null, after.status !== 'Running', 'a lease exactly while Running');
       assert.equal(after.attempts, before.attempts + (move === 'start' ? 1 : 0), 'only start counts an attempt');
+      assert.equal(after.crashes, before.crashes + (move === 'requeueInterrupted' || move === 'crash' ? 1 : 0), 'only a run that ended with its process counts a crash');
       if (move === 'start') assert.deepEqual([after.startedAt, after.lease?.nodeId, after.lease?.expiresAt], [AT.toISOString(), NODE, new Date(AT.getTime() + LEASE).toISOString()]);
       if (t.to === 'Queued') assert.deepEqual(after.progress, { percent: 0, phase: null });
       if (t.to === 'Canceled') assert.deepEqual([after.completedAt, after.progress.phase], [AT.toISOString(), null]);

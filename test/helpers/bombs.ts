@@ -125,6 +125,16 @@ export function pdfContentBomb(zeros1G: Buffer): Buffer {
   ]);
 }
 
+/** A PDF whose page content is one Flate stream of about 1 MB that inflates to 1 GiB. */
+export function pdfPageStreamBomb(zeros1G: Buffer): Buffer {
+  return pdf([
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>',
+    stream('/Filter /FlateDecode', zeros1G),
+  ]);
+}
+
 /** A PDF drawing a 32767×32768 grey image whose stream inflates to 1 GiB. */
 export function pdfImageBomb(zeros1G: Buffer): Buffer {
   return pdf([
@@ -133,6 +143,19 @@ export function pdfImageBomb(zeros1G: Buffer): Buffer {
     '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /XObject << /Im1 5 0 R >> >> >>',
     stream('', Buffer.from('q 612 0 0 792 0 0 cm /Im1 Do Q')),
     stream('/Type /XObject /Subtype /Image /Width 32767 /Height 32768 /ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /FlateDecode', zeros1G),
+  ]);
+}
+
+/** A PDF whose page draws text in an embedded TrueType font whose stream inflates to 1 GiB. */
+export function pdfFontBomb(zeros1G: Buffer): Buffer {
+  return pdf([
+    '<< /Type /Catalog /Pages 2 0 R >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>',
+    stream('', Buffer.from('BT /F1 24 Tf 72 700 Td (Hello) Tj ET')),
+    '<< /Type /Font /Subtype /TrueType /BaseFont /Bomb /FirstChar 32 /LastChar 126 /FontDescriptor 6 0 R >>',
+    '<< /Type /FontDescriptor /FontName /Bomb /Flags 32 /FontBBox [0 0 1000 1000] /ItalicAngle 0 /Ascent 800 /Descent -200 /CapHeight 700 /StemV 80 /FontFile2 7 0 R >>',
+    stream('/Filter /FlateDecode', zeros1G),
   ]);
 }
 

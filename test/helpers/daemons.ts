@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import type { Readable } from 'node:stream';
+import { firstKeyIn } from '../../src/accounts/first-key.ts';
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
 export function freePort(): Promise<number> {
@@ -104,16 +105,16 @@ export class Daemon {
 }
 
 /**
- * The first start's API key of a `compressd serve` child: resolves once it has printed the key and
- * is listening; rejects with everything it said if it exits first.
+ * The first start's API key of a `compressd serve` child on `dataDir`: resolves once it is listening,
+ * with the key it left in the data dir; rejects with everything it said if it exits first.
  */
-export function firstKeyOf(child: ChildProcessByStdio<null, Readable, Readable>): Promise<string> {
+export function firstKeyOf(child: ChildProcessByStdio<null, Readable, Readable>, dataDir: string): Promise<string> {
   let said = '';
   return new Promise<string>((resolve, reject) => {
     child.stdout.on('data', (d) => {
       said += d;
-      const m = /^API key: (\S+)$/m.exec(said);
-      if (m && said.includes('listening')) resolve(m[1]!);
+      const key = said.includes('listening') ? firstKeyIn(dataDir) : null;
+      if (key) resolve(key);
     });
     child.stderr.on('data', (d) => (said += d));
     child.on('exit', (code) => reject(new Error(`the server exited with ${code}: ${said}`)));

@@ -63,10 +63,13 @@ export async function decodeHeic(bytes: Buffer, limits: DecodeLimits): Promise<D
   }
   await admitPixels(meta.width ?? 0, meta.height ?? 0, limits.maxPixels);
   limits.signal.throwIfAborted();
-  const M = await libheif();
-  const ctx = M.heif_context_alloc();
+  const loading = libheif();
+  let M: LibHeif | undefined;
+  let ctx: unknown;
   let handle: unknown;
   try {
+    M = await loading;
+    ctx = M.heif_context_alloc();
     const read = M.heif_context_read_from_memory(ctx, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.length));
     if (read.message !== 'Success') throw new JobError(/end of data|truncat/i.test(read.message) ? 'image.truncated' : 'image.decode_failed', `libheif: ${read.message}`);
     handle = M.heif_js_context_get_primary_image_handle(ctx);
@@ -97,11 +100,13 @@ export async function decodeHeic(bytes: Buffer, limits: DecodeLimits): Promise<D
     };
   } catch (err) {
     if (err instanceof JobError) throw err;
-    // A WebAssembly fault leaves the instance in an unknown state: the next job gets a new one.
-    instance = undefined;
+    // A WebAssembly fault (or a failed start) leaves the instance in an unknown state: the next job gets a new one.
+    if (instance === loading) instance = undefined;
     throw new JobError('image.decode_failed', `libheif failed on this file: ${err instanceof Error ? err.message : String(err)}`);
   } finally {
-    if (handle && (handle as { code?: unknown }).code === undefined) M.heif_image_handle_release(handle);
-    M.heif_context_free(ctx);
+    if (M && instance === loading) {
+      if (handle && (handle as { code?: unknown }).code === undefined) M.heif_image_handle_release(handle);
+      if (ctx) M.heif_context_free(ctx);
+    }
   }
 }

@@ -3,6 +3,7 @@ import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
+import { noteProbe, noteSetting, phase, phaseSync } from '../shared/profile.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { isGrey, toGrey } from './door.ts';
 import type { Pixels } from './ssim.ts';
@@ -145,18 +146,20 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const progress = opts.progress ?? (() => {});
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   progress(10, 'decoding');
-  const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
+  // libvips decodes and normalises in one pipeline: the profile's `decode` holds both.
+  const { data, info } = await phase('decode', () => base.clone().raw().toBuffer({ resolveWithObject: true }));
   progress(30, 'analyzing');
   const rgb = { data, width: info.width, height: info.height, channels: info.channels };
   // Grey pictures (door.ts) are searched and encoded as one component.
-  const grey = isGrey(rgb);
+  const grey = phaseSync('analyse', () => isGrey(rgb));
   const pixels = grey ? toGrey(rgb) : rgb;
   const choice = await chooseJpeg(pixels);
   if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
   if (grey) encoder.toColourspace('b-w');
-  const out = await encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true });
+  noteSetting(choice);
+  const out = await phase('encode', () => encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true }));
   return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
 }
 
@@ -184,6 +187,10 @@ export async function chooseJpeg(
   judgedAt: JudgedAt = 'full',
   search: SearchBudget = IMAGE_SEARCH,
 ): Promise<JpegChoice> {
+  return phase('search', () => searchJpeg(pixels, target, judgedAt, search));
+}
+
+async function searchJpeg(pixels: Pixels, target: number, judgedAt: JudgedAt, search: SearchBudget): Promise<JpegChoice> {
   const probes = probesOf(pixels, search.proxyTiles);
   const full = search.probes === Infinity;
   const { form, guide } = full && search.forms ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
@@ -269,7 +276,7 @@ export async function chooseJpegQuality(
   search: SearchBudget = IMAGE_SEARCH,
   form: JpegForm = DEFAULT_FORM,
 ): Promise<number> {
-  return (await searchQuality(pixels, target, judgedAt, form, search)).quality;
+  return phase('search', async () => (await searchQuality(pixels, target, judgedAt, form, search)).quality);
 }
 
 /** Whether a setting's proxy probe reaches a full-resolution target, as chooseJpegQuality judges it. */
@@ -481,6 +488,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
     const key = `${s.table}:${s.chroma}:${s.quality}`;
     let jpeg = encodes.get(key);
     if (!jpeg) {
+      noteProbe(proxy.width * proxy.height);
       jpeg = jpegPipeline(proxy).jpeg(probeOptions(jpegOptions(s))).toBuffer();
       encodes.set(key, jpeg);
     }

@@ -7,6 +7,7 @@ import { proxyOf } from './proxy.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import type { Pixels } from './ssim.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
+import { phase } from '../shared/profile.ts';
 
 export interface PngEncoded {
   data: Buffer;
@@ -60,9 +61,9 @@ const OXIPNG_BEST_GAIN = 0.45;
  */
 export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: PngEncodeOptions = {}): Promise<PngEncoded> {
   const source = opts.unchanged && opts.colourChunksFrom ? pixelAndColourChunks(opts.colourChunksFrom) : undefined;
-  const { data, info } = await img.clone().raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await phase('decode', () => img.clone().raw().toBuffer({ resolveWithObject: true }));
   const size = { width: info.width, height: info.height };
-  const optimise = (png: Buffer) => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png);
+  const optimise = (png: Buffer) => phase('encode', () => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png));
   // oxipng is stricter than libspng on some files: those take the decode and re-encode path.
   const direct = async () => (source ? await optimisePng(source).catch(() => undefined) : undefined);
   // More bytes than one per sample: a 16-bit image, kept deep when lossless.
@@ -70,7 +71,7 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     const deep = (await direct()) ?? (await optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
     if (mode === 'lossless') return { data: deep, ...size };
     const eight = await img.clone().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-    const lossy = await lossyCandidate({ data: eight.data, ...size, channels: eight.info.channels });
+    const lossy = await phase('search', () => lossyCandidate({ data: eight.data, ...size, channels: eight.info.channels }));
     const best = lossy && (await optimise(lossy.png));
     return best && best.length < deep.length ? { data: best, ...size, score: lossy.score } : { data: deep, ...size };
   }
@@ -83,7 +84,7 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     const stored = await fromRaw(pixels).png({ compressionLevel: 1 }).toBuffer();
     return { data: opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, stored) : stored, ...size };
   }
-  const lossy = mode === 'lossy' ? await lossyCandidate(pixels) : undefined;
+  const lossy = mode === 'lossy' ? await phase('search', () => lossyCandidate(pixels)) : undefined;
   const palette = lossy && (await optimise(lossy.png));
   if (palette && palette.length < (await predictedLossless(proxy, pixels)) * (1 - OXIPNG_BEST_GAIN)) return { data: palette, ...size, score: lossy.score };
   const lossless = (await direct()) ?? (await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()));

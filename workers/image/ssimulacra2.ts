@@ -1,5 +1,6 @@
 import { KERNELS_WASM_BASE64 } from './metric/kernels.ts';
 import type { Pixels } from './ssim.ts';
+import { phaseSync } from '../shared/profile.ts';
 
 /**
  * SSIMULACRA2 (Cloudinary, 2022; the version shipped with libjxl's tools), written from its
@@ -347,6 +348,10 @@ export class Ssimulacra2Reference {
    * is lower still): what a search that only asks "does it pass?" needs, at half the cost.
    */
   score(distorted: Pixels, below = -Infinity): number {
+    return phaseSync('score', () => this.worstOver(distorted, below));
+  }
+
+  private worstOver(distorted: Pixels, below: number): number {
     if (distorted.width !== this.width || distorted.height !== this.height) {
       throw new RangeError(`ssimulacra2: sizes differ (${this.width}×${this.height} vs ${distorted.width}×${distorted.height})`);
     }

@@ -10,6 +10,7 @@ import { targetSize } from '../image/resize.ts';
 import { PERCEIVED_TARGET, perceivedScore } from '../image/perceived.ts';
 import { PNG_PALETTE_TARGET } from '../image/png-encode.ts';
 import type { Need } from './display-size.ts';
+import { phase } from '../shared/profile.ts';
 
 /** A JPEG that is not resized is re-encoded only if that saves this much (each re-encode loses a little). */
 const JPEG_MIN_GAIN = 0.1;
@@ -115,7 +116,7 @@ async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean,
  */
 async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
-  const { data, info } = await base.clone().raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await phase('decode', () => base.clone().raw().toBuffer({ resolveWithObject: true }));
   const rgb = { data, width: info.width, height: info.height, channels: info.channels };
   // A grey picture becomes a one-component JPEG (image/door.ts).
   const grey = isGrey(rgb);
@@ -126,7 +127,7 @@ async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: Budgeted
   const encoder = keepOrientation ? (grey ? base.clone().keepExif() : base.clone().keepMetadata()) : jpegPipeline(pixels);
   if (grey) encoder.toColourspace('b-w');
   const options = jpegOptions(setting);
-  const out = await encoder.jpeg(search.fastEncode ? fastOptions(options) : options).toBuffer({ resolveWithObject: true });
+  const out = await phase('encode', () => encoder.jpeg(search.fastEncode ? fastOptions(options) : options).toBuffer({ resolveWithObject: true }));
   return { data: markAsOurs(out.data), width: out.info.width, height: out.info.height, score: setting.score };
 }
 

@@ -4,6 +4,7 @@ import { defaultSetting, fastOptions, jpegOptions } from '../image/encode.ts';
 import { frameComponents } from '../image/jpeg-quant.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { chooseViewQuality } from './quality.ts';
+import { phase } from '../shared/profile.ts';
 
 /**
  * JPEG of gray or RGB samples drawn at `ppi` on the page, at the lowest quality that keeps the
@@ -16,9 +17,10 @@ export async function encodePhoto(p: Pixels, ppi: number | undefined, target: nu
     const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
     // Without this sharp writes grey pixels as a three-component JPEG.
     if (p.channels === 1) img.toColourspace('b-w');
-    return img.jpeg(search?.fastEncode ? fastOptions(jpegOptions(defaultSetting(quality))) : jpegOptions(defaultSetting(quality))).toBuffer();
+    const options = jpegOptions(defaultSetting(quality));
+    return phase('encode', () => img.jpeg(search?.fastEncode ? fastOptions(options) : options).toBuffer());
   };
-  const { quality, encoded, score } = await chooseViewQuality(p, ppi, target, search, final);
+  const { quality, encoded, score } = await phase('search', () => chooseViewQuality(p, ppi, target, search, final));
   const data = encoded ?? (await final(quality));
   const channels = frameComponents(data);
   if (channels !== p.channels) throw new Error(`JPEG has ${channels} components, the image ${p.channels}`);

@@ -2,6 +2,7 @@ import sharp from 'sharp';
 import { decodeOptions } from '../image/door.ts';
 import type { Pixels } from '../image/ssim.ts';
 import type { Palette } from './image-info.ts';
+import { phase } from '../shared/profile.ts';
 
 /** Lanczos3 resampling of raw gray or RGB pixels to an exact size. */
 export async function resample(p: Pixels, width: number, height: number): Promise<Pixels> {
@@ -17,7 +18,7 @@ export async function decodeJpeg(jpeg: Uint8Array, channels: 1 | 3): Promise<Pix
   const img = sharp(jpeg, decodeOptions({ ignoreIcc: true }));
   // sharp hands grey JPEGs out as three equal channels unless asked for one.
   if (channels === 1) img.toColourspace('b-w');
-  const { data, info } = await img.raw().toBuffer({ resolveWithObject: true });
+  const { data, info } = await phase('decode', () => img.raw().toBuffer({ resolveWithObject: true }));
   return { data, width: info.width, height: info.height, channels: info.channels };
 }
 

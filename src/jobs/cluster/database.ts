@@ -102,6 +102,10 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
   `,
+  // Runs of a job that ended with their node (requeueInterrupted counts them; past the limit the job fails jobs.crashed).
+  `
+  ALTER TABLE jobs ADD COLUMN crashes integer NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -11,7 +11,7 @@ import {
   type MoveResult,
   type RememberedKey,
 } from '../backend.ts';
-import { decide, isOpen, type Move } from '../moves.ts';
+import { decide, isOpen, requeueAlways, type Decision, type Interrupted, type Move } from '../moves.ts';
 import { TERMINAL, type Job, type JobStatus } from '../types.ts';
 import { isUniqueViolation, transaction, type Queryable } from './database.ts';
 import { settleHold } from './ledger.ts';
@@ -40,6 +40,7 @@ interface JobRow {
   expires_at: Date | null;
   expired: boolean;
   attempts: number;
+  crashes: number;
   lease_node: string | null;
   lease_expires_at: Date | null;
   ran_on: string | null;
@@ -68,6 +69,7 @@ function toJob(r: JobRow): Job {
     expiresAt: iso(r.expires_at),
     expired: r.expired,
     attempts: r.attempts,
+    crashes: r.crashes,
     lease: r.lease_node && r.lease_expires_at ? { nodeId: r.lease_node, expiresAt: r.lease_expires_at.toISOString() } : null,
     ranOn: r.ran_on,
   };
@@ -86,6 +88,7 @@ const COLUMNS: { [K in keyof Job]?: (v: Job[K]) => [string, unknown][] } = {
   expiresAt: (v) => [['expires_at', v]],
   expired: (v) => [['expired', v]],
   attempts: (v) => [['attempts', v]],
+  crashes: (v) => [['crashes', v]],
   lease: (v) => [['lease_node', v?.nodeId ?? null], ['lease_expires_at', v?.expiresAt ?? null]],
   ranOn: (v) => [['ran_on', v]],
 };
@@ -131,6 +134,20 @@ interface KeyRow {
 }
 
 const toRemembered = (r: KeyRow): RememberedKey => ({ account: r.account, key: r.key, fingerprint: r.fingerprint, job: r.job });
+
+/** A decided move's writes inside the caller's transaction: the row (or its deletion), the credit hold, the owed webhook. */
+async function applyDecision(c: Queryable, job: Job, decision: Extract<Decision, { kind: 'apply' }>): Promise<Job> {
+  let after = job;
+  if (decision.gone) {
+    await c.query('DELETE FROM jobs WHERE id = $1', [job.id]);
+    // Settled holds and deliveries are history nobody reads once the job is gone.
+    await c.query("DELETE FROM credit_holds WHERE job_id = $1 AND state <> 'held'", [job.id]);
+    await c.query('DELETE FROM webhook_outbox WHERE job_id = $1 AND settled IS NOT NULL', [job.id]);
+  } else after = await writeMove(c, job, decision.patch);
+  if (decision.credits === 'charge' || decision.credits === 'release') await settleHold(c, job.id, decision.credits === 'charge' ? 'charged' : 'released');
+  if (decision.owed) await enqueueOwed(c, decision.owed, new Date());
+  return after;
+}
 
 async function lockJob(db: Queryable, id: string): Promise<JobRow | undefined> {
   const { rows } = await db.query<JobRow>('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
@@ -300,35 +317,32 @@ export class PgJobStore implements JobStore {
       if (decision.kind === 'refuse') return { ok: false, refusal: decision.refusal, ...(job ? { job } : {}) };
       // A move is one transaction here, so a replay has nothing left to complete.
       if (decision.kind === 'replay') return { ok: true, job: job!, from: job!.status, replay: true };
-      let after = job!;
-      if (decision.gone) {
-        await c.query('DELETE FROM jobs WHERE id = $1', [id]);
-        // Settled holds and deliveries are history nobody reads once the job is gone.
-        await c.query("DELETE FROM credit_holds WHERE job_id = $1 AND state <> 'held'", [id]);
-        await c.query('DELETE FROM webhook_outbox WHERE job_id = $1 AND settled IS NOT NULL', [id]);
-      } else after = await writeMove(c, job!, decision.patch);
-      if (decision.credits === 'charge' || decision.credits === 'release') await settleHold(c, id, decision.credits === 'charge' ? 'charged' : 'released');
-      if (decision.owed) await enqueueOwed(c, decision.owed, new Date());
+      const after = await applyDecision(c, job!, decision);
       // Delivered to every listening node when this transaction commits.
       if (after.status === 'Canceled' && job!.status !== 'Canceled') await c.query('SELECT pg_notify($1, $2)', [CANCEL_CHANNEL, id]);
       return { ok: true, job: after, from: job!.status, replay: false };
     });
   }
 
-  async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
+  async requeueInterrupted(now: Date, nodeId?: string, interrupted: Interrupted = requeueAlways): Promise<Job[]> {
     const due = `status = 'Running' AND (lease_expires_at < $1 OR lease_node = $2)`;
     // Every node asks this at each poll: one statement when nothing is due, a transaction when something is.
     if ((await this.pool.query(`SELECT 1 FROM jobs WHERE ${due} LIMIT 1`, [now, nodeId ?? null])).rowCount === 0) return [];
     return transaction(this.pool, async (c) => {
       const { rows } = await c.query<JobRow>(`SELECT * FROM jobs WHERE ${due} ORDER BY created_at, id FOR UPDATE SKIP LOCKED`, [now, nodeId ?? null]);
-      const requeued: Job[] = [];
+      const moved: Job[] = [];
       for (const row of rows) {
         const job = toJob(row);
-        const decision = decide({ move: 'requeueInterrupted' }, job);
-        if (decision.kind === 'apply') requeued.push(await writeMove(c, job, decision.patch));
+        const decision = decide(interrupted(job), job);
+        if (decision.kind === 'apply') moved.push(await applyDecision(c, job, decision));
       }
-      return requeued;
+      return moved;
     });
+  }
+
+  async nextLeaseExpiry(exceptNode: string): Promise<Date | null> {
+    const { rows } = await this.pool.query<{ at: Date | null }>("SELECT min(lease_expires_at) AS at FROM jobs WHERE status = 'Running' AND lease_node <> $1", [exceptNode]);
+    return rows[0]?.at ?? null;
   }
 
   async ended(query: EndedQuery): Promise<Job[]> {

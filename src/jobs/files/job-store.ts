@@ -16,7 +16,7 @@ import {
   type OwedWebhook,
   type RememberedKey,
 } from '../backend.ts';
-import { decide, settlementOf, type Decision, type Move } from '../moves.ts';
+import { decide, requeueAlways, settlementOf, type Decision, type Interrupted, type Move } from '../moves.ts';
 import type { StartupPhases } from '../../ops/startup-phases.ts';
 import { isTerminal, type Job } from '../types.ts';
 import { EndedIndex } from './ended-index.ts';
@@ -37,15 +37,15 @@ type JobRecord =
 /** A step between the writes of a move, named for fault injection in the conformance suite. */
 export type FilesStep = 'admit.held' | 'finish.recorded' | 'finish.settled' | 'finish.enqueued' | 'cancel.recorded' | CompactionStep;
 
-type StoredJob = Omit<Job, 'ranOn'> & { ranOn?: string | null; job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null };
+type StoredJob = Omit<Job, 'ranOn' | 'crashes'> & { ranOn?: string | null; crashes?: number; job?: string; notified?: boolean; output: (Job['output'] & { path?: string }) | null };
 
-/** Records from before `jobType`, leases and `ranOn`: `job` was the job type, `output.path` a spool path. */
+/** Records from before `jobType`, leases, `ranOn` and `crashes`: `job` was the job type, `output.path` a spool path. */
 function upgrade(job: StoredJob): Job {
   // A current record (every field there, none of the old ones) is taken as parsed: start-up reads one per remembered job.
-  if (job.ranOn !== undefined && job.lease !== undefined && job.jobType !== undefined && job.job === undefined && job.notified === undefined && job.output?.path === undefined) return job as Job;
+  if (job.ranOn !== undefined && job.crashes !== undefined && job.lease !== undefined && job.jobType !== undefined && job.job === undefined && job.notified === undefined && job.output?.path === undefined) return job as Job;
   const { job: legacyType, notified: _notified, ...rest } = job;
   const output = rest.output ? (({ path: _path, ...o }) => o)(rest.output) : null;
-  return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null, ranOn: rest.ranOn ?? rest.lease?.nodeId ?? null };
+  return { ...rest, jobType: rest.jobType ?? legacyType, output, lease: rest.lease ?? null, ranOn: rest.ranOn ?? rest.lease?.nodeId ?? null, crashes: rest.crashes ?? 0 };
 }
 
 /**
@@ -238,6 +238,8 @@ export class FilesJobStore implements JobStore {
     const hold = this.ledger.reserve(job.id, job.account, job.creditCost);
     if (!hold.result.ok) return { ok: false, refusal: 'entitlements.insufficient_credits', required: hold.result.required, available: hold.result.available };
     const stored: Job = { ...job };
+    // The answer is the job as admitted: once indexed, a claim may make `stored` Running before the writes below end.
+    const admitted: Job = { ...job };
     this.jobs.set(stored.id, stored);
     this.unwritten.add(stored.id);
     this.index(stored);
@@ -264,7 +266,7 @@ export class FilesJobStore implements JobStore {
       await this.ledger.release(stored.id).catch(() => {});
       throw err;
     }
-    return { ok: true, job: stored };
+    return { ok: true, job: admitted };
   }
 
   /** The key's binding if it was made at or after `since` (epoch ms). */
@@ -389,17 +391,27 @@ export class FilesJobStore implements JobStore {
     await this.journal.append({ op: 'handed', id: job.id });
   }
 
-  async requeueInterrupted(now: Date, nodeId?: string): Promise<Job[]> {
-    const requeued: Job[] = [];
+  async requeueInterrupted(now: Date, nodeId?: string, interrupted: Interrupted = requeueAlways): Promise<Job[]> {
+    const moved: Job[] = [];
     for (const job of [...this.running.values()].sort(byAge)) {
       const expired = !job.lease || Date.parse(job.lease.expiresAt) < now.getTime();
       if (!expired && job.lease?.nodeId !== nodeId) continue;
-      const decision = decide({ move: 'requeueInterrupted' }, job);
+      const decision = decide(interrupted(job), job);
       if (decision.kind !== 'apply') continue;
-      await this.moving(job.id, this.apply(job, decision.patch));
-      requeued.push(job);
+      await this.moving(job.id, this.record(job, decision));
+      moved.push(job);
     }
-    return requeued;
+    return moved;
+  }
+
+  async nextLeaseExpiry(exceptNode: string): Promise<Date | null> {
+    let earliest: number | null = null;
+    for (const job of this.running.values()) {
+      if (!job.lease || job.lease.nodeId === exceptNode) continue;
+      const at = Date.parse(job.lease.expiresAt);
+      if (earliest === null || at < earliest) earliest = at;
+    }
+    return earliest === null ? null : new Date(earliest);
   }
 
   async ended(query: EndedQuery): Promise<Job[]> {

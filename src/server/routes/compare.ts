@@ -23,13 +23,17 @@ export const COMPARE_DEFAULTS: CompareSettings = { timeoutMs: 30_000, cacheBytes
 /** Per-entry overhead besides the two base64 strings (numbers, keys, the map's own bookkeeping). */
 const ENTRY_OVERHEAD = 256;
 
+/** The preview failures answered with their own code, and their status; any other is `422 compare.unavailable`. */
+const PREVIEW_FAILURES: Record<string, number> = { 'compare.invalid_query': 400, 'compare.too_large': 422 };
+
 /**
  * Makes compare previews in the worker pool, once per job: finished results are kept in an LRU
  * bounded by bytes, and concurrent requests for the same job share one run and its time limit.
- * Failures are not kept, so a timed-out job can be asked again.
+ * Failures are kept like results, so a hostile file costs one run however often it is asked for;
+ * only a timeout, which depends on the load, is not kept: asking again retries.
  */
 export class Comparer {
-  private readonly cache: LRUCache<string, Comparison>;
+  private readonly cache: LRUCache<string, Comparison | ApiError>;
   private readonly running = new Map<string, Promise<Comparison>>();
 
   constructor(
@@ -38,16 +42,18 @@ export class Comparer {
   ) {
     this.cache = new LRUCache({
       maxSize: settings.cacheBytes,
-      sizeCalculation: (c) => c.before.data.length + c.after.data.length + ENTRY_OVERHEAD,
+      sizeCalculation: (c) => (c instanceof ApiError ? (c.detail?.length ?? 0) : c.before.data.length + c.after.data.length) + ENTRY_OVERHEAD,
     });
   }
 
   /**
    * Previews for `key`, kept at most `ttlMs` (the rest of the job's retention); rejects with
-   * ApiError `compare.timeout` (504), `compare.invalid_query` (400) or `compare.unavailable` (422).
+   * ApiError `compare.timeout` (504), `compare.invalid_query` (400), `compare.too_large` or
+   * `compare.unavailable` (422).
    */
   comparison(key: string, job: PreviewJob, ttlMs?: number): Promise<Comparison> {
     const hit = this.cache.get(key);
+    if (hit instanceof ApiError) return Promise.reject(hit);
     if (hit) return Promise.resolve(hit);
     let run = this.running.get(key);
     if (!run) {
@@ -59,15 +65,18 @@ export class Comparer {
 
   private async make(key: string, job: PreviewJob, ttlMs?: number): Promise<Comparison> {
     const outcome = await this.pool.preview(job, AbortSignal.timeout(this.settings.timeoutMs));
+    const keep = ttlMs && ttlMs > 0 ? { ttl: ttlMs } : {};
     if (outcome.ok) {
-      this.cache.set(key, outcome.comparison, ttlMs && ttlMs > 0 ? { ttl: ttlMs } : {});
+      this.cache.set(key, outcome.comparison, keep);
       return outcome.comparison;
     }
-    if (outcome.code === 'compare.invalid_query') throw new ApiError('compare.invalid_query', 400, outcome.detail);
     if (outcome.code === 'compare.timeout') {
       throw new ApiError('compare.timeout', 504, `Making the previews took longer than ${this.settings.timeoutMs / 1000} s.`);
     }
-    throw new ApiError('compare.unavailable', 422, truncateDetail(outcome.detail));
+    const status = PREVIEW_FAILURES[outcome.code];
+    const failure = status ? new ApiError(outcome.code, status, truncateDetail(outcome.detail)) : new ApiError('compare.unavailable', 422, truncateDetail(outcome.detail));
+    this.cache.set(key, failure, keep);
+    throw failure;
   }
 }
 

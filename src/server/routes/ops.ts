@@ -6,8 +6,11 @@ import { ApiError } from '../../errors.ts';
 import type { DiskGuard } from '../../ops/disk.ts';
 import type { ServiceMetrics } from '../../ops/metrics.ts';
 import { openApiDocument } from '../../ops/openapi.ts';
-import { DOCS_PAGE } from '../../ops/docs-page.ts';
+import { DOCS_PAGE, DOCS_SCRIPT, DOCS_STYLE } from '../../ops/docs-page.ts';
 import type { AppEnv } from '../env.ts';
+import { inlineSource, pageHeaders } from '../page-headers.ts';
+
+const DOCS_HEADERS = pageHeaders({ script: inlineSource(DOCS_SCRIPT), style: inlineSource(DOCS_STYLE) });
 
 export interface OpsDeps {
   dataDir: string;
@@ -54,6 +57,6 @@ export function opsRoutes(d: OpsDeps) {
     return c.body(await d.metrics.registry.metrics(), 200, { 'content-type': d.metrics.registry.contentType });
   });
   app.get('/openapi.json', (c) => c.json(openApiDocument(d.routes())));
-  app.get('/docs', (c) => c.html(DOCS_PAGE));
+  app.get('/docs', (c) => c.html(DOCS_PAGE, 200, DOCS_HEADERS));
   return app;
 }

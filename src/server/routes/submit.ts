@@ -12,6 +12,7 @@ import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
 import { insufficientCredits } from '../../jobs/lifecycle.ts';
 import type { Spool } from '../../jobs/spool.ts';
+import { RESERVATION_STEP_BYTES, type DiskGuard, type Reservation } from '../../ops/disk.ts';
 import { validateOptions } from '../../options.ts';
 import { validateWebhook } from '../../webhooks/validate.ts';
 import type { AppEnv } from '../env.ts';
@@ -29,7 +30,7 @@ export interface SubmitDeps {
   spool: Spool;
   fetcher: InputFetcher;
   planOf(account: string): Plan;
-  disk: { reserve(bytes: number): Promise<() => void> };
+  disk: Pick<DiskGuard, 'reserve'>;
 }
 
 const dotted = (formats: string[]) => formats.map((f) => `.${f}`);
@@ -82,6 +83,13 @@ function baseName(name: string): string {
 
 const text = (v: unknown) => (typeof v === 'string' ? v : undefined);
 
+/** An upload's place among its account's submissions in flight and its hold on free disk space. */
+interface Place {
+  disk: Reservation;
+  /** Gives back both (safe to call twice). */
+  release(): void;
+}
+
 export function submitRoutes(deps: SubmitDeps) {
   const app = new Hono<AppEnv>();
   const idempotency = new Idempotency({
@@ -89,7 +97,7 @@ export function submitRoutes(deps: SubmitDeps) {
     maxFileSizeBytes: (account) => deps.planOf(account).maxFileSizeBytes,
   });
 
-  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined, leaveQueue: () => void) {
+  async function submitUrl(c: Context<AppEnv>, id: string, body: Record<string, unknown>, dedicated: CompressorEntry | undefined, place: Place) {
     const principal = c.get('principal');
     if (body.outputUrl !== undefined) throw new ApiError('url_fetch.output_url_reserved', 400, 'outputUrl is reserved and must not be sent.', { isRetryable: false });
     if (principal.guest) throw new ApiError('url_fetch.guest_not_allowed', 403, 'URL input needs a signed-in account; upload the file instead.', { isRetryable: false });
@@ -104,9 +112,46 @@ export function submitRoutes(deps: SubmitDeps) {
     const webhook = validateWebhook(body);
     const plan = deps.planOf(principal.account);
     const destPath = await deps.spool.prepare(id);
-    const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), { destPath, maxBytes: plan.maxFileSizeBytes, accountId: principal.account, sourceFormat: format });
-    const bytes = await deps.blobs.putFile(id, 'input', destPath);
-    return admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes, options, webhook }, leaveQueue);
+    let available = 0;
+    /** 402 as soon as the remote length (declared, or counted so far) costs more than the account has. */
+    const payable = (bytes: number) => {
+      const required = creditsFor(entry.costing, bytes);
+      if (required > available) throw insufficientCredits(required, available);
+    };
+    /** The download's own hold on free disk space, beside the request body's. */
+    let download: Reservation | undefined;
+    try {
+      const fetched = await deps.fetcher.fetchToFile(String(body.inputUrl), {
+        destPath,
+        maxBytes: plan.maxFileSizeBytes,
+        accountId: principal.account,
+        sourceFormat: format,
+        beforeBody: async (length) => {
+          ({ available } = await deps.ledger.summary(principal.account));
+          if (length !== null) payable(length);
+          // A declared length is held whole before a byte is written; a body of unknown length is held
+          // in steps as it arrives, as a chunked upload is (holding the size limit would refuse it on
+          // every volume with less than twice that free).
+          download = await deps.disk.reserve(principal.account, {
+            first: length ?? Math.min(RESERVATION_STEP_BYTES, plan.maxFileSizeBytes),
+            expected: length ?? 0,
+            limit: length ?? plan.maxFileSizeBytes,
+          });
+        },
+        received: (bytes) => {
+          payable(bytes);
+          return download?.advance(bytes);
+        },
+      });
+      const bytes = await deps.blobs.putFile(id, 'input', destPath);
+      const leave = () => {
+        download?.release();
+        place.release();
+      };
+      return await admit(c, { id, entry, format, fileName: baseName(fetched.fileName), bytes, options, webhook }, leave);
+    } finally {
+      download?.release();
+    }
   }
 
   async function admit(
@@ -141,12 +186,13 @@ export function submitRoutes(deps: SubmitDeps) {
    * What is checked before a byte of the body is read, so that the body of an account that cannot
    * pay, has no room in its queue, or would not fit on the volume never reaches the disk: 413 for
    * a declared length far over the limit, 402 when the account cannot pay the minimum cost, 429
-   * when its open jobs and uploads in progress fill its queue, 503 when the declared length (or
-   * the size limit, when none is declared) does not fit in the free space that uploads in progress
-   * leave. Admission checks credits and the queue again and decides; these only stop the bytes
-   * early. Returns the release of the upload's place and disk reservation (safe to call twice).
+   * when its open jobs and uploads in progress fill its queue, 503 when the declared length does
+   * not fit in the free space that writes in progress leave, or the first step of the body does
+   * not fit in the account's share of it. Admission checks credits and the queue again and
+   * decides; these only stop the bytes early. Returns the upload's place, with its disk
+   * reservation (grown as bytes arrive) and the release of both (safe to call twice).
    */
-  async function checkBeforeBody(c: Context<AppEnv>, dedicated: CompressorEntry | undefined): Promise<() => void> {
+  async function checkBeforeBody(c: Context<AppEnv>, dedicated: CompressorEntry | undefined): Promise<Place> {
     const { account } = c.get('principal');
     const plan = deps.planOf(account);
     const header = c.req.header('content-length');
@@ -163,22 +209,24 @@ export function submitRoutes(deps: SubmitDeps) {
     places.add(ticket);
     inFlight.set(account, places);
     let held = true;
-    let releaseDisk = () => {};
+    let disk: Reservation | undefined;
     const release = () => {
       if (!held) return;
       held = false;
       places.delete(ticket);
       if (places.size === 0 && inFlight.get(account) === places) inFlight.delete(account);
-      releaseDisk();
+      disk?.release();
     };
     try {
       await deps.engine.assertQueueRoom(account, () => [...places].filter((t) => t < ticket).length);
-      releaseDisk = await deps.disk.reserve(declared !== null && Number.isFinite(declared) ? declared : plan.maxFileSizeBytes);
+      const known = declared !== null && Number.isFinite(declared);
+      const limit = known ? declared : plan.maxFileSizeBytes + MB;
+      disk = await deps.disk.reserve(account, { first: Math.min(limit, RESERVATION_STEP_BYTES), expected: known ? declared : 0, limit });
     } catch (err) {
       release();
       throw err;
     }
-    return release;
+    return { disk, release };
   }
 
   async function submit(c: Context<AppEnv>, dedicated?: CompressorEntry) {
@@ -190,13 +238,13 @@ export function submitRoutes(deps: SubmitDeps) {
     if (!isJson && !contentType.startsWith('multipart/form-data')) {
       throw new ApiError('request.invalid_content_type', 400, 'Send multipart/form-data (file upload) or application/json (URL input).');
     }
-    const release = await checkBeforeBody(c, dedicated);
+    const place = await checkBeforeBody(c, dedicated);
     const declared = Number(c.req.header('content-length') ?? Infinity);
     const streamed = declared <= STREAMED_UPLOAD_BYTES;
     /** A streamed upload's way into the blob store, once its file part begins. */
     let storing: Promise<number> | undefined;
     try {
-      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, release);
+      if (isJson) return await submitUrl(c, id, await idempotency.receiveJson(c), dedicated, place);
       const plan = deps.planOf(c.get('principal').account);
       let entry: CompressorEntry | undefined;
       let format = '';
@@ -204,6 +252,7 @@ export function submitRoutes(deps: SubmitDeps) {
       const upload = await idempotency
         .receiveMultipart(c, {
           maxBytes: plan.maxFileSizeBytes,
+          received: (bytes) => place.disk.advance(bytes),
           accept: (name) => {
             format = formatOfFileName(name);
             entry = resolveCompressor(format, dedicated);
@@ -227,7 +276,7 @@ export function submitRoutes(deps: SubmitDeps) {
       const { fields, file } = upload;
       if (file && fields.inputUrl !== undefined) throw new ApiError('url_fetch.mutually_exclusive', 400, 'Send either file or inputUrl, not both.', { isRetryable: false });
       if (!file) {
-        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated, release);
+        if (fields.inputUrl !== undefined) return await submitUrl(c, id, fields, dedicated, place);
         throw new ApiError('request.no_files', 400, 'No file was attached (form field "file").');
       }
       if (file.bytes === 0) throw new ApiError('request.empty_file', 400, 'The file is empty.');
@@ -235,14 +284,14 @@ export function submitRoutes(deps: SubmitDeps) {
       const webhook = validateWebhook(fields);
       // Admitted only once the input is durable in the blob store.
       const bytes = streamed ? await storing! : await deps.blobs.putFile(id, 'input', file.path);
-      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), bytes, options, webhook }, release);
+      return await admit(c, { id, entry: entry!, format, fileName: baseName(file.name), bytes, options, webhook }, place.release);
     } catch (err) {
       // An upload still on its way must land (or fail) before its blob is deleted, or it would outlive the delete.
       await storing?.catch(() => {});
       await Promise.all([deps.spool.discard(id), deps.blobs.delete(id)]);
       throw err;
     } finally {
-      release();
+      place.release();
     }
   }
 

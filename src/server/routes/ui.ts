@@ -5,22 +5,14 @@ import { bundleUi, type UiAsset, type UiAssets } from '../../../ui/bundle.ts';
 import { ApiError } from '../../errors.ts';
 import { noneMatchHits } from '../conditional.ts';
 import type { AppEnv } from '../env.ts';
+import { pageHeaders } from '../page-headers.ts';
 import { MIN_COMPRESSED_BYTES, negotiateEncoding, type ContentCoding } from '../middleware/compression.ts';
 
 const brotli = promisify(brotliCompress);
 const gzip = promisify(gzipCallback);
 
-/**
- * The page may load only its own script and style and talk only to this server; previews are
- * data: URLs and downloads blob: URLs. No framing (clickjacking), no referrer.
- */
-const PAGE_HEADERS = {
-  'content-security-policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; form-action 'none'; base-uri 'none'; frame-ancestors 'none'",
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-  'x-frame-options': 'DENY',
-};
+/** The page's own script and style only; previews are data: URLs and downloads blob: URLs. */
+const PAGE_HEADERS = pageHeaders({ script: "'self'", style: "'self'", img: "'self' data: blob:" });
 
 interface Variant {
   body: string | Buffer;

@@ -3,6 +3,7 @@ import { PERCEIVED_TARGET } from '../perceived.ts';
 import type { Pixels } from '../ssim.ts';
 import { Ssimulacra2Reference } from '../ssimulacra2.ts';
 import { GifRecompressor } from './recompress.ts';
+import { noteGifThreshold, phase } from '../../shared/profile.ts';
 
 /**
  * The cheap first filter of lossy GIF: mean luma SSIM of the displayed frames, full resolution,
@@ -50,7 +51,9 @@ const UPWARD_STEEPER = 1.3;
  */
 export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
   const gifs = new GifRecompressor(gif);
-  return confirmPerceived(gif, gifs, await lumaSearch(gifs, onStep));
+  const found = await phase('search', async () => confirmPerceived(gif, gifs, await lumaSearch(gifs, onStep)));
+  noteGifThreshold(found.threshold);
+  return found;
 }
 
 /**

@@ -4,10 +4,11 @@ import { freemem, homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
- * A private Docker engine for the release's image: Debian's docker.io (scripts/apt-packages.txt)
- * started with its own data root, exec root, pid file and socket, no iptables and no bridge
- * (containers and builds use the host network), so it touches nothing of the machine and two
- * runs may coexist. The base image comes from no registry: Debian from debootstrap.
+ * A private Docker engine, the one `npm run release` builds the image on and test/docker.test.ts
+ * runs it on: Debian's docker.io (scripts/apt-packages.txt) started with its own data root, exec
+ * root, pid file and socket, no iptables and no bridge (containers and builds use the host
+ * network), so it touches nothing of the machine and two runs may coexist. The base image comes
+ * from no registry: Debian from debootstrap.
  */
 
 const DOCKER = '/usr/bin/docker';
@@ -19,7 +20,7 @@ const ROOTFS_IN_RAM_BYTES = 1024 ** 3;
 
 export const BASE_IMAGE = 'debian:bookworm-slim';
 
-/** Where the debootstrap root file system is kept between runs. */
+/** Where the debootstrap root file system is kept between runs (the name is older than the release's use of it). */
 const CACHE = process.env.COMPRESSD_TEST_CACHE ?? join(homedir(), '.cache', 'compressd-test');
 
 export interface Ran {
