@@ -54,12 +54,13 @@ const ALLOCATOR_KEY = '@allocator';
 /** Where the tree holds the allocator src/runtime/allocator.ts preloads. */
 const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
 /**
- * Node options the executable runs with (SEA execArgv; NODE_OPTIONS adds to them). V8 grows the
+ * Node options the executable runs with (SEA execArgv; NODE_OPTIONS adds to them), as `serve` from
+ * source does (src/runtime/source-start.ts). V8 grows the
  * main thread's young generation to 2 × 64 MiB under a busy API and the pages it gives back stay
  * resident: a 10,000-job soak left 280 MB at rest without this cap, 179 MB with it (fresh: 118–121 MB).
  * docs/operating.md, "Memory that comes back".
  */
-const NODE_OPTIONS_BUILT_IN = ['--max-semi-space-size=16'];
+const NODE_OPTIONS_BUILT_IN = JSON.parse(readFileSync(join(ROOT, 'src/runtime/node-options.json'), 'utf8'));
 const BINARY_FILE = /\.(node|wasm)$|\.so(\.\d+)*$/;
 // Files of carried packages that nothing loads at run time.
 const SKIPPED_FILE = /\.(map|d\.ts|d\.mts|d\.cts)$/;

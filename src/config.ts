@@ -1,5 +1,6 @@
 import { availableParallelism, hostname } from 'node:os';
 import { resolve } from 'node:path';
+import { defaultMemoryBudgetBytes } from './jobs/memory-budget.ts';
 import { DEFAULT_MAX_CRASHES } from './jobs/lifecycle.ts';
 import { describeProxyTrust, NO_PROXY, parseProxyTrust, type ProxyTrust } from './server/proxy-trust.ts';
 
@@ -9,6 +10,7 @@ export interface ServeConfig {
   host: string;
   dataDir: string;
   workers: number;
+  memoryBudgetMb: number;
   publicUrl: string;
   retentionSeconds: number;
   recordRetentionSeconds: number;
@@ -58,6 +60,7 @@ export const SETTINGS: Setting[] = [
   setting('host', 'string', 'address to listen on', () => '0.0.0.0'),
   setting('dataDir', 'string', 'data directory (accounts, journals, spool)', () => './data'),
   setting('workers', 'int', 'compression worker threads', () => availableParallelism()),
+  setting('memoryBudgetMb', 'int', "memory for running jobs' pictures; a job waits for room, one that can never fit fails (jobs.memory_budget)", () => Math.floor(defaultMemoryBudgetBytes() / 1024 ** 2)),
   setting('publicUrl', 'string', 'base URL of presigned download links in webhooks', (c) => `http://${c.host === '0.0.0.0' ? 'localhost' : c.host}:${c.port}`),
   setting('retentionSeconds', 'number', 'how long outputs are kept after completion', () => 3600),
   setting('recordRetentionSeconds', 'number', 'how long a job record is kept after its output expired (410), then forgotten (404)', () => 86400),
@@ -141,6 +144,7 @@ export function resolveConfig(
   }
   const config = out as ServeConfig;
   if (config.workers < 1) throw new ConfigError('--workers: expected at least 1');
+  if (config.memoryBudgetMb < 64) throw new ConfigError('--memory-budget-mb: expected at least 64');
   if (config.port > 65535) throw new ConfigError('--port: expected at most 65535');
   if (config.accountDiskShare > 1) throw new ConfigError('--account-disk-share: expected a share of at most 1');
   if (config.databaseUrl && !config.storage) throw new ConfigError('--database-url: cluster mode also needs --storage s3://BUCKET[/PREFIX] or file:///DIR');
@@ -175,6 +179,7 @@ const ARGUMENT: Partial<Record<keyof ServeConfig, string>> = {
   trustProxy: 'HOPS|CIDR,…',
   maxFileSizeBytes: 'BYTES',
   minFreeDiskBytes: 'BYTES',
+  memoryBudgetMb: 'MB',
   bodyMinBytesPerSecond: 'BYTES',
   accountDiskShare: 'SHARE',
   site: 'NAME',
@@ -222,7 +227,7 @@ export function settingsHelp(): string {
   const entries = SETTINGS.map((s) => {
     const d = s.default(defaults);
     (defaults as Record<string, unknown>)[s.key] = d;
-    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'nodeId' ? '<host name>-<pid>' : s.key === 'trustProxy' ? describeProxyTrust(d as ProxyTrust) : Array.isArray(d) ? d.join(',') : String(d);
+    const shown = s.key === 'publicUrl' ? 'http://<host>:<port>' : s.key === 'workers' ? 'number of cores' : s.key === 'memoryBudgetMb' ? 'memory - 512' : s.key === 'nodeId' ? '<host name>-<pid>' : s.key === 'trustProxy' ? describeProxyTrust(d as ProxyTrust) : Array.isArray(d) ? d.join(',') : String(d);
     return helpEntry(`--${s.flag} ${ARGUMENT[s.key] ?? ARGUMENT_OF_KIND[s.kind]}`, s.env, `${s.help} (default: ${shown || 'empty'})`);
   });
   entries.push(helpEntry('--config FILE', undefined, 'JSON file with any of these settings (camelCase keys); flags and environment win'));

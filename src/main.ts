@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: `serve` from source may re-execute itself before anything else is evaluated.
+import './runtime/source-start.ts';
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';

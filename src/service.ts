@@ -14,6 +14,7 @@ import { UrlFetcher } from './fetch/fetch-input.ts';
 import { COMPRESSORS } from './catalog/index.ts';
 import { JobEngine } from './jobs/engine.ts';
 import { Lifecycle } from './jobs/lifecycle.ts';
+import { MemoryBudget } from './jobs/memory-budget.ts';
 import { CompressorPool } from './jobs/pool.ts';
 import { DiskGuard, insufficientStorage } from './ops/disk.ts';
 import { withIoPath } from './ops/io-counts.ts';
@@ -76,7 +77,7 @@ export async function startService(
 
   const plan = defaultPlan(config.maxFileSizeBytes);
   const planOf = () => plan;
-  const pool = new CompressorPool(config.workers, (err) => log.error({ err }, 'worker thread error'));
+  const pool = new CompressorPool(config.workers, (err) => log.error({ err }, 'worker thread error'), new MemoryBudget(config.memoryBudgetMb * 1024 ** 2));
   const lifecycle = new Lifecycle(
     backend,
     webhookNotifier({ site: config.site, downloadUrl: (id, expiresAt) => presignedDownloadUrl(config.publicUrl, id, tokens.create(id, expiresAt)) }),

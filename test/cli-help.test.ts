@@ -11,6 +11,8 @@ import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ENVIRONMENT_ONLY, SETTINGS } from '../src/config.ts';
+import NODE_OPTIONS from '../src/runtime/node-options.json' with { type: 'json' };
+import { systemJemalloc } from '../src/runtime/source-start.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -221,41 +223,80 @@ describe('from a source checkout (README and docs/operating.md)', () => {
     }
   });
 
-  test('npm start serves; SIGTERM to npm stops the server: the port closes and no process is left', { timeout: 60_000 }, async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'compressd-sigterm-'));
-    const port = await freePort();
-    // Its own process group: whatever npm starts can be looked for after it has gone.
-    // Serve's flags alone also mean serve.
-    const npm = spawn('npm', ['start', '--', '--workers', '1'], { cwd: ROOT, detached: true, env: npmEnv({ COMPRESSD_PORT: String(port), COMPRESSD_HOST: '127.0.0.1', COMPRESSD_DATA_DIR: dir }) });
-    let output = '';
-    npm.stdout.on('data', (b: Buffer) => (output += b));
-    npm.stderr.on('data', (b: Buffer) => (output += b));
-    try {
-      const started = Date.now();
-      while (!(await listening(port))) {
-        assert.ok(Date.now() - started < 30_000, `not listening after 30 s:\n${output}`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      assert.match(output, /Its API key is in \S+first-api-key /);
-      assert.doesNotMatch(output, /cpd_/, 'the key itself goes to a terminal only');
-      assert.match(output, /"workers":1,/);
-      assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
-      const exited = new Promise<number | null>((done) => npm.once('exit', (code) => done(code)));
-      npm.kill('SIGTERM');
-      const stopping = Date.now();
-      assert.equal(await exited, 0, output);
-      while (await listening(port)) {
-        assert.ok(Date.now() - stopping < 5_000, `still listening 5 s after SIGTERM:\n${output}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      while (groupAlive(npm.pid!)) {
-        assert.ok(Date.now() - stopping < 5_000, 'a process of npm start outlived it');
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      assert.match(output, /"signal":"SIGTERM".*shutting down/);
-    } finally {
-      if (groupAlive(npm.pid!)) process.kill(-npm.pid!, 'SIGKILL');
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  // npx keeps a shell that does not pass signals on (docs/operating.md): there the server's own pid,
+  // unchanged by its re-execution, gets the signal.
+  for (const [name, command, args, signalled] of [
+    ['npm start', 'npm', ['start', '--', '--workers', '1'], 'npm'],
+    ['npx tsx src/main.ts serve', 'npx', ['tsx', 'src/main.ts', 'serve', '--workers', '1'], 'server'],
+  ] as const) {
+    test(`${name} serves on jemalloc with the executable's Node options; SIGTERM to ${signalled} stops the server: the port closes and no process is left`, { timeout: 60_000 }, async (t) => {
+      if (!systemJemalloc()) return t.skip("no libjemalloc.so.2 here: scripts/setup.mjs installs Debian's libjemalloc2");
+      await serveFromSource(command, [...args], signalled);
+    });
+  }
 });
+
+/** The pid of the server: of the processes of group `pgid` whose command line holds `needle` (tsx's CLI and its child), the one that started no other. */
+function serverOf(pgid: number, needle: string): number | undefined {
+  const found = new Map<number, number>();
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const [ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(1, 3).map(Number);
+      if (pgrp === pgid && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(needle)) found.set(Number(pid), ppid!);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  const parents = new Set(found.values());
+  return [...found.keys()].find((pid) => !parents.has(pid));
+}
+
+/**
+ * Starts `command` (npm or npx) serving from the checkout, checks that the server process runs on
+ * jemalloc (mapped) with the executable's Node options, then sends SIGTERM to `command` (or the server) and waits
+ * for the whole group to end after a graceful shutdown.
+ */
+async function serveFromSource(command: string, args: string[], signalled: 'npm' | 'server'): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'compressd-sigterm-'));
+  const port = await freePort();
+  // Its own process group: whatever it starts can be looked for after it has gone.
+  const child = spawn(command, args, { cwd: ROOT, detached: true, env: npmEnv({ COMPRESSD_PORT: String(port), COMPRESSD_HOST: '127.0.0.1', COMPRESSD_DATA_DIR: dir }) });
+  let output = '';
+  child.stdout.on('data', (b: Buffer) => (output += b));
+  child.stderr.on('data', (b: Buffer) => (output += b));
+  try {
+    const started = Date.now();
+    while (!(await listening(port))) {
+      assert.ok(Date.now() - started < 30_000, `not listening after 30 s:\n${output}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.match(output, /^API key: cpd_/m, 'the first start prints its key once (the operator contract)');
+    assert.match(output, /"workers":1,/);
+    assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
+    const server = serverOf(child.pid!, `${args.includes('src/main.ts') ? 'src/main.ts' : 'scripts/start.mjs'}\0serve`);
+    assert.ok(server, 'the server process is found');
+    assert.match(readFileSync(`/proc/${server}/maps`, 'utf8'), /\/libjemalloc\.so\.2$/m, 'jemalloc is mapped');
+    const argv = readFileSync(`/proc/${server}/cmdline`, 'utf8').split('\0');
+    for (const option of NODE_OPTIONS) assert.ok(argv.includes(option), `${option} in ${argv.join(' ')}`);
+    assert.match(readFileSync(`/proc/${server}/environ`, 'utf8'), /(^|\0)MALLOC_CONF=background_thread:true(\0|$)/);
+    assert.match(output, /"allocator":"jemalloc \(/);
+    const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
+    if (signalled === 'npm') child.kill('SIGTERM');
+    else process.kill(server, 'SIGTERM');
+    const stopping = Date.now();
+    assert.equal(await exited, 0, output);
+    while (await listening(port)) {
+      assert.ok(Date.now() - stopping < 5_000, `still listening 5 s after SIGTERM:\n${output}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    while (groupAlive(child.pid!)) {
+      assert.ok(Date.now() - stopping < 5_000, `a process of ${command} outlived it`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.match(output, /"signal":"SIGTERM".*shutting down/);
+  } finally {
+    if (groupAlive(child.pid!)) process.kill(-child.pid!, 'SIGKILL');
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -344,6 +344,22 @@ describe('compare under load', () => {
     limiter.enter('b');
   });
 
+  it('never lets two accounts take every place: a further place is granted only while one stays free for an account that holds none, and a share shrinks as accounts come', () => {
+    const limiter = new PreviewLimiter({ perAccount: 2, total: 4 });
+    const busy = (account: string, why: RegExp) => assert.throws(() => limiter.enter(account), (err) => err instanceof ApiError && err.code === 'compare.busy' && why.test(err.detail ?? ''));
+    limiter.enter('a');
+    limiter.enter('a');
+    limiter.enter('b');
+    busy('b', /already has 1 comparison being made, its share/);
+    limiter.enter('c');
+    busy('d', /as many comparisons as it can/);
+    const wide = new PreviewLimiter({ perAccount: 2, total: 8 });
+    for (const account of ['a', 'a', 'b', 'c', 'd']) wide.enter(account);
+    // Four accounts share seven places: one each, so a's second was its share only while fewer came.
+    assert.throws(() => wide.enter('b'), (err) => err instanceof ApiError && /share/.test(err.detail ?? ''));
+    wide.enter('e');
+  });
+
   it('answers one account\'s flood of comparisons with 429 compare.busy, and another account\'s with its previews', { timeout: 180_000 }, async () => {
     const big = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
     const neighbourKey = s.newKey('compare-neighbour');

@@ -2,13 +2,14 @@ import type { MessagePort } from 'node:worker_threads';
 import { COMPRESSORS } from '../src/catalog/index.ts';
 import { type Compress, type CompressJob, type CompressorFailureCode, type CompressResult, JobError } from './contract.ts';
 import type { Comparison, PreviewJob } from './preview.ts';
+import { memoryGateFor } from './shared/memory.ts';
 
 /** One task of the pool: which compressor module to run on which files. */
 export interface CompressTask {
   worker: string;
   job: CompressJob;
   outDir: string;
-  /** Progress goes out as `{ percent, phase }`; the string `abort` comes in. */
+  /** Progress goes out as `{ percent, phase }` and memory asks as `{ memory }` (shared/memory.ts); the string `abort` and their answers come in. */
   port: MessagePort;
 }
 
@@ -64,6 +65,7 @@ async function compress(task: CompressTask): Promise<CompressOutcome> {
   task.port.on('message', (m) => {
     if (m === 'abort') controller.abort();
   });
+  memoryGateFor({ port: task.port, signal: controller.signal });
   try {
     const { compress } = await load(task.worker);
     const result = await compress(task.job, { dir: task.outDir }, {
@@ -76,6 +78,7 @@ async function compress(task: CompressTask): Promise<CompressOutcome> {
     const message = err instanceof Error ? err.message : String(err);
     return { ok: false, code: 'jobs.worker_error', detail: `Compression failed: ${message}` };
   } finally {
+    memoryGateFor(null);
     task.port.close();
   }
 }

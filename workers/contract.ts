@@ -51,7 +51,9 @@ export type CompressorFailureCode =
   | 'compare.unavailable'
   | 'compare.invalid_query'
   | 'compare.too_large'
-  | 'jobs.unknown_compressor';
+  | 'jobs.unknown_compressor'
+  /** The job's estimated peak memory is more than the node's whole budget for running jobs (workers/shared/memory.ts). */
+  | 'jobs.memory_budget';
 
 /**
  * A failure the compressor understands (corrupt file, too many pixels, encrypted PDF…).

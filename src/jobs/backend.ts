@@ -325,8 +325,13 @@ export type RunOutcome =
 
 /** Runs compressors. The piscina pool is one runner; tests use an in-process fake. */
 export interface Runner {
-  /** Jobs it runs at once; the engine claims at most this many. */
+  /** Jobs it runs at once; the engine claims at most this many for any account. */
   readonly slots: number;
+  /**
+   * Further jobs it runs at once, each only for an account with nothing running (the fairness lane:
+   * another account's job starts while one account's long jobs hold every slot). Absent: none.
+   */
+  readonly laneSlots?: number;
   /**
    * Runs one job. Resolves (never rejects for a job's own failure) once the worker has stopped,
    * also after `signal` aborted (then promptly, with any outcome).

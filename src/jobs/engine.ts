@@ -180,18 +180,24 @@ export class JobEngine {
     a.controller.abort(reason);
   }
 
-  /** Claims jobs while slots are free; one claiming loop at a time, re-run when asked meanwhile. */
+  /**
+   * Claims jobs while slots are free; one claiming loop at a time, re-run when asked meanwhile. With
+   * every slot taken, the lane's slots take only jobs of accounts with nothing running, so one
+   * account's long jobs never make another's wait for them (docs/operating.md, "Sharing the workers").
+   */
   private pump(): void {
     if (this.pumping) {
       this.again = true;
       return;
     }
+    const all = this.runner.slots + (this.runner.laneSlots ?? 0);
     this.pumping = (async () => {
       do {
         this.again = false;
-        while (!this.stopping && this.attempts.size < this.runner.slots) {
+        while (!this.stopping && this.attempts.size < all) {
+          const lane = this.attempts.size >= this.runner.slots;
           // A claim that finds a job is the first step of its run; one that finds none is polling.
-          const job = await withIoPathOf((found) => (found ? 'run' : 'poll'), () => this.lifecycle.start()).catch(() => null);
+          const job = await withIoPathOf((found) => (found ? 'run' : 'poll'), () => this.lifecycle.start(lane)).catch(() => null);
           if (!job) break;
           this.launch(job);
         }

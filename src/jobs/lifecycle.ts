@@ -100,9 +100,13 @@ export class Lifecycle extends EventEmitter<LifecycleEvents> {
     throw insufficientCredits(admitted.required, admitted.available);
   }
 
-  /** start: the next job, fairly across accounts, Running under this node's lease; null when none may start. */
-  async start(): Promise<Job | null> {
-    const job = await this.backend.jobs.claim(this.settings.nodeId, this.settings.claim, this.now(), this.settings.leaseMs);
+  /**
+   * start: the next job, fairly across accounts, Running under this node's lease; null when none may
+   * start. `onlyIdleAccounts`: only a job of an account with nothing running (the fairness lane).
+   */
+  async start(onlyIdleAccounts = false): Promise<Job | null> {
+    const limits = onlyIdleAccounts ? { ...this.settings.claim, maxRunningPerAccount: 1 } : this.settings.claim;
+    const job = await this.backend.jobs.claim(this.settings.nodeId, limits, this.now(), this.settings.leaseMs);
     if (job) this.emit('started', job, Date.parse(job.startedAt!) - Date.parse(job.createdAt));
     return job;
   }

@@ -5,7 +5,9 @@ import type { PreviewJob } from '../../workers/preview.ts';
 import { compressorForJobType } from '../catalog/index.ts';
 import { truncateDetail } from '../errors.ts';
 import { workerEntry } from '../runtime/bundled.ts';
+import type { MemoryAnswer, MemoryAsk } from '../../workers/shared/memory.ts';
 import type { RunOutcome, Runner, RunRequest } from './backend.ts';
+import { defaultMemoryBudgetBytes, MemoryBudget, type MemoryHold } from './memory-budget.ts';
 
 export type { CompressOutcome, PreviewOutcome };
 
@@ -39,6 +41,18 @@ function stopByRequest(signal: AbortSignal, port: MessagePort): { hardStop: Abor
   };
 }
 
+/** Grows a job's memory hold as its worker asks and answers it (granted once there is room, or refused: it can never fit). */
+async function answerMemoryAsk(hold: MemoryHold, bytes: number, budget: number, port: MessagePort): Promise<void> {
+  const granted = await hold.grow(bytes);
+  const answer: MemoryAnswer = granted ? { memory: 'granted' } : { memory: 'refused', budget };
+  // The task may have ended meanwhile (stopped): its port is closed, nobody is waiting.
+  try {
+    port.postMessage(answer);
+  } catch {
+    // Closed.
+  }
+}
+
 /** The worker-thread pool that runs compressors (piscina): one task per job. The engine's and the CLI's runner. */
 export class CompressorPool implements Runner {
   private readonly piscina: Piscina;
@@ -51,17 +65,28 @@ export class CompressorPool implements Runner {
   /** Jobs running now, in memory the threads share: a compressor starts work ahead of need only while a core is spare (workers/shared/spare-core.ts). */
   private readonly running = new Int32Array(new SharedArrayBuffer(4));
 
-  constructor(readonly slots: number, onThreadError: (err: unknown) => void = () => {}) {
+  /** One thread more than `slots`, for the engine's fairness lane (backend.ts, `Runner.laneSlots`). */
+  readonly laneSlots = 1;
+
+  /**
+   * `memory`: the node's budget for running jobs' pictures, which each job's worker asks before it
+   * decodes (workers/shared/memory.ts).
+   */
+  constructor(
+    readonly slots: number,
+    onThreadError: (err: unknown) => void = () => {},
+    readonly memory = new MemoryBudget(defaultMemoryBudgetBytes()),
+  ) {
     this.piscina = new Piscina({
       filename: workerEntry(),
       // Threads start with the first job rather than with the process, which keeps start-up short.
       minThreads: 0,
-      maxThreads: slots,
+      maxThreads: slots + this.laneSlots,
       idleTimeout: 60_000,
       // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
-      workerData: { runningJobs: this.running.buffer },
+      workerData: { runningJobs: this.running.buffer, memoryBudget: memory.bytes },
     });
     this.previewThreads = Math.max(1, Math.floor(slots / 2));
     this.previews = new Piscina({
@@ -104,7 +129,11 @@ export class CompressorPool implements Runner {
     const entry = compressorForJobType(req.jobType);
     if (!entry) return { ok: false, failure: { code: 'jobs.unknown_compressor', detail: `No compressor for ${req.jobType}.` } };
     const { port1, port2 } = new MessageChannel();
-    port1.on('message', (m: { percent: number; phase: string }) => progress(m.percent, m.phase));
+    const hold = this.memory.hold();
+    port1.on('message', (m: { percent: number; phase: string } | MemoryAsk) => {
+      if ('memory' in m) void answerMemoryAsk(hold, m.memory, this.memory.bytes, port1);
+      else progress(m.percent, m.phase);
+    });
     const stop = stopByRequest(signal, port1);
     const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
     Atomics.add(this.running, 0, 1);
@@ -117,6 +146,7 @@ export class CompressorPool implements Runner {
       const message = err instanceof Error ? err.message : String(err);
       return { ok: false, failure: { code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}` } };
     } finally {
+      hold.release();
       Atomics.sub(this.running, 0, 1);
       stop.done();
       port1.close();

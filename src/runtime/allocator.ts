@@ -7,7 +7,7 @@ import { join } from 'node:path';
  * memory libvips frees in worker threads, jemalloc gives it back. The single executable carries
  * Debian's libjemalloc.so.2 in its runtime tree and, at start, replaces itself (same PID, so
  * systemd and Docker's PID 1 see one process) with itself under LD_PRELOAD of that library.
- * From source nothing is re-executed: the process reports what it runs on.
+ * From source, `serve` does the same with the system's libjemalloc (./source-start.ts).
  */
 
 /** The SEA asset build.mjs writes beside the runtime tree's manifest. */
@@ -25,13 +25,35 @@ const CHOICES = ['jemalloc', 'system'];
 
 let described: string | undefined;
 
-const mapsJemalloc = (): boolean => {
+export const mapsJemalloc = (): boolean => {
   try {
     return /\/libjemalloc[^/\n]*$/m.test(readFileSync('/proc/self/maps', 'utf8'));
   } catch {
     return false;
   }
 };
+
+/** Says what this process allocates with, when it knows better than the maps (why it is not on jemalloc). */
+export function describeAllocator(text: string): void {
+  described = text;
+}
+
+/**
+ * The environment that preloads `lib`, before what LD_PRELOAD already holds. Without its background
+ * thread jemalloc purges freed pages only inside later malloc/free calls, so an idle server kept them:
+ * 1,000-job soak, RSS at rest 282 MB without, 190 MB with (fresh: 127).
+ */
+export function jemallocEnv(lib: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const preload = env.LD_PRELOAD ?? '';
+  return { ...env, LD_PRELOAD: preload ? `${lib} ${preload}` : lib, MALLOC_CONF: env.MALLOC_CONF ?? 'background_thread:true' };
+}
+
+/** COMPRESSD_ALLOCATOR: `jemalloc` (the default) or `system`. */
+export function allocatorChoice(env: NodeJS.ProcessEnv): string {
+  const choice = env.COMPRESSD_ALLOCATOR || 'jemalloc';
+  if (!CHOICES.includes(choice)) throw new AllocatorError(`COMPRESSD_ALLOCATOR: expected ${CHOICES.join(' or ')}, got ${JSON.stringify(choice)}`);
+  return choice;
+}
 
 /** What this process allocates with, for `--version` and the start log line. */
 export function allocatorInUse(): string {
@@ -55,8 +77,7 @@ export class AllocatorError extends Error {}
  * where it does not (qemu-user without binfmt, an old glibc), the server runs on glibc malloc and says why.
  */
 export function useBundledAllocator(tree: string, bundled: BundledAllocator, env: NodeJS.ProcessEnv = process.env): void {
-  const choice = env.COMPRESSD_ALLOCATOR || 'jemalloc';
-  if (!CHOICES.includes(choice)) throw new AllocatorError(`COMPRESSD_ALLOCATOR: expected ${CHOICES.join(' or ')}, got ${JSON.stringify(choice)}`);
+  const choice = allocatorChoice(env);
   const lib = join(tree, bundled.path);
   const preload = env.LD_PRELOAD ?? '';
   if (mapsJemalloc()) {
@@ -72,9 +93,7 @@ export function useBundledAllocator(tree: string, bundled: BundledAllocator, env
   };
   if (/[\s:]/.test(lib)) return fallback(`cannot be preloaded from a path with spaces or colons: ${lib}`);
   if (preload.split(/[\s:]+/).includes(lib)) return fallback('was preloaded but did not load');
-  // Without its background thread jemalloc purges freed pages only inside later malloc/free calls,
-  // so an idle server kept them: 1,000-job soak, RSS at rest 282 MB without, 190 MB with (fresh: 127).
-  const preloadEnv = { ...env, LD_PRELOAD: preload ? `${lib} ${preload}` : lib, MALLOC_CONF: env.MALLOC_CONF ?? 'background_thread:true' };
+  const preloadEnv = jemallocEnv(lib, env);
   const probe = spawnSync(process.execPath, [PROBE_ARG], { env: preloadEnv, encoding: 'utf8', timeout: 60_000 });
   if (probe.stdout !== 'jemalloc') {
     const said = probe.stderr.replace(/\s+/g, ' ').trim().slice(0, 300);

@@ -17,18 +17,32 @@ export const previewLimits = (previewThreads: number): PreviewLimits => ({ perAc
 
 const busy = (detail: string) => new ApiError('compare.busy', 429, detail, {}, { 'Retry-After': '5' });
 
-/** Places for compare requests, per account and in total (per process). */
+/**
+ * Places for compare requests, per account and in total (per process). An account's first place
+ * is granted while any is free; a further one only while another place stays free for an account
+ * that holds none (so two accounts never take every place), and within its share: the places but
+ * that one divided among the accounts holding places, at most `perAccount`. So an account's share
+ * shrinks as other accounts come; the places it holds are never taken back.
+ */
 export class PreviewLimiter {
   private readonly byAccount = new Map<string, number>();
   private total = 0;
 
   constructor(private readonly limits: PreviewLimits) {}
 
+  /** How many places `account`, holding `mine`, may hold now. */
+  private share(mine: number): number {
+    const accounts = this.byAccount.size + (mine === 0 ? 1 : 0);
+    return Math.min(this.limits.perAccount, Math.max(1, Math.floor((this.limits.total - 1) / accounts)));
+  }
+
   /** Takes a place for `account` or throws 429 `compare.busy`; returns its release (safe to call twice). */
   enter(account: string): () => void {
     const mine = this.byAccount.get(account) ?? 0;
-    if (mine >= this.limits.perAccount) throw busy(`This account already has ${mine} comparisons being made; ask again when one has finished.`);
     if (this.total >= this.limits.total) throw busy('The server is making as many comparisons as it can; ask again shortly.');
+    if (mine > 0 && (mine >= this.share(mine) || this.total + 1 >= this.limits.total)) {
+      throw busy(`This account already has ${mine} comparison${mine === 1 ? '' : 's'} being made, its share while other accounts compare; ask again when one has finished.`);
+    }
     this.byAccount.set(account, mine + 1);
     this.total++;
     let held = true;

@@ -311,20 +311,25 @@ export async function reportDocx(out: string, pictures: Buffer[], widthInches = 
   const tail = doc.slice(doc.lastIndexOf('<w:sectPr'));
   let rels = t.get('word/_rels/document.xml.rels')!.toString().replace(/<Relationship Id="rId\d+" Type="[^"]*\/image" Target="media\/[^"]+"\/>/g, '');
   const media: [string, Buffer][] = [];
+  const relationships: string[] = [];
+  // A picture repeated (thousands of one icon) is read once.
+  const metas = new Map<Buffer, Awaited<ReturnType<ReturnType<typeof sharp>['metadata']>>>();
   let body = '<w:p><w:pPr><w:pStyle w:val="Title"/></w:pPr><w:r><w:t>Site survey</w:t></w:r></w:p>';
   for (const [i, picture] of pictures.entries()) {
     const n = i + 1;
-    const meta = await sharp(picture).metadata();
+    const meta = metas.get(picture) ?? (await sharp(picture).metadata());
+    metas.set(picture, meta);
     const cx = Math.round(widthInches * 914400);
     const cy = Math.round((cx * (meta.height ?? 1)) / (meta.width ?? 1));
     const name = `image${n}.${extOf(picture)}`;
     media.push([`word/media/${name}`, picture]);
-    rels = rels.replace('</Relationships>', `<Relationship Id="rIdP${n}" Type="${IMAGE_REL}" Target="media/${name}"/></Relationships>`);
+    relationships.push(`<Relationship Id="rIdP${n}" Type="${IMAGE_REL}" Target="media/${name}"/>`);
     body +=
       `<w:p><w:pPr><w:pStyle w:val="Heading2"/></w:pPr><w:r><w:t>Figure ${n}</w:t></w:r></w:p>` +
       `<w:p><w:r><w:drawing><wp:inline xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" xmlns:pic="http://schemas.openxmlformats.org/drawingml/2006/picture"><wp:extent cx="${cx}" cy="${cy}"/><wp:docPr id="${n}" name="Picture ${n}"/><wp:cNvGraphicFramePr><a:graphicFrameLocks noChangeAspect="1"/></wp:cNvGraphicFramePr><a:graphic><a:graphicData uri="http://schemas.openxmlformats.org/drawingml/2006/picture"><pic:pic><pic:nvPicPr><pic:cNvPr id="0" name="${name}"/><pic:cNvPicPr/></pic:nvPicPr><pic:blipFill><a:blip r:embed="rIdP${n}"/><a:stretch><a:fillRect/></a:stretch></pic:blipFill><pic:spPr><a:xfrm><a:off x="0" y="0"/><a:ext cx="${cx}" cy="${cy}"/></a:xfrm><a:prstGeom prst="rect"/></pic:spPr></pic:pic></a:graphicData></a:graphic></wp:inline></w:drawing></w:r></w:p>` +
       `<w:p><w:r><w:t>Figure ${n}: observed conditions.</w:t></w:r></w:p>`;
   }
+  rels = rels.replace('</Relationships>', `${relationships.join('')}</Relationships>`);
   const kept = [...t].filter(([name]) => !name.startsWith('word/media/') && !['[Content_Types].xml', 'word/document.xml', 'word/_rels/document.xml.rels'].includes(name));
   return writeZip(out, [
     ['[Content_Types].xml', Buffer.from(withDefaults(t.get('[Content_Types].xml')!.toString(), pictures.map(extOf)))],

@@ -1,5 +1,5 @@
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from '../image/door.ts';
+import { admitPixels } from '../image/door.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
@@ -22,7 +22,7 @@ export async function decodeBmp(b: Buffer, limits: DecodeLimits): Promise<Decode
   const compression = core ? 0 : b.readUInt32LE(30);
   const topDown = rawHeight < 0;
   const height = Math.abs(rawHeight);
-  checkPixelBudget(width, height, limits.maxPixels);
+  await admitPixels(width, height, limits.maxPixels);
 
   let masks: number[] | null = null;
   if (compression === 3 || compression === 6) {

@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from '../image/door.ts';
+import { admitPixels, checkPixelBudget } from '../image/door.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
@@ -61,7 +61,7 @@ export async function decodeHeic(bytes: Buffer, limits: DecodeLimits): Promise<D
   } catch (err) {
     throw new JobError('image.decode_failed', `The HEIF container could not be read: ${err instanceof Error ? err.message : String(err)}`);
   }
-  checkPixelBudget(meta.width ?? 0, meta.height ?? 0, limits.maxPixels);
+  await admitPixels(meta.width ?? 0, meta.height ?? 0, limits.maxPixels);
   limits.signal.throwIfAborted();
   const loading = libheif();
   let M: LibHeif | undefined;

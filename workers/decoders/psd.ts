@@ -1,7 +1,7 @@
 import Psd from '@webtoon/psd';
 import { initializeCanvas, readPsd } from 'ag-psd';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from '../image/door.ts';
+import { admitPixels } from '../image/door.ts';
 import { sharpFromPixels } from './pixels.ts';
 import { compositeLayers } from './psd-layers.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
@@ -38,7 +38,7 @@ interface PsdHeader {
 
 export async function decodePsd(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
   const header = readHeader(bytes);
-  checkPixelBudget(header.width, header.height, limits.maxPixels);
+  await admitPixels(header.width, header.height, limits.maxPixels);
   let first: unknown;
   const { resources } = sectionsOf(bytes, header);
   if (!hasRealMergedData(resources)) {

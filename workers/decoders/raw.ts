@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Metadata as ImageMetadata } from 'sharp';
 import type { LibRawSettings, Metadata as RawMetadata } from 'libraw-wasm';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget, decodeOptions } from '../image/door.ts';
+import { admitPixels, decodeOptions } from '../image/door.ts';
 import { wasm, type WasmInstance, type WasmMemory, type WasmModule } from './wasm.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
@@ -115,7 +115,7 @@ export async function decodeRaw(bytes: Buffer, limits: DecodeLimits): Promise<De
     throw new JobError('raw.no_image_data', `The RAW file holds no readable sensor data (${text}).`);
   }
   if (!meta) throw new JobError('raw.no_image_data', 'The RAW file holds no readable sensor data.');
-  checkPixelBudget(meta.width, meta.height, limits.maxPixels);
+  await admitPixels(meta.width, meta.height, limits.maxPixels);
   limits.signal.throwIfAborted();
 
   const preview = () => embeddedPreview(raw, meta);

@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
 import { withColrRange } from './av1-colour.ts';
-import { checkPixelBudget, decodeOptions, imageError } from '../image/door.ts';
+import { admitPixels, decodeOptions, imageError } from '../image/door.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
 /**
@@ -20,7 +20,7 @@ export async function decodeWithSharp(bytes: Buffer, limits: DecodeLimits): Prom
   }
   const width = meta.width ?? 0;
   const height = meta.pageHeight ?? meta.height ?? 0;
-  checkPixelBudget(width, height, limits.maxPixels);
+  await admitPixels(width, height, limits.maxPixels);
   const image = sharp(bytes, decodeOptions({ limitInputPixels: limits.maxPixels, page: 0, pages: 1 }));
   return { image, width, height, orientation: meta.orientation ?? 1, exif: meta.exif, via: `sharp:${meta.format}` };
 }

@@ -5,6 +5,7 @@ import sharp from 'sharp';
 import type { Sharp, SharpOptions } from 'sharp';
 import { JobError } from '../contract.ts';
 import { workerLog } from '../shared/log.ts';
+import { peakBytes, reserveMemory } from '../shared/memory.ts';
 import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
 
 // libvips's operation cache is process-wide and outlives the worker threads: it kept the pictures of
@@ -50,6 +51,15 @@ export function checkPixelBudget(width: number, height: number, maxPixels = MAX_
       `The image declares ${width}×${height}${frames > 1 ? `×${frames} frames` : ''} pixels, more than the limit of ${maxPixels / 1e6} megapixels.`,
     );
   }
+}
+
+/**
+ * The pixel budget, then the node's memory budget for decoding this many pixels (all frames): waits
+ * until running jobs leave room, or fails with `jobs.memory_budget` when it could never fit.
+ */
+export async function admitPixels(width: number, height: number, maxPixels = MAX_PIXELS, frames = 1): Promise<void> {
+  checkPixelBudget(width, height, maxPixels, frames);
+  await reserveMemory(peakBytes(width * height * frames), `A ${width}×${height}${frames > 1 ? `×${frames}-frame` : ''} picture`);
 }
 
 /** The one mapper from a codec error to the failure users see; JobErrors pass through. */

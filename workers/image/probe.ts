@@ -2,7 +2,7 @@ import { open } from 'node:fs/promises';
 import sharp from 'sharp';
 import type { Metadata, SharpOptions } from 'sharp';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget, decodeOptions, imageError } from './door.ts';
+import { admitPixels, decodeOptions, imageError } from './door.ts';
 
 export type ImageKind = 'jpeg' | 'png' | 'gif';
 
@@ -47,7 +47,7 @@ export async function probeImage(path: string, kind: ImageKind): Promise<Probed>
   const width = meta.width ?? 0;
   const height = meta.pageHeight ?? meta.height ?? 0;
   const frames = meta.pages ?? 1;
-  checkPixelBudget(width, height, undefined, frames);
+  await admitPixels(width, height, undefined, frames);
   return { ...meta, width, height, frames };
 }
 

@@ -4,6 +4,8 @@ import { ClassQualities, planDocument, type DocumentPicture, type DocumentPlan }
 import { lumaQuantSum } from '../image/jpeg-quant.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
+import { DocumentCaps, DOCUMENT_LIMITS } from '../shared/document-caps.ts';
+import { reserveMemory } from '../shared/memory.ts';
 import { scaledSize, sniffImage } from './media.ts';
 import { openEntryStream, type OpenPackage, type PackageEntry } from './zip-read.ts';
 
@@ -11,6 +13,10 @@ import { openEntryStream, type OpenPackage, type PackageEntry } from './zip-read
 const HEADER_BYTES = 256 * 1024;
 
 export interface PicturePlan {
+  /** Picture parts carried over without being decoded (tiny, past the document's caps, or too large for the memory budget). */
+  carried: Set<string>;
+  /** Pictures recompressed at once (lanes.ts), within the memory budget. */
+  lanes: number;
   plan: DocumentPlan;
   /** Index in the plan by entry name, for the JPEG pictures (the only ones with a quality search). */
   pictures: Map<string, number>;
@@ -28,13 +34,25 @@ export interface PicturePlan {
 export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize: ResizeOptions | undefined, signal: AbortSignal): Promise<PicturePlan> {
   const found: { entry: PackageEntry; picture: DocumentPicture }[] = [];
   const pixels = new Map<string, number>();
+  const caps = new DocumentCaps();
   for (const entry of pkg.entries) {
     signal.throwIfAborted();
     const key = entry.name.toLowerCase();
     if (!analysis.images.has(key) || entry.uncompressedSize > LIMITS.maxMediaBytes) continue;
+    if (caps.full()) {
+      caps.carry(entry.name);
+      continue;
+    }
     const head = await readHead(pkg, entry);
     const format = sniffImage(head);
+    // A tiny PNG is told by its IHDR alone, without a decoder's round trip (thousands of icons).
+    if (format === 'png' && head.length >= 24 && head.readUInt32BE(16) * head.readUInt32BE(20) <= DOCUMENT_LIMITS.maxTinyPixels) {
+      caps.carry(entry.name);
+      continue;
+    }
     const meta = format ? await sharp(head).metadata().catch(() => undefined) : undefined;
+    // A picture whose header does not read counts as a large one (it runs alone, lanes.ts).
+    if (!caps.admit(entry.name, meta?.width && meta.height ? meta.width * meta.height : undefined)) continue;
     if (!meta?.width || !meta.height) continue;
     pixels.set(entry.name, meta.width * meta.height);
     if (format !== 'jpeg') continue;
@@ -46,7 +64,8 @@ export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize:
   }
   const plan = planDocument(found.map((f) => f.picture));
   const classes = new ClassQualities(found.map((f, i) => ({ similar: f.picture.similar, search: plan.searches[i] })));
-  return { plan, pictures: new Map(found.map((f, i) => [f.entry.name, i])), classes, pixels };
+  await reserveMemory(caps.peakBytes(), 'This document');
+  return { plan, pictures: new Map(found.map((f, i) => [f.entry.name, i])), classes, pixels, carried: caps.carried, lanes: caps.lanes() };
 }
 
 async function readHead(pkg: OpenPackage, entry: PackageEntry): Promise<Buffer> {

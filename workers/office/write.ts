@@ -34,7 +34,7 @@ export async function writePackage(
   ctx: CompressContext,
 ): Promise<{ perceived?: number }> {
   const order = [analysis.contentTypesEntry, ...pkg.entries.filter((e) => e !== analysis.contentTypesEntry)];
-  const isImage = (e: PackageEntry): boolean => analysis.images.has(e.name.toLowerCase()) && e.uncompressedSize <= LIMITS.maxMediaBytes;
+  const isImage = (e: PackageEntry): boolean => analysis.images.has(e.name.toLowerCase()) && e.uncompressedSize <= LIMITS.maxMediaBytes && !budget.carried.has(e.name);
   const weight = (e: PackageEntry): number => 1 + e.uncompressedSize * (isImage(e) ? IMAGE_WEIGHT : 1);
   const total = order.reduce((sum, e) => sum + weight(e), 0);
   let done = 0;
@@ -61,6 +61,7 @@ export async function writePackage(
     },
     // A picture whose header did not read counts as a large one: it runs alone.
     (k) => budget.pixels.get(images[k].name) ?? LANE_PIXELS,
+    budget.lanes,
   );
 
   const zip = new yazl.ZipFile();

@@ -7,7 +7,9 @@ import { imageInfo, type ImageInfo } from './image-info.ts';
 import { isGrey, toGrey } from '../image/door.ts';
 import { encodePhoto } from './jpeg.ts';
 import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
+import { DocumentCaps } from '../shared/document-caps.ts';
 import { Lanes } from '../shared/lanes.ts';
+import { reserveMemory } from '../shared/memory.ts';
 import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
 import { resamplingLoss, VIEW_TARGET } from './quality.ts';
 import { name, nameOf, rawStreams, replaceStream } from './objects.ts';
@@ -37,7 +39,7 @@ const UNTOUCHED_FILTERS = new Set(['CCITTFaxDecode', 'JBIG2Decode', 'JPXDecode',
 type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: string[]; score?: number };
 
 /**
- * Recompresses every image XObject, a few at a time (lanes.ts: two, or one over its pixel bound),
+ * Recompresses the image XObjects within the document's bounds (shared/document-caps.ts), a few at a time (lanes.ts: two, or one over its pixel bound),
  * the results applied in document order.
  * `sizes` gives where each image is drawn (soft masks inherit their image's size). The quality
  * searches share one document budget (planDocument): a document of many large or many similar
@@ -50,7 +52,10 @@ export async function optimizeImages(
   onImage: (done: number, total: number) => void,
   signal: AbortSignal,
 ): Promise<{ replaced: number; perceived?: number }> {
-  const images = documentImages(ctx, sizes);
+  const caps = new DocumentCaps();
+  // Images past the document's bounds (tiny, past the count, the pixel total or the memory budget) keep their bytes.
+  const images = documentImages(ctx, sizes).filter((image, i) => caps.admit(String(i), image.info.width * image.info.height));
+  await reserveMemory(caps.peakBytes(), 'This document');
   const plan = planDocument(images.map((i) => i.picture));
   const classes = new ClassQualities(images.map((image, i) => ({ similar: image.picture.similar, search: plan.searches[i] })));
   const lanes = new Lanes(
@@ -68,6 +73,7 @@ export async function optimizeImages(
       }
     },
     (i) => images[i].info.width * images[i].info.height,
+    caps.lanes(),
   );
   let replaced = 0;
   let perceived: number | undefined;

@@ -1,0 +1,67 @@
+import { workerData, type MessagePort } from 'node:worker_threads';
+import { JobError } from '../contract.ts';
+
+/**
+ * A job's peak memory per decoded pixel, measured (docs/operating.md, "Memory"): a 24 MP photo's
+ * JPEG search and PNG palette search peaked 430–470 MB above the process at rest, a 100 MP PNG
+ * 2.1 GB — the decoded pixels (3–4 bytes each), the encoder's and the search's working copies
+ * and libvips's buffers together, about 20 bytes a pixel.
+ */
+export const PEAK_BYTES_PER_PIXEL = 20;
+/** What any job holds besides its pixels (codec state, the compressor's buffers). */
+export const JOB_BASE_BYTES = 32 * 1024 ** 2;
+
+/** A job's peak memory for `pixels` decoded pixels (all frames, or a document's pictures in flight together). */
+export const peakBytes = (pixels: number): number => JOB_BASE_BYTES + Math.ceil(pixels * PEAK_BYTES_PER_PIXEL);
+
+/**
+ * The node's budget for running jobs (src/jobs/memory-budget.ts), handed to the pool's threads, so
+ * a document can leave out a picture that could never fit instead of failing whole. Infinity outside
+ * the pool.
+ */
+export const MEMORY_BUDGET_BYTES: number = (workerData as { memoryBudget?: number } | undefined)?.memoryBudget ?? Infinity;
+
+/** The messages of the memory gate on a task's port. */
+export type MemoryAsk = { memory: number };
+export type MemoryAnswer = { memory: 'granted' } | { memory: 'refused'; budget: number };
+
+let task: { port: MessagePort; signal: AbortSignal } | null = null;
+
+/** The task this thread runs now (one at a time): its port to the pool and its stop signal; null when it ends. */
+export function memoryGateFor(current: { port: MessagePort; signal: AbortSignal } | null): void {
+  task = current;
+}
+
+const mb = (bytes: number) => `${Math.round(bytes / 1024 ** 2).toLocaleString('en-US')} MB`;
+
+/**
+ * Asks the node's memory budget (src/jobs/memory-budget.ts) for `bytes` before decoding, and waits
+ * until running jobs leave room. A job that can never fit fails with `jobs.memory_budget`. Outside
+ * a job (compare previews, tests that call compressors directly) there is no budget to ask.
+ */
+export async function reserveMemory(bytes: number, what: string): Promise<void> {
+  const current = task;
+  if (!current) return;
+  const answer = await new Promise<MemoryAnswer>((resolve, reject) => {
+    const onMessage = (m: unknown) => {
+      if (typeof m !== 'object' || m === null || !('memory' in m)) return;
+      done();
+      resolve(m as MemoryAnswer);
+    };
+    const onAbort = () => {
+      done();
+      reject(current.signal.reason ?? new Error('aborted'));
+    };
+    const done = () => {
+      current.port.off('message', onMessage);
+      current.signal.removeEventListener('abort', onAbort);
+    };
+    if (current.signal.aborted) return onAbort();
+    current.port.on('message', onMessage);
+    current.signal.addEventListener('abort', onAbort, { once: true });
+    current.port.postMessage({ memory: bytes } satisfies MemoryAsk);
+  });
+  if (answer.memory === 'refused') {
+    throw new JobError('jobs.memory_budget', `${what} needs about ${mb(bytes)} of memory at its peak, more than this server's budget for running jobs (${mb(answer.budget)}, --memory-budget-mb).`);
+  }
+}
