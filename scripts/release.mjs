@@ -5,7 +5,7 @@
 //   compressd-<v>.cdx.json                                             CycloneDX SBOM of what the executables contain
 //   SHA256SUMS                                                         over all of the above
 // Needs an x64 Linux machine with the locked dependencies installed (`npm ci`) and dpkg-deb, the npm registry
-// for the arm64 platform packages and Debian's archive for the pinned jemalloc .debs (scripts/jemalloc.mjs)
+// for the arm64 platform packages and Debian's archive for the pinned .debs (jemalloc, libheif, libde265)
 // on the first run (both cached afterwards), and a Docker engine with BuildKit that has
 // the Dockerfile's runtime base image (`DOCKER` names the CLI, `DOCKER_HOST` the engine, as usual).
 import { spawn, spawnSync } from 'node:child_process';
