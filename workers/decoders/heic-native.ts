@@ -49,7 +49,7 @@ function run(dir: string, args: string[], input: Buffer | undefined, signal?: Ab
   });
 }
 
-/** The native decoder when its program and libraries load on this machine, else undefined (said once in the log). */
+/** The native decoder when its program and libraries load on this machine, else undefined (said in the log; a thread asks once). */
 export async function probeNativeHeif(dir = defaultDir()): Promise<NativeHeif | undefined> {
   const said = await run(dir, ['--version'], undefined).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message }));
   const version = said.out.toString().trim();
