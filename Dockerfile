@@ -13,6 +13,9 @@
 # `prebuilt` build and the from-source build get the same allocator the same way. The from-source
 # build stage fetches that .deb from Debian's archive (or --build-arg DEBIAN_MIRROR=URL).
 # `docker run -e COMPRESSD_ALLOCATOR=system …` runs on glibc malloc instead, with MALLOC_ARENA_MAX=2.
+# HEIF: the executable also carries Debian's libheif and libde265 with a helper program that decodes
+# HEIC pictures (scripts/heif-decoder.mjs; the .debs pinned there, fetched the same way); they need only
+# the base image's glibc, libstdc++ and zlib.
 #
 # Build arguments:
 #   NODE_IMAGE     image of the build stage (Node 24 LTS; any Debian-based Node 24 image will do)
@@ -29,6 +32,8 @@ ARG EXECUTABLE=build
 
 # ---- build: the locked dependencies, then build.mjs (it embeds the pinned Node 24 from node_modules) ----
 FROM ${NODE_IMAGE} AS build
+# A C compiler for the native HEIF decoder's helper program (scripts/heif-decoder.mjs).
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
 COPY clients/typescript/package.json clients/typescript/

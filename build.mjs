@@ -17,7 +17,9 @@
 // beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
 // the tree once into a hash-named cache directory (src/runtime/extract.ts). The tree also holds
 // lib/libjemalloc.so.2, Debian's jemalloc for the target CPU (a .deb pinned by SHA256 in
-// scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts).
+// scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts);
+// and lib/heif, the native HEIF decoder (a helper program with Debian's libheif and libde265,
+// scripts/heif-decoder.mjs) that workers/decoders/heic-native.ts runs.
 // For arm64, the platform packages (the embedded Node, sharp's and @napi-rs's native builds) are
 // not installed on this machine: they are fetched at the versions and integrity hashes that
 // package-lock.json records (scripts/locked-package.mjs), and the blob has no V8 code cache, which
@@ -32,6 +34,7 @@ import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
+import { buildHeifDecoder, HEIF_DECODER_PROGRAM, HeifDecoderError } from './scripts/heif-decoder.mjs';
 import { fetchJemalloc, JEMALLOC, JemallocError } from './scripts/jemalloc.mjs';
 import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
 
@@ -53,6 +56,8 @@ const MANIFEST_KEY = '@manifest';
 const ALLOCATOR_KEY = '@allocator';
 /** Where the tree holds the allocator src/runtime/allocator.ts preloads. */
 const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
+/** Where the tree holds the native HEIF decoder (workers/decoders/heic-native.ts looks there). */
+const HEIF_DECODER_PATH = 'lib/heif';
 /**
  * Node options the executable runs with (SEA execArgv; NODE_OPTIONS adds to them), as `serve` from
  * source does (src/runtime/source-start.ts). V8 grows the
@@ -411,6 +416,23 @@ copyFileSync(jemalloc.lib, join(TREE, ALLOCATOR_PATH));
 chmodSync(join(TREE, ALLOCATOR_PATH), 0o644);
 writeFileSync(join(WORK, 'allocator.json'), JSON.stringify({ name: JEMALLOC.name, version: JEMALLOC.version, path: ALLOCATOR_PATH }));
 
+// The native HEIF decoder: its program and libraries; Debian's copyright files stay out of the tree.
+let heif;
+try {
+  heif = await buildHeifDecoder(ARCH, join(WORK, 'heif'));
+} catch (err) {
+  if (err instanceof HeifDecoderError) fail(err.message);
+  throw err;
+}
+mkdirSync(join(TREE, HEIF_DECODER_PATH), { recursive: true });
+for (const entry of readdirSync(join(WORK, 'heif'), { withFileTypes: true })) {
+  if (!entry.isFile()) continue;
+  const from = join(WORK, 'heif', entry.name);
+  if (elfArch(from) !== ARCH) fail(`${entry.name} of the HEIF decoder is not a linux-${ARCH} ELF file`);
+  copyFileSync(from, join(TREE, HEIF_DECODER_PATH, entry.name));
+  chmodSync(join(TREE, HEIF_DECODER_PATH, entry.name), statSync(from).mode & 0o755);
+}
+
 const files = [];
 walk(TREE, (file) => files.push(relative(TREE, file).split(sep).join('/')));
 files.sort();
@@ -473,6 +495,11 @@ writeFileSync(
       node: node.version,
       packages: [...contents.values()].sort((a, b) => a.name.localeCompare(b.name)),
       allocator: { ...JEMALLOC, path: ALLOCATOR_PATH, deb: jemalloc.deb, copyright: relative(ROOT, jemalloc.copyright) },
+      heifDecoder: {
+        path: HEIF_DECODER_PATH,
+        program: HEIF_DECODER_PROGRAM,
+        libraries: heif.libraries.map(({ lib, copyright, ...l }) => ({ ...l, path: `${HEIF_DECODER_PATH}/${lib}`, copyright: relative(ROOT, copyright) })),
+      },
     },
     null,
     2,
@@ -484,5 +511,6 @@ const treeBytes = manifest.files.reduce((s, f) => s + f.size, 0);
 const carriedNames = [...contents.values()].filter((p) => p.how === 'carried').map((p) => p.name);
 console.log(
   `build: ${relative(ROOT, EXECUTABLE)} ${mb(statSync(EXECUTABLE).size)} (node ${node.version}, ${targetCheck}; runtime tree ${manifest.id}: ` +
-    `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}; allocator: ${JEMALLOC.name} ${JEMALLOC.version} from ${jemalloc.deb.name}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}; allocator: ${JEMALLOC.name} ${JEMALLOC.version} from ${jemalloc.deb.name}; ` +
+    `HEIF decoder: ${heif.libraries.map((l) => `${l.name} ${l.version}`).join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

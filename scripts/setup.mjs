@@ -1,6 +1,7 @@
 // Installs the Debian packages the tests and the benchmark need, so that `npm test`
 // works on a fresh machine. Lists: scripts/apt-packages.txt (tests), plus
-// scripts/apt-packages-bench.txt when called with --bench.
+// scripts/apt-packages-bench.txt when called with --bench. Then builds the native HEIF decoder
+// the workers use from source (scripts/heif-decoder.mjs; without it HEIC decodes through WebAssembly).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -17,13 +18,17 @@ const wanted = lists
 
 const installed = (pkg) => spawnSync('dpkg-query', ['-W', '-f=${Status}', pkg], { encoding: 'utf8' }).stdout?.includes('install ok installed');
 const missing = [...new Set(wanted)].filter((p) => !installed(p));
-if (missing.length === 0) process.exit(0);
 
-if (process.getuid?.() !== 0 || spawnSync('which', ['apt-get']).status !== 0) {
+if (missing.length === 0) {
+  // nothing to install
+} else if (process.getuid?.() !== 0 || spawnSync('which', ['apt-get']).status !== 0) {
   console.warn(`setup: please install these Debian packages: ${missing.join(' ')}`);
-  process.exit(0);
+} else {
+  console.log(`setup: installing ${missing.join(' ')}`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
+  execFileSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: 'inherit', env });
 }
-console.log(`setup: installing ${missing.join(' ')}`);
-const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
-execFileSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: 'inherit', env });
+
+const heif = spawnSync(process.execPath, [join(here, 'heif-decoder.mjs'), '--arch', process.arch], { stdio: 'inherit' });
+if (heif.status !== 0) console.warn('setup: the native HEIF decoder was not built; HEIC decodes through WebAssembly from source');

@@ -80,6 +80,9 @@ before(async () => {
   copyFileSync(join(ROOT, 'dist/compressd'), bin);
   mkdirSync(inputs);
   for (const s of SAMPLES) copyFileSync(join(CORPUS, s), join(inputs, basename(s)));
+  // The source run decodes HEIC natively too (its decoder in dist/heif-decoder), so equal bytes prove the executable's.
+  const heif = spawnSync(process.execPath, ['scripts/heif-decoder.mjs', '--arch', process.arch], { cwd: ROOT, encoding: 'utf8' });
+  assert.equal(heif.status, 0, heif.stderr);
   // The reference: the same command from source (tsx), in this process.
   const code = await compressCommand([inputs, '--out', sourceOut, '--jobs', '2'], { stdout: sink, stderr: sink, cwd: work });
   assert.equal(code, 0);

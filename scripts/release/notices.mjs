@@ -1,6 +1,6 @@
 // THIRD_PARTY_NOTICES.txt of one executable: Node's licence, the LGPL libraries and how to replace
-// them, jemalloc with Debian's copyright file, the native libraries with their licences, and every
-// npm package with its licence text.
+// them, jemalloc and the HEIF decoder's libheif and libde265 with Debian's copyright files, the native
+// libraries with their licences, and every npm package with its licence text.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { isLgpl } from './native-libraries.mjs';
@@ -37,7 +37,8 @@ export function notices({ root, version, contents, libraries }) {
   const libvips = npm.find((p) => p.name.startsWith('@img/sharp-libvips-linux-'));
   const sharpAddon = npm.find((p) => /^@img\/sharp-linux-/.test(p.name));
   const vips = libraries.find((l) => l.name === 'libvips');
-  const lgpl = libraries.filter(isLgpl);
+  const heif = contents.heifDecoder;
+  const lgpl = [...heif.libraries.map((l) => ({ ...l, carriedBy: `the HEIF decoder (${heif.path})` })), ...libraries.filter(isLgpl)];
   const soname = readdirSync(join(root, libvips.source, 'lib')).find((f) => f.startsWith('libvips-cpp.so'));
   const out = [];
 
@@ -72,7 +73,12 @@ export function notices({ root, version, contents, libraries }) {
     '    (the dynamic loader then satisfies sharp\'s dependency on that soname with your library). Replacing the',
     '    extracted file in place does not last: every start checks the extracted files\' sizes and extracts a',
     '    changed tree again.',
-    '  * libheif, libde265 and LibRaw are WebAssembly modules inside the npm packages libheif-js and libraw-wasm.',
+    `  * The native libheif and libde265 (Debian's ${heif.libraries.map((l) => l.path.split('/').pop()).join(' and ')}) lie in ${heif.path} of the`,
+    `    same extracted tree, beside the program ${heif.program} that compressd runs for each HEIF picture. That`,
+    '    program looks in the directories of LD_LIBRARY_PATH before its own, so',
+    '      LD_LIBRARY_PATH=/path/to/your/libs compressd serve',
+    '    has it load your build of either library (same soname and interface; libheif 1.15 links libde265).',
+    '  * The WebAssembly fallbacks libheif and libde265, and LibRaw, are modules inside the npm packages libheif-js and libraw-wasm.',
     '    compressd\'s complete source code is public (MIT): put a modified build of such a package in',
     '    node_modules and run `npm run release` (or `node build.mjs`) to build an executable that carries it.',
     '    The same rebuild works for libvips through the package ' + libvips.name + '.',
@@ -88,6 +94,14 @@ export function notices({ root, version, contents, libraries }) {
     '',
     readFileSync(join(root, allocator.copyright), 'utf8').trim(),
   );
+
+  out.push(rule(`3a. The HEIF decoder: ${heif.libraries.map((l) => `${l.name} ${l.version}`).join(' and ')} (from Debian's ${heif.libraries.map((l) => `${l.debian.package} ${l.debian.version}`).join(', ')})`));
+  out.push(
+    `The runtime tree's ${heif.path} holds ${heif.libraries.map((l) => l.path.split('/').pop()).join(' and ')}, taken unchanged from ${heif.libraries.map((l) => l.deb.name).join(' and ')},`,
+    `and the program ${heif.program} (compressd's own, MIT) built against them. libheif's links to x265, libaom and dav1d`,
+    'are met by a stub of compressd\'s own (MIT) under those libraries\' names: none of them is carried. Debian\'s copyright files, verbatim:',
+  );
+  for (const l of heif.libraries) out.push('', `----- ${l.debian.package}`, '', readFileSync(join(root, l.copyright), 'utf8').trim());
 
   out.push(rule(`4. Native and WebAssembly libraries inside the npm packages`));
   for (const l of libraries) {

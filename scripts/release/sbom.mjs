@@ -1,7 +1,8 @@
 // The release's CycloneDX SBOM: the npm part from @cyclonedx/cyclonedx-npm (read from
 // package-lock.json, so the arm64 platform packages, which are not installed here, are in it),
 // kept to the packages the executables contain; then the embedded Node with the libraries it is
-// built from, the native libraries inside the npm packages, and the jemalloc each executable preloads.
+// built from, the native libraries inside the npm packages, the jemalloc each executable preloads, and
+// Debian's libheif and libde265 its HEIF decoder runs on.
 // Without a serial number or timestamp (`--output-reproducible`): scripts/release.mjs gives it the release's.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -103,24 +104,28 @@ export function sbom({ root, builds, libraries, nodeVersions }) {
     });
   }
 
-  // The allocator: one component per distinct Debian .deb the executables carry.
-  const allocatorRefs = [];
-  for (const { allocator } of builds) {
-    const ref = `${allocator.name}@${allocator.version}/${allocator.deb.name}`;
-    if (allocatorRefs.includes(ref)) continue;
-    allocatorRefs.push(ref);
+  // Debian's libraries: one component per distinct .deb the executables carry.
+  const debianRefs = [];
+  const fromDebian = (b) => [
+    { ...b.allocator, role: 'memory allocator preloaded by the executable' },
+    ...b.heifDecoder.libraries.map((l) => ({ ...l, role: `run by the executable's HEIF decoder (${b.heifDecoder.path})` })),
+  ];
+  for (const lib of builds.flatMap(fromDebian)) {
+    const ref = `${lib.name}@${lib.version}/${lib.deb.name}`;
+    if (debianRefs.includes(ref)) continue;
+    debianRefs.push(ref);
     bom.components.push({
       type: 'library',
       'bom-ref': ref,
-      name: allocator.name,
-      version: allocator.version,
-      description: `memory allocator preloaded by the executable; Debian's ${allocator.debian.package} ${allocator.debian.version} (${allocator.deb.name})`,
-      licenses: licences(allocator.licence),
-      purl: `pkg:deb/debian/${allocator.debian.package}@${encodeURIComponent(allocator.debian.version)}?arch=${allocator.deb.name.match(/_([a-z0-9]+)\.deb$/)[1]}&distro=debian-12`,
-      hashes: [{ alg: 'SHA-256', content: allocator.deb.sha256 }],
+      name: lib.name,
+      version: lib.version,
+      description: `${lib.role}; Debian's ${lib.debian.package} ${lib.debian.version} (${lib.deb.name})`,
+      licenses: licences(lib.licence),
+      purl: `pkg:deb/debian/${lib.debian.package}@${encodeURIComponent(lib.debian.version)}?arch=${lib.deb.name.match(/_([a-z0-9]+)\.deb$/)[1]}&distro=debian-12`,
+      hashes: [{ alg: 'SHA-256', content: lib.deb.sha256 }],
       externalReferences: [
-        { type: 'website', url: allocator.website },
-        { type: 'distribution', url: allocator.deb.url },
+        { type: 'website', url: lib.website },
+        { type: 'distribution', url: lib.deb.url },
       ],
     });
   }
@@ -139,9 +144,9 @@ export function sbom({ root, builds, libraries, nodeVersions }) {
   const rootRef = bom.metadata?.component?.['bom-ref'];
   if (rootRef) {
     const entry = bom.dependencies.find((d) => d.ref === rootRef) ?? bom.dependencies[bom.dependencies.push({ ref: rootRef, dependsOn: [] }) - 1];
-    entry.dependsOn = [...new Set([...(entry.dependsOn ?? []).filter((r) => keptRefs.has(r)), nodeRef, ...allocatorRefs])];
+    entry.dependsOn = [...new Set([...(entry.dependsOn ?? []).filter((r) => keptRefs.has(r)), nodeRef, ...debianRefs])];
   }
-  for (const ref of allocatorRefs) bom.dependencies.push({ ref, dependsOn: [] });
+  for (const ref of debianRefs) bom.dependencies.push({ ref, dependsOn: [] });
   bom.dependencies.push({ ref: nodeRef, dependsOn: nodeParts.map((p) => p['bom-ref']) });
   for (const p of nodeParts) bom.dependencies.push({ ref: p['bom-ref'], dependsOn: [] });
   return bom;

@@ -4,7 +4,7 @@ import type { CompressOutcome, CompressTask, PreviewOutcome, PreviewTask } from 
 import type { PreviewJob } from '../../workers/preview.ts';
 import { compressorForJobType } from '../catalog/index.ts';
 import { truncateDetail } from '../errors.ts';
-import { workerEntry } from '../runtime/bundled.ts';
+import { runtimeTree, workerEntry } from '../runtime/bundled.ts';
 import type { MemoryAnswer, MemoryAsk } from '../../workers/shared/memory.ts';
 import type { RunOutcome, Runner, RunRequest } from './backend.ts';
 import { defaultMemoryBudgetBytes, MemoryBudget, type MemoryHold } from './memory-budget.ts';
@@ -86,7 +86,8 @@ export class CompressorPool implements Runner {
       // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
-      workerData: { runningJobs: this.running.buffer, memoryBudget: memory.bytes },
+      // The runtime tree tells the threads where native programs lie (workers/decoders/heic-native.ts).
+      workerData: { runningJobs: this.running.buffer, memoryBudget: memory.bytes, runtimeTree: runtimeTree() },
     });
     this.previewThreads = Math.max(1, Math.floor(slots / 2));
     this.previews = new Piscina({
@@ -96,6 +97,7 @@ export class CompressorPool implements Runner {
       idleTimeout: 60_000,
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 2048 },
+      workerData: { runtimeTree: runtimeTree() },
     });
     // A thread that cannot even load its module fails the task it was started for (its run()
     // rejects); the pool-level event must not become an uncaught error that ends the server.

@@ -433,12 +433,8 @@ export async function fourPhotoAlbumPptx(out: string): Promise<string> {
   return albumPptx(out, await cameraPhotos(4, 2400, 1600, 95));
 }
 
-/**
- * A 10-bit 4:4:4 AVIF with alpha (a photo with a soft transparent vignette), made with avifenc,
- * like the HDR-capable phone and editor exports.
- */
-export async function tenBitAlphaAvif(path: string, edge = 1070): Promise<string> {
-  const png = `${path}.png`;
+/** A photo with a soft transparent vignette, as a PNG at `png`. */
+async function vignettedPng(png: string, edge: number): Promise<void> {
   const rgb = await sharp(await photo('phone-IMG_20180725_163423.jpg', edge)).removeAlpha().raw().toBuffer({ resolveWithObject: true });
   const { width, height } = rgb.info;
   const mask = await sharp(Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}"><defs><radialGradient id="v"><stop offset="0.6" stop-color="#fff"/><stop offset="1" stop-color="#000"/></radialGradient></defs><rect width="100%" height="100%" fill="url(#v)"/></svg>`))
@@ -452,6 +448,23 @@ export async function tenBitAlphaAvif(path: string, edge = 1070): Promise<string
     rgba[i * 4 + 3] = mask[i];
   }
   await sharp(rgba, { raw: { width, height, channels: 4 } }).png().toFile(png);
+}
+
+/**
+ * A 10-bit 4:4:4 AVIF with alpha (a photo with a soft transparent vignette), made with avifenc,
+ * like the HDR-capable phone and editor exports.
+ */
+export async function tenBitAlphaAvif(path: string, edge = 1070): Promise<string> {
+  const png = `${path}.png`;
+  await vignettedPng(png, edge);
   await exec('avifenc', ['--speed', '8', '--depth', '10', '--yuv', '444', '--min', '10', '--max', '20', png, path]);
+  return path;
+}
+
+/** The same vignetted photo as a 10-bit 4:2:0 HEIC with an alpha plane, made with libheif's heif-enc (x265). */
+export async function tenBitAlphaHeic(path: string, edge = 700): Promise<string> {
+  const png = `${path}.png`;
+  await vignettedPng(png, edge);
+  await exec('heif-enc', ['-b', '10', '-q', '80', '-o', path, png]);
   return path;
 }

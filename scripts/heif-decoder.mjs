@@ -1,0 +1,114 @@
+#!/usr/bin/env node
+// The native HEIF decoder (workers/decoders/heic.ts): workers/decoders/heif/decode.c compiled against
+// Debian bookworm's libheif 1.15 and libde265 1.0.11 for the target CPU, with those two shared libraries
+// from Debian's .debs (pinned by SHA256, scripts/debian-deb.mjs) beside it. libheif also links x265,
+// libaom and dav1d, which this decoder never calls (HEVC decoding only; AVIF goes through sharp): in
+// their place it gets workers/decoders/heif/codec-stubs.c under their SONAMEs (23 MB less per CPU,
+// and no GPL x265). The directory holds:
+//   compressd-heif-decode, libheif.so.1, libde265.so.0, libx265.so.199, libaom.so.3, libdav1d.so.6
+// and heic.ts runs the program with LD_LIBRARY_PATH naming its own directory.
+//
+//   node scripts/heif-decoder.mjs [--arch x64|arm64]    builds dist/heif-decoder/<arch> (from source, npm test does it)
+// build.mjs builds the same into the executable's runtime tree. Needs gcc (and gcc-aarch64-linux-gnu for
+// arm64 on an x64 machine), dpkg-deb, and Debian's archive on the first run (the .debs stay in the build cache).
+import { spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DebError, debUrl, fetchDeb, unpackDeb } from './debian-deb.mjs';
+
+export class HeifDecoderError extends Error {}
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const SOURCES = join(ROOT, 'workers/decoders/heif');
+export const HEIF_DECODER_PROGRAM = 'compressd-heif-decode';
+const LGPL3 = { id: 'LGPL-3.0-or-later' };
+
+/** The carried libraries, with what the notices and the SBOM say of them. */
+export const HEIF_LIBRARIES = [
+  { name: 'libheif', version: '1.15.1', licence: LGPL3, website: 'https://github.com/strukturag/libheif', debian: { package: 'libheif1', version: '1.15.1-1+deb12u1' }, lib: 'libheif.so.1' },
+  { name: 'libde265', version: '1.0.11', licence: LGPL3, website: 'https://github.com/strukturag/libde265', debian: { package: 'libde265-0', version: '1.0.11-1+deb12u3' }, lib: 'libde265.so.0' },
+];
+/** Libraries libheif links that the stub stands in for. */
+const STUBBED = ['libx265.so.199', 'libaom.so.3', 'libdav1d.so.6'];
+
+/** This machine's compiler for its own CPU, the cross compiler for the other. */
+const compiler = (arch, cross) => (process.arch === arch ? 'gcc' : cross);
+
+const ARCHES = {
+  x64: {
+    cc: compiler('x64', 'x86_64-linux-gnu-gcc'),
+    triplet: 'x86_64-linux-gnu',
+    debs: {
+      libheif1: { pool: 'pool/main/libh/libheif/libheif1_1.15.1-1+deb12u1_amd64.deb', sha256: '13a0a3a6e22ddf5eb891b7c7873ace79f13f2c96473576e5f7da2ae3228a2113' },
+      'libde265-0': { archive: 'debian-security', pool: 'pool/updates/main/libd/libde265/libde265-0_1.0.11-1+deb12u3_amd64.deb', sha256: '72c3edb400c3494974181e9ca75a11d859c715c9685c38fb251783c7c8841afe' },
+      'libheif-dev': { pool: 'pool/main/libh/libheif/libheif-dev_1.15.1-1+deb12u1_amd64.deb', sha256: '0718605184afb1573b06861f5e517fa4ecb9d2c42bdf9dd1ea857b95476ee8c9' },
+    },
+  },
+  arm64: {
+    cc: compiler('arm64', 'aarch64-linux-gnu-gcc'),
+    triplet: 'aarch64-linux-gnu',
+    debs: {
+      libheif1: { pool: 'pool/main/libh/libheif/libheif1_1.15.1-1+deb12u1_arm64.deb', sha256: '92dddfa77e4281997af385cb2bc9e8ffa13b0876f889a3d6d6ad177ac968a2bc' },
+      'libde265-0': { archive: 'debian-security', pool: 'pool/updates/main/libd/libde265/libde265-0_1.0.11-1+deb12u3_arm64.deb', sha256: '8b49a68b62db516ed18f5990e192e603706f51d994ceb7bfe30080a6871e0cab' },
+      'libheif-dev': { pool: 'pool/main/libh/libheif/libheif-dev_1.15.1-1+deb12u1_arm64.deb', sha256: '643ceb4823c3b0efef3641d020f90f47e53b3ce2cd67afcb95f78f3f860ac9b5' },
+    },
+  },
+};
+
+function run(cmd, args) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new HeifDecoderError(`${cmd} ${args.join(' ')} failed: ${r.error?.message ?? r.stderr.trim()}`);
+}
+
+/**
+ * Builds the decoder for `arch` into `dest` (replaced). Returns the carried libraries with their .debs
+ * and the paths of Debian's copyright files (under dest/.copyright, which the caller keeps out of the tree).
+ */
+export async function buildHeifDecoder(arch, dest) {
+  const target = ARCHES[arch];
+  if (!target) throw new HeifDecoderError(`no HEIF decoder for ${arch}`);
+  rmSync(dest, { recursive: true, force: true });
+  mkdirSync(join(dest, '.copyright'), { recursive: true });
+  const work = mkdtempSync(join(dirname(dest), '.heif-'));
+  try {
+    const fetched = {};
+    for (const [pkg, deb] of Object.entries(target.debs)) {
+      fetched[pkg] = await fetchDeb(deb);
+      unpackDeb(fetched[pkg].file, work);
+    }
+    const libdir = join(work, 'usr/lib', target.triplet);
+    const libraries = HEIF_LIBRARIES.map((l) => {
+      copyFileSync(join(libdir, l.lib), join(dest, l.lib));
+      const copyright = join(dest, '.copyright', l.debian.package);
+      copyFileSync(join(work, 'usr/share/doc', l.debian.package, 'copyright'), copyright);
+      const deb = target.debs[l.debian.package];
+      return { ...l, deb: { name: fetched[l.debian.package].name, sha256: deb.sha256, url: debUrl(deb) }, copyright };
+    });
+    for (const soname of STUBBED) run(target.cc, ['-O2', '-shared', '-fPIC', `-Wl,-soname,${soname}`, '-o', join(dest, soname), join(SOURCES, 'codec-stubs.c')]);
+    const program = join(dest, HEIF_DECODER_PROGRAM);
+    // Linked by file name against the carried libheif, found at run time through LD_LIBRARY_PATH.
+    run(target.cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(work, 'usr/include', target.triplet), '-o', program, join(SOURCES, 'decode.c'), join(dest, 'libheif.so.1'), '-Wl,--allow-shlib-undefined']);
+    for (const f of [...HEIF_LIBRARIES.map((l) => l.lib), ...STUBBED]) chmodSync(join(dest, f), 0o644);
+    chmodSync(program, 0o755);
+    return { program, libraries };
+  } catch (err) {
+    if (err instanceof DebError) throw new HeifDecoderError(err.message);
+    throw err;
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const at = process.argv.indexOf('--arch');
+  const arch = at < 0 ? 'x64' : process.argv[at + 1];
+  try {
+    const { program } = await buildHeifDecoder(arch, join(ROOT, 'dist', 'heif-decoder', arch));
+    console.log(`heif-decoder: ${program}`);
+  } catch (err) {
+    if (!(err instanceof HeifDecoderError)) throw err;
+    console.error(`heif-decoder: ${err.message}`);
+    process.exit(1);
+  }
+}

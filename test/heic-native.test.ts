@@ -1,0 +1,124 @@
+// Issue 40: HEIC decoded natively (Debian's libheif and libde265 in a helper process), with the
+// WebAssembly libheif-js as the fallback where the native libraries do not load.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { JobError } from '../workers/contract.ts';
+import { decodeHeifWasm, useNativeHeif } from '../workers/decoders/heic.ts';
+import { decodeHeifNatively, probeNativeHeif, type NativeHeif } from '../workers/decoders/heic-native.ts';
+import { decodeImage } from '../workers/decoders/index.ts';
+import type { RawPixels } from '../workers/decoders/pixels.ts';
+import { tenBitAlphaHeic } from './helpers/made-files.ts';
+
+const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
+const HEICS = ['heic/IMG_2682.heic', 'heic/HMD_Nokia_8.3_5G.heif', 'heic/file-type-fixture-heic.heic', 'heic/heic-iphone7.heic', 'heic/iphone_13_pro_max.heic'];
+const limits = (maxPixels = 100_000_000) => ({ maxPixels, signal: new AbortController().signal });
+
+let work: string;
+let dir: string;
+let heif: NativeHeif;
+before(async () => {
+  work = mkdtempSync(join(tmpdir(), 'heic-native-'));
+  // Where the workers look for it from source (scripts/heif-decoder.mjs; npm test builds it too).
+  dir = new URL(`../dist/heif-decoder/${process.arch}`, import.meta.url).pathname;
+  execFileSync(process.execPath, [new URL('../scripts/heif-decoder.mjs', import.meta.url).pathname, '--arch', process.arch], { stdio: 'inherit' });
+  const probed = await probeNativeHeif(dir);
+  assert.ok(probed, `the native HEIF decoder built in ${dir} does not load`);
+  heif = probed;
+  useNativeHeif(dir);
+});
+after(() => {
+  useNativeHeif();
+  rmSync(work, { recursive: true, force: true });
+});
+
+interface Difference {
+  max: number;
+  mean: number;
+  /** Share of the samples more than 2 levels apart. */
+  over2: number;
+}
+
+function difference(a: RawPixels, b: RawPixels): Difference {
+  assert.deepEqual([a.width, a.height, a.channels], [b.width, b.height, b.channels]);
+  let max = 0;
+  let sum = 0;
+  let over2 = 0;
+  for (let i = 0; i < a.data.length; i++) {
+    const d = Math.abs(a.data[i] - b.data[i]);
+    sum += d;
+    if (d > max) max = d;
+    if (d > 2) over2++;
+  }
+  return { max, mean: sum / a.data.length, over2: over2 / a.data.length };
+}
+
+describe('native HEIC decoding', () => {
+  // The WebAssembly build leaves out HEVC's in-loop filters (deblocking, SAO): the two differ only on
+  // a few block edges (measured: mean 0.10-0.20 levels, max 10-13, 0.09-0.85 % of samples > 2).
+  for (const rel of HEICS) {
+    it(`${rel}: the picture of the WebAssembly decoder, bar its unfiltered block edges`, async () => {
+      const bytes = await readFile(join(corpus, rel));
+      const d = difference(await decodeHeifNatively(heif, bytes, limits()), await decodeHeifWasm(bytes, limits()));
+      assert.ok(d.mean < 0.3 && d.over2 < 0.01 && d.max <= 16, JSON.stringify(d));
+    });
+  }
+
+  it('a 10-bit HEIC with alpha: 8-bit RGBA, alpha kept, as the WebAssembly decoder gives it', async () => {
+    const bytes = await readFile(await tenBitAlphaHeic(join(work, 'ten-bit-alpha.heic')));
+    const native = await decodeHeifNatively(heif, bytes, limits());
+    assert.equal(native.channels, 4);
+    const d = difference(native, await decodeHeifWasm(bytes, limits()));
+    assert.ok(d.mean < 0.3 && d.over2 < 0.01, JSON.stringify(d));
+    const { decoded } = await decodeImage(bytes, 'heic', limits());
+    assert.equal(decoded.via, 'libheif');
+    const { info } = await decoded.image.raw().toBuffer({ resolveWithObject: true });
+    assert.equal(info.channels, 4);
+  });
+
+  it("refuses a picture over the pixel budget from libheif's header, with the image door's error", async () => {
+    const bytes = await readFile(join(corpus, 'heic/IMG_2682.heic'));
+    await assert.rejects(decodeHeifNatively(heif, bytes, limits(1_000_000)), (err: unknown) => {
+      assert.ok(err instanceof JobError);
+      assert.equal(err.code, 'image.too_many_pixels');
+      assert.match(err.message, /4032×3024/);
+      return true;
+    });
+  });
+
+  it('a file cut short fails as truncated (the WebAssembly decoder left the missing tiles grey); a broken one as undecodable', async () => {
+    const whole = await readFile(join(corpus, 'heic/heic-iphone7.heic'));
+    const codeOf = (bytes: Buffer) =>
+      decodeHeifNatively(heif, bytes, limits()).then(
+        () => 'decoded',
+        (err: unknown) => (err instanceof JobError ? err.code : `not a JobError: ${String(err)}`),
+      );
+    assert.equal(await codeOf(whole.subarray(0, Math.floor(whole.length * 0.6))), 'image.truncated');
+    assert.equal(await codeOf(whole.subarray(0, 3000)), 'image.decode_failed');
+    const damaged = Buffer.from(whole);
+    damaged.fill(0x5a, 4096, 300_000);
+    assert.match(await codeOf(damaged), /^image\.(decode_failed|truncated)$/);
+  });
+
+  it('falls back to WebAssembly where the native libraries do not load', async () => {
+    const broken = join(work, 'broken');
+    cpSync(dir, broken, { recursive: true });
+    writeFileSync(join(broken, 'libheif.so.1'), '');
+    assert.equal(await probeNativeHeif(broken), undefined);
+    const bytes = await readFile(join(corpus, 'heic/IMG_2682.heic'));
+    useNativeHeif(broken);
+    try {
+      const { decoded } = await decodeImage(bytes, 'heic', limits());
+      assert.equal(decoded.via, 'libheif-wasm');
+      const wasm = await decodeHeifWasm(bytes, limits());
+      const { data, info } = await decoded.image.keepIccProfile().raw().toBuffer({ resolveWithObject: true });
+      assert.equal(difference({ data, width: info.width, height: info.height, channels: 3 }, wasm).max, 0);
+    } finally {
+      useNativeHeif(dir);
+    }
+  });
+});
