@@ -100,17 +100,18 @@ it('a job whose runs end with their process fails with jobs.crashed at the third
     });
   });
   const env = { ...process.env, NODE_EXTRA_CA_CERTS: receiver.ca.caPath, COMPRESSD_URL_ALLOW: 'hooks.test', COMPRESSD_DNS_OVERRIDES: 'hooks.test=127.0.0.1' };
-  // A real photo enlarged to 90 MP: tens of seconds of work, so each stop below lands while it runs,
-  // and past the 10 s a graceful stop gives a running job.
-  const big = join(work, 'big.jpg');
-  await sharp(PHONE).resize({ width: 11_000 }).jpeg({ quality: 95 }).toFile(big);
+  // A real photo enlarged to 90 MP as PNG: about a minute of lossless work on an idle machine, far more
+  // than the 10 s a graceful stop gives a running job (the same photo as a 90 MP JPEG was done within
+  // them on an idle machine), so each stop lands while it runs.
+  const big = join(work, 'big.png');
+  await sharp(PHONE).resize({ width: 11_000 }).png({ compressionLevel: 1 }).toFile(big);
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   let server = await serve(dataDir, port, env);
   const headers = { 'x-service-api-key': server.key! };
   const status = async (id: string) => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
   const form = new FormData();
-  form.set('file', await openAsBlob(big), 'big.jpg');
+  form.set('file', await openAsBlob(big), 'big.png');
   form.set('webhookUrl', receiver.url('hooks.test', '/hook'));
   form.set('webhookSecret', 'whsec_poison_test_0123456789');
   const accepted = await fetch(`${base}/compress`, { method: 'POST', body: form, headers });
