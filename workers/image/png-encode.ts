@@ -65,7 +65,7 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
   const size = { width: info.width, height: info.height };
   const optimise = (png: Buffer) => phase('encode', () => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png));
   // oxipng is stricter than libspng on some files: those take the decode and re-encode path.
-  const direct = async () => (source ? await optimisePng(source).catch(() => undefined) : undefined);
+  const direct = async () => (source ? await phase('encode', () => optimisePng(source)).catch(() => undefined) : undefined);
   // More bytes than one per sample: a 16-bit image, kept deep when lossless.
   if (data.length > info.width * info.height * info.channels) {
     const deep = (await direct()) ?? (await optimise(await img.clone().png({ compressionLevel: 0 }).toBuffer()));
@@ -81,7 +81,7 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     // Noise: nothing lossless saves anything, and a palette search on millions of distinct colours
     // is the slowest thing libimagequant does (minutes) for a result no one asked for. The fast
     // encode is the only candidate; the callers keep the input when it is no smaller.
-    const stored = await fromRaw(pixels).png({ compressionLevel: 1 }).toBuffer();
+    const stored = await phase('encode', () => fromRaw(pixels).png({ compressionLevel: 1 }).toBuffer());
     return { data: opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, stored) : stored, ...size };
   }
   const lossy = mode === 'lossy' ? await phase('search', () => lossyCandidate(pixels)) : undefined;
