@@ -165,6 +165,28 @@ describe('cluster backend on PostgreSQL', () => {
     }
   });
 
+  test('an account at its queue limit is refused for the queue, never for credits it has, while jobs end beside the admissions', async () => {
+    const { a, b, accounts, close } = await twoNodes();
+    try {
+      await accounts.ensureAccount('full', 10_000);
+      const open: Job[] = [];
+      for (let i = 0; i < 18; i++) {
+        const r = await a.jobs.admit(newJob('full'), OPEN);
+        assert.ok(r.ok);
+        open.push(r.job);
+      }
+      // Each admission that finds the queue full races a cancel that frees a place.
+      const results = await Promise.all([
+        ...Array.from({ length: 40 }, (_, i) => (i % 2 ? a : b).jobs.admit(newJob('full'), OPEN)),
+        ...open.map((job, i) => cancel(i % 2 ? b : a, job.id, new Date())),
+      ]);
+      const refusals = results.flatMap((r) => (r && 'ok' in r && !r.ok ? [r.refusal] : []));
+      assert.deepEqual([...new Set(refusals)].filter((r) => r !== 'queue.limit_exceeded'), [], 'with 9,964 credits available no admission is refused for credits');
+    } finally {
+      await close();
+    }
+  });
+
   test('6 running per account across nodes, no job claimed twice, fair order across accounts', async () => {
     const { a, b, accounts, close } = await twoNodes();
     try {

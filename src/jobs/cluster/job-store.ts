@@ -149,6 +149,9 @@ async function applyDecision(c: Queryable, job: Job, decision: Extract<Decision,
   return after;
 }
 
+/** Admissions tried while jobs keep ending between the insert and the read of why it found no room. */
+const ADMIT_ATTEMPTS = 5;
+
 async function lockJob(db: Queryable, id: string): Promise<JobRow | undefined> {
   const { rows } = await db.query<JobRow>('SELECT * FROM jobs WHERE id = $1 FOR UPDATE', [id]);
   return rows[0];
@@ -173,7 +176,7 @@ export class PgJobStore implements JobStore {
     try {
       // Without a key the admission is one statement (one round trip, atomic on its own); with one,
       // the key is bound first in the same transaction.
-      if (!idem) return (await this.insertAdmitted(this.pool, job, limits)) ?? (await this.refusal(this.pool, job, limits));
+      if (!idem) return (await this.admitOrRefuse(this.pool, job, limits)).result;
       return await transaction(this.pool, async (c): Promise<AdmitResult> => {
         // Waits for an admission holding the same key uncommitted; if that one commits, this
         // binds nothing (the key is younger than the TTL) and reads the winner.
@@ -190,10 +193,10 @@ export class PgJobStore implements JobStore {
           const { rows } = await c.query<KeyRow>('SELECT * FROM idempotency_keys WHERE account = $1 AND key = $2', [job.account, idem.key]);
           return { ok: false, refusal: 'idempotency.key_taken', remembered: toRemembered(rows[0]!) };
         }
-        const admitted = await this.insertAdmitted(c, job, limits);
-        // Thrown, so the key bound above is rolled back with the refused admission.
-        if (!admitted) throw new Refused(await this.refusal(c, job, limits));
-        return admitted;
+        const { admitted, result } = await this.admitOrRefuse(c, job, limits);
+        // Thrown, so the key bound above is rolled back with the refused admission (or the replay).
+        if (!admitted) throw new Refused(result);
+        return result;
       });
     } catch (err) {
       if (err instanceof Refused) return err.result;
@@ -229,13 +232,31 @@ export class PgJobStore implements JobStore {
     return rows[0] ? { ok: true, job: toJob(rows[0]) } : null;
   }
 
-  /** Why an admission found no room: a replay of an admitted id is no refusal; else the queue limit or the credits. */
-  private async refusal(db: Queryable, job: Job, limits: AdmissionLimits): Promise<AdmitResult> {
+  /**
+   * The admission, or the refusal for what the account's row showed when read after it: a job
+   * that ended between the two statements frees a place, and the admission is tried again rather
+   * than refused for a reason that no longer holds (a full queue was reported as missing credits).
+   */
+  private async admitOrRefuse(db: Queryable, job: Job, limits: AdmissionLimits): Promise<{ admitted: boolean; result: AdmitResult }> {
+    for (let attempt = 1; ; attempt++) {
+      const admitted = await this.insertAdmitted(db, job, limits);
+      if (admitted) return { admitted: true, result: admitted };
+      const refused = await this.refusal(db, job, limits);
+      if (refused) return { admitted: false, result: refused };
+      // Places that keep being taken between the statements read as a full queue (429, retryable).
+      if (attempt === ADMIT_ATTEMPTS) return { admitted: false, result: { ok: false, refusal: 'queue.limit_exceeded' } };
+    }
+  }
+
+  /** Why an admission found no room (a replay of an admitted id is none), or undefined when the account has room now. */
+  private async refusal(db: Queryable, job: Job, limits: AdmissionLimits): Promise<AdmitResult | undefined> {
     const existing = await db.query<JobRow>('SELECT * FROM jobs WHERE id = $1', [job.id]);
     if (existing.rows[0]) return { ok: true, job: toJob(existing.rows[0]) };
     const { rows } = await db.query<{ open_jobs: number; available: string }>('SELECT open_jobs, granted - spent - reserved AS available FROM accounts WHERE name = $1', [job.account]);
+    const available = Math.max(0, Number(rows[0]?.available ?? 0));
     if (rows[0] && rows[0].open_jobs >= limits.maxOpenPerAccount) return { ok: false, refusal: 'queue.limit_exceeded' };
-    return { ok: false, refusal: 'entitlements.insufficient_credits', required: job.creditCost, available: Math.max(0, Number(rows[0]?.available ?? 0)) };
+    if (available < job.creditCost) return { ok: false, refusal: 'entitlements.insufficient_credits', required: job.creditCost, available };
+    return undefined;
   }
 
   async rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined> {
