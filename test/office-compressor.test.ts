@@ -19,7 +19,7 @@ import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 import { FULL_PROBES, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
 import { analyzePackage } from '../workers/office/analyze.ts';
 import { planPictures } from '../workers/office/plan.ts';
-import { openPackage } from '../workers/office/zip-read.ts';
+import { openOfficePackage } from '../workers/office/package.ts';
 import { albumPptx, cameraPhotos, inlineImagesDocx, photoAlbumPptx } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 
@@ -60,7 +60,7 @@ async function run(inputPath: string, options: JobOptions = {}, dir?: string): P
 
 /** The document budget compress applies to a package's JPEG pictures. */
 async function planOf(path: string): Promise<DocumentPlan> {
-  const pkg = await openPackage(path);
+  const pkg = await openOfficePackage(path);
   try {
     const signal = new AbortController().signal;
     return (await planPictures(pkg, await analyzePackage(pkg, signal), undefined, signal)).plan;
