@@ -10,7 +10,8 @@ import sharp from 'sharp';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
 import type { JobOptions } from '../src/catalog/index.ts';
-import { JobError, type CompressResult } from '../workers/contract.ts';
+import type { CompressResult } from '../src/catalog/contract.ts';
+import { JobError } from '../workers/contract.ts';
 import { compress } from '../workers/office.ts';
 import { parseRels, resolveTarget, sourceOfRels } from '../workers/office/opc.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
@@ -18,7 +19,7 @@ import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 import { FULL_PROBES, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from '../workers/image/budget.ts';
 import { analyzePackage } from '../workers/office/analyze.ts';
 import { planPictures } from '../workers/office/plan.ts';
-import { openPackage } from '../workers/office/zip-read.ts';
+import { openOfficePackage } from '../workers/office/package.ts';
 import { albumPptx, cameraPhotos, inlineImagesDocx, photoAlbumPptx } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 
@@ -59,7 +60,7 @@ async function run(inputPath: string, options: JobOptions = {}, dir?: string): P
 
 /** The document budget compress applies to a package's JPEG pictures. */
 async function planOf(path: string): Promise<DocumentPlan> {
-  const pkg = await openPackage(path);
+  const pkg = await openOfficePackage(path);
   try {
     const signal = new AbortController().signal;
     return (await planPictures(pkg, await analyzePackage(pkg, signal), undefined, signal)).plan;

@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { contentTypeOf, normaliseFormat } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { analyzePackage } from './office/analyze.ts';
+import { openOfficePackage } from './office/package.ts';
 import { planPictures } from './office/plan.ts';
 import { assertZipContainer } from './office/sniff.ts';
 import { writePackage } from './office/write.ts';
-import { openPackage } from './office/zip-read.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
 /**
@@ -20,7 +20,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const outPath = join(out.dir, `compressed.${format}`);
   ctx.progress(0, 'analyzing');
   await assertZipContainer(job.inputPath);
-  const pkg = await openPackage(job.inputPath);
+  const pkg = await openOfficePackage(job.inputPath);
   let perceived: number | undefined;
   try {
     const analysis = await analyzePackage(pkg, ctx.signal);

@@ -1,38 +1,8 @@
-import { encodePreview, FULL_EDGE, PREVIEW_EDGE, type PreviewImage, type PreviewSize } from './preview/encode.ts';
+import type { Comparison, PreviewJob, Size } from '../src/catalog/contract.ts';
+import { encodePreview, FULL_EDGE, PREVIEW_EDGE } from './preview/encode.ts';
 import { openPicture } from './preview/image.ts';
 import { largestPicture, pictureAt } from './preview/office.ts';
 import { renderPage } from './preview/pdf.ts';
-
-/** What the compare endpoint needs made from a finished job's files. */
-export interface PreviewJob {
-  inputPath: string;
-  /** Dotless input format as submitted. */
-  inputFormat: string;
-  outputPath: string;
-  /** Dotless output format. */
-  outputFormat: string;
-  /** `fit` (the first look) or `full` (for zooming in). */
-  size: PreviewSize;
-  /** 1-based page of a PDF; ignored for other formats. */
-  page: number;
-}
-
-export interface Size {
-  width: number;
-  height: number;
-}
-
-export interface Comparison {
-  before: PreviewImage;
-  after: PreviewImage;
-  /** What was compared at full size: image pixels, a PDF page in points, an Office document's picture. */
-  input: Size;
-  output: Size;
-  /** PDF: the page shown (1-based) and how many the input has. */
-  page?: { number: number; count: number };
-  /** DOCX/PPTX: the part name of the picture shown, e.g. `word/media/image1.jpeg`. */
-  picture?: string;
-}
 
 const OFFICE = new Set(['docx', 'pptx']);
 

@@ -10,6 +10,9 @@ export interface Costing {
 
 export type JsonSchema = Record<string, unknown>;
 
+/** The compressor modules of workers/ (`workers/jpg.ts`, …): workers/compress.ts holds one loader for each. */
+export type CompressorModule = 'jpg' | 'png' | 'gif' | 'universal' | 'pdf' | 'office';
+
 export interface CompressorEntry {
   /** Job type, e.g. `image.jpg-compress`. */
   jobType: string;
@@ -29,8 +32,8 @@ export interface CompressorEntry {
   /** Option JSON Schema (draft 2020-12) `properties`; the catalog wraps them. */
   optionProperties: Record<string, JsonSchema>;
   costing: Costing;
-  /** Name of the module under workers/ that runs this job type. */
-  worker: string;
+  /** The module under workers/ that runs this job type (workers/compress.ts loads it). */
+  worker: CompressorModule;
   maxConcurrentJobs: number;
 }
 

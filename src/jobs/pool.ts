@@ -1,11 +1,9 @@
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { CompressOutcome, CompressTask, PreviewOutcome, PreviewTask } from '../../workers/compress.ts';
-import type { PreviewJob } from '../../workers/preview.ts';
+import type { CompressOutcome, CompressTask, MemoryAnswer, MemoryAsk, PreviewJob, PreviewOutcome, PreviewTask } from '../catalog/contract.ts';
 import { compressorForJobType } from '../catalog/index.ts';
 import { truncateDetail } from '../errors.ts';
 import { runtimeTree, workerEntry } from '../runtime/bundled.ts';
-import type { MemoryAnswer, MemoryAsk } from '../../workers/shared/memory.ts';
 import type { RunOutcome, Runner, RunRequest } from './backend.ts';
 import { defaultMemoryBudgetBytes, MemoryBudget, type MemoryHold } from './memory-budget.ts';
 

@@ -1,5 +1,5 @@
 import type { JobOptions } from '../catalog/types.ts';
-import type { CompressorFailureCode } from '../../workers/contract.ts';
+import type { CompressorFailureCode } from '../catalog/contract.ts';
 
 export type JobStatus = 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Canceled';
 

@@ -1,10 +1,10 @@
-import { JobError } from '../contract.ts';
 import { combineUses, scanImageUses, type ImageUse, type Need } from './display-size.ts';
 import { LIMITS } from './limits.ts';
+import { readPackageXml, type OfficePackage } from './package.ts';
 import { slideScale } from './slide-size.ts';
-import { CONTENT_TYPES_PART, ContentTypes, parseRels, sourceOfRels } from './opc.ts';
+import { parseRels, sourceOfRels } from './opc.ts';
 import { decodeXml } from './xml-text.ts';
-import { openEntryStream, readEntry, type OpenPackage, type PackageEntry } from './zip-read.ts';
+import { openEntryStream, type OpenPackage, type PackageEntry } from './zip-read.ts';
 
 export interface Analysis {
   /** The `[Content_Types].xml` entry, written first. */
@@ -14,24 +14,17 @@ export interface Analysis {
 }
 
 /**
- * Reads the package structure: content types, every relationships part, and each part whose
- * relationships point at an image, to learn how large each image is shown. Only
- * `[Content_Types].xml` and `.rels` parts are held in memory; drawings are parsed as they inflate.
+ * Reads the package structure beyond what opening it read (package.ts): every relationships part,
+ * and each part whose relationships point at an image, to learn how large each image is shown.
+ * Only `[Content_Types].xml` and `.rels` parts are held in memory; drawings are parsed as they inflate.
  */
-export async function analyzePackage(pkg: OpenPackage, signal: AbortSignal): Promise<Analysis> {
-  const byName = new Map(pkg.entries.filter((e) => !e.isDirectory).map((e) => [e.name.toLowerCase(), e]));
-  const contentTypesEntry = byName.get(CONTENT_TYPES_PART.toLowerCase());
-  if (!contentTypesEntry || !byName.has('_rels/.rels')) {
-    throw new JobError('office.not_ooxml', 'The zip has no [Content_Types].xml or _rels/.rels, so it is not an Office Open XML (DOCX/PPTX) package.');
-  }
-  const types = ContentTypes.parse(decodeXml(await readPackageXml(pkg, contentTypesEntry)));
-
+export async function analyzePackage(pkg: OfficePackage, signal: AbortSignal): Promise<Analysis> {
+  const { parts: byName, contentTypesEntry, types, rootRels } = pkg;
   const images = new Map<string, Need | null>();
   for (const e of byName.values()) {
     if ((types.of(e.name) ?? '').toLowerCase().startsWith('image/')) images.set(e.name.toLowerCase(), null);
   }
 
-  const rootRels = parseRels(decodeXml(await readPackageXml(pkg, byName.get('_rels/.rels')!)), '_rels/.rels', '');
   const main = rootRels.find((r) => r.type.endsWith('/officeDocument') && r.part)?.part;
   const mainEntry = main ? byName.get(main.toLowerCase()) : undefined;
   const scale = mainEntry && mainEntry.uncompressedSize <= LIMITS.maxScanBytes ? await readSlideScale(pkg, mainEntry) : 1;
@@ -74,11 +67,4 @@ async function readSlideScale(pkg: OpenPackage, entry: PackageEntry): Promise<nu
   } finally {
     stream.destroy();
   }
-}
-
-async function readPackageXml(pkg: OpenPackage, entry: PackageEntry): Promise<Buffer> {
-  if (entry.uncompressedSize > LIMITS.maxPackageXmlBytes) {
-    throw new JobError('office.damaged', `The package part ${entry.name} is ${entry.uncompressedSize} bytes; at most ${LIMITS.maxPackageXmlBytes} are accepted.`);
-  }
-  return readEntry(pkg.zip, entry);
 }

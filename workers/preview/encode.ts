@@ -1,4 +1,5 @@
 import sharp, { type Sharp } from 'sharp';
+import type { PreviewImage } from '../../src/catalog/contract.ts';
 
 /** Previews fit this box (longest edge), aspect kept, never enlarged: the compare view's first look. */
 export const PREVIEW_EDGE = 1200;
@@ -12,17 +13,6 @@ export const FULL_EDGE = 7000;
 export const FULL_PAGE_EDGE = 3000;
 const JPEG_QUALITY = 82;
 const WEBP_QUALITY = 82;
-
-/** `fit`: PREVIEW_EDGE; `full`: the compared picture at (up to FULL_EDGE) its own size. */
-export type PreviewSize = 'fit' | 'full';
-
-export interface PreviewImage {
-  /** Base64 of the encoded preview. */
-  data: string;
-  mimeType: 'image/jpeg' | 'image/webp';
-  width: number;
-  height: number;
-}
 
 /**
  * Encodes an upright picture as a preview: downscaled to fit `edge`, in sRGB, as JPEG when

@@ -3,7 +3,8 @@ import { PDFiumLibrary } from '@hyzyla/pdfium';
 import sharp from 'sharp';
 import { JobError } from '../contract.ts';
 import { checkPageContent } from './pdf-content.ts';
-import { encodePreview, FULL_PAGE_EDGE, PREVIEW_EDGE, type PreviewImage, type PreviewSize } from './encode.ts';
+import type { PreviewImage, PreviewSize } from '../../src/catalog/contract.ts';
+import { encodePreview, FULL_PAGE_EDGE, PREVIEW_EDGE } from './encode.ts';
 
 /**
  * One PDFium (WebAssembly) instance per worker thread, started on first use (~0.2 s), and dropped

@@ -1,4 +1,5 @@
 import { workerData, type MessagePort } from 'node:worker_threads';
+import type { MemoryAnswer, MemoryAsk } from '../../src/catalog/contract.ts';
 import { JobError } from '../contract.ts';
 
 /**
@@ -20,10 +21,6 @@ export const peakBytes = (pixels: number): number => JOB_BASE_BYTES + Math.ceil(
  * the pool.
  */
 export const MEMORY_BUDGET_BYTES: number = (workerData as { memoryBudget?: number } | undefined)?.memoryBudget ?? Infinity;
-
-/** The messages of the memory gate on a task's port. */
-export type MemoryAsk = { memory: number };
-export type MemoryAnswer = { memory: 'granted' } | { memory: 'refused'; budget: number };
 
 let task: { port: MessagePort; signal: AbortSignal } | null = null;
 

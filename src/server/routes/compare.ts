@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { LRUCache } from 'lru-cache';
-import type { Comparison, PreviewJob } from '../../../workers/preview.ts';
+import type { Comparison, PreviewJob } from '../../catalog/contract.ts';
 import { ApiError, truncateDetail } from '../../errors.ts';
 import type { BlobStore } from '../../jobs/backend.ts';
 import type { JobEngine } from '../../jobs/engine.ts';
