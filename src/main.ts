@@ -168,11 +168,15 @@ async function serveCommand(args: string[]): Promise<void> {
   const log = createLogger();
   // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
   process.umask(0o077);
-  const service = await startService(config, log, {}, (key, path) => {
-    // The operator contract prints the key once (tools read this line); an operator who wants no key in
-    // a log makes the first key with `keys create` before the first start, and then none is made here.
-    console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once, and kept in ${path} (readable by this user only; delete it once copied):`);
-    console.log(`API key: ${key}`);
+  const service = await startService({
+    config,
+    log,
+    announceFirstKey(key, path) {
+      // The operator contract prints the key once (tools read this line); an operator who wants no key in
+      // a log makes the first key with `keys create` before the first start, and then none is made here.
+      console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once, and kept in ${path} (readable by this user only; delete it once copied):`);
+      console.log(`API key: ${key}`);
+    },
   });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse(), startupMs: service.startupMs }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
