@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { AccountRegistry } from '../../src/accounts/registry.ts';
 import { resolveConfig, type ServeConfig } from '../../src/config.ts';
 import type { FetchConfig } from '../../src/fetch/config.ts';
-import { openApiDocument } from '../../src/ops/openapi.ts';
+import { openApiDocument } from '../../src/server/openapi/document.ts';
 import { startService, type RunningService } from '../../src/service.ts';
 import { TestClock } from './clock.ts';
 import { contractSummary, contractStats, takeMismatches, watchContract } from './contract.ts';

@@ -1,7 +1,7 @@
-import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../catalog/index.ts';
-import { RATE_LIMIT_EXEMPT } from '../server/middleware/rate-limit.ts';
-import { SUPPORTED_VERSIONS, takesVersionSuffix } from '../server/middleware/versioning.ts';
-import { VERSION } from '../version.ts';
+import { acceptedFormats, COMPRESSORS, contentTypeOf, optionsSchemaOf, outputFormatsOf, unionOptionsSchema, type CompressorEntry } from '../../catalog/index.ts';
+import { RATE_LIMIT_EXEMPT } from '../middleware/rate-limit.ts';
+import { SUPPORTED_VERSIONS, takesVersionSuffix } from '../middleware/versioning.ts';
+import { VERSION } from '../../version.ts';
 
 export interface RouteInfo {
   method: string;
