@@ -9,8 +9,9 @@ import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingOption, settingsHelp } from './config.ts';
 import { type CliOption, type Command, type CommandGroup, commandHelp, groupHelp, parseCommand, usageLines, UsageError } from './cli/command.ts';
-import { backup, restore } from './cli/backup.ts';
+import { backup } from './cli/backup.ts';
 import { COMPRESS, compressCommand } from './cli/compress.ts';
+import { restore } from './cli/restore.ts';
 import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
 import { DATA_FORMAT, prepareDataDir } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
@@ -268,7 +269,11 @@ async function restoreCommand(args: string[]): Promise<void> {
   if (positionals.length !== 1) fail('restore needs the backup FILE');
   if (!values['data-dir']) fail('restore needs --data-dir NEW (a directory that does not exist yet, or is empty)');
   const dataDir = resolve(values['data-dir']);
-  const m = await restore(resolve(positionals[0]!), dataDir);
+  const file = resolve(positionals[0]!);
+  const { manifest: m, checksums } = await restore(file, dataDir);
+  if (!checksums) {
+    console.error(`compressd: warning: ${file} has no checksums (a backup made by a build before backups recorded them): each entry was held to its declared length, but its bytes could not be checked; make a new backup`);
+  }
   console.log(`restored ${dataDir} as of ${m.at} (written by compressd ${m.compressd}): ${m.jobs} jobs, ${m.blobs} files`);
 }
 
