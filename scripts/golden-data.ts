@@ -180,7 +180,9 @@ async function main(version: string): Promise<void> {
   const tree = releaseTree(version);
   const src = (path: string) => import(pathToFileURL(join(tree, 'src', path)).href);
   const { resolveConfig } = await src('config.ts');
-  const { startService } = await src('service.ts');
+  const { startService: start } = await src('service.ts');
+  // Releases up to 0.1.0 take (config, log, fetch settings); later ones one options object.
+  const startService = (config: unknown, log: unknown, fetch: object) => (start.length === 1 ? start({ config, log, fetch }) : start(config, log, fetch));
   const { AccountRegistry } = await src('accounts/registry.ts');
   const { PgAccountRegistry } = await src('accounts/pg-registry.ts');
   const { openPool } = await src('jobs/cluster/database.ts');

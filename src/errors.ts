@@ -1,18 +1,25 @@
+/** Envelope fields beyond `error` and `detail`; under `headers`, the response headers the answer carries. */
+export type ErrorExtras = Record<string, unknown> & { headers?: Record<string, string> };
+
 /**
  * An error the API answers with: a spec code, an HTTP status, a public detail and
- * optional extra envelope fields. Raised where the problem is known, rendered once
+ * optional extra envelope fields and headers. Raised where the problem is known, rendered once
  * by the server's error handler.
  */
 export class ApiError extends Error {
+  readonly extra: Record<string, unknown>;
+  readonly headers: Record<string, string>;
+
   constructor(
     readonly code: string,
     readonly status: number,
     readonly detail: string | null = null,
-    readonly extra: Record<string, unknown> = {},
-    readonly headers: Record<string, string> = {},
+    { headers = {}, ...extra }: ErrorExtras = {},
   ) {
     super(detail ?? code);
     this.name = 'ApiError';
+    this.extra = extra;
+    this.headers = headers;
   }
 
   body(): Record<string, unknown> {

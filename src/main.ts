@@ -9,12 +9,13 @@ import { PgAccountRegistry } from './accounts/pg-registry.ts';
 import { AccountRegistry, STARTING_CREDITS } from './accounts/registry.ts';
 import { ConfigError, resolveConfig, SETTINGS, settingOption, settingsHelp } from './config.ts';
 import { type CliOption, type Command, type CommandGroup, commandHelp, groupHelp, parseCommand, usageLines, UsageError } from './cli/command.ts';
+import { backup } from './cli/backup.ts';
 import { COMPRESS, compressCommand } from './cli/compress.ts';
+import { restore } from './cli/restore.ts';
 import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
 import { DATA_FORMAT, prepareDataDir } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
-import { backup, restore } from './ops/backup.ts';
 import { allocatorInUse } from './runtime/allocator.ts';
 import { runtimeTree } from './runtime/bundled.ts';
 import { startService } from './service.ts';
@@ -168,11 +169,15 @@ async function serveCommand(args: string[]): Promise<void> {
   const log = createLogger();
   // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
   process.umask(0o077);
-  const service = await startService(config, log, {}, (key, path) => {
-    // The operator contract prints the key once (tools read this line); an operator who wants no key in
-    // a log makes the first key with `keys create` before the first start, and then none is made here.
-    console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once, and kept in ${path} (readable by this user only; delete it once copied):`);
-    console.log(`API key: ${key}`);
+  const service = await startService({
+    config,
+    log,
+    announceFirstKey(key, path) {
+      // The operator contract prints the key once (tools read this line); an operator who wants no key in
+      // a log makes the first key with `keys create` before the first start, and then none is made here.
+      console.log(`compressd: created account "default" with ${STARTING_CREDITS} credits. Its API key is shown once, and kept in ${path} (readable by this user only; delete it once copied):`);
+      console.log(`API key: ${key}`);
+    },
   });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse(), startupMs: service.startupMs }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
@@ -264,7 +269,11 @@ async function restoreCommand(args: string[]): Promise<void> {
   if (positionals.length !== 1) fail('restore needs the backup FILE');
   if (!values['data-dir']) fail('restore needs --data-dir NEW (a directory that does not exist yet, or is empty)');
   const dataDir = resolve(values['data-dir']);
-  const m = await restore(resolve(positionals[0]!), dataDir);
+  const file = resolve(positionals[0]!);
+  const { manifest: m, checksums } = await restore(file, dataDir);
+  if (!checksums) {
+    console.error(`compressd: warning: ${file} has no checksums (a backup made by a build before backups recorded them): each entry was held to its declared length, but its bytes could not be checked; make a new backup`);
+  }
   console.log(`restored ${dataDir} as of ${m.at} (written by compressd ${m.compressd}): ${m.jobs} jobs, ${m.blobs} files`);
 }
 

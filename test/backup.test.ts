@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import sharp from 'sharp';
 import yazl from 'yazl';
 import { AccountRegistry } from '../src/accounts/registry.ts';
+import type { GoldenManifest } from '../scripts/golden-data.ts';
 import { scratchDir } from './helpers/daemons.ts';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
 import { unzip } from './helpers/zip.ts';
@@ -20,6 +21,7 @@ const run = promisify(execFile);
 const cli = (...args: string[]) => run(process.execPath, ['--import', 'tsx', 'src/main.ts', ...args], { env: { ...process.env, COMPRESSD_DATA_DIR: '' } });
 const sha256 = (b: ArrayBuffer | Buffer) => createHash('sha256').update(Buffer.isBuffer(b) ? b : Buffer.from(b)).digest('hex');
 const ENDED = ['Succeeded', 'Failed', 'Canceled'];
+const FIXTURES = new URL('./fixtures/', import.meta.url).pathname;
 
 async function picture(seed: number): Promise<Buffer> {
   const raw = Buffer.alloc(48 * 48 * 3, 0).map((_, i) => (i * 7 + seed * 13 + ((i * seed) % 29)) & 255);
@@ -184,12 +186,18 @@ describe('backup and restore', () => {
     };
     const token = Buffer.from(entries.get('download-token.key')!);
     token[0]! ^= 1;
+    // A manifest as builds before checksums wrote it: lengths of the journals only.
     const { files: _files, ...unchecked } = manifest;
+    const uncheckedManifest = Buffer.from(JSON.stringify(unchecked));
+    const longJournal = Buffer.alloc(64 * 1024 * 1024, 0x41);
     const cases: [string, Record<string, Buffer>, RegExp][] = [
       // The review's case: a large jobs.log under a manifest that says it is small.
-      ['longer', { 'jobs.log': Buffer.alloc(64 * 1024 * 1024, 0x41) }, /"jobs\.log" is longer than its manifest says/],
+      ['longer', { 'jobs.log': longJournal }, /"jobs\.log" is longer than its manifest says/],
       ['altered', { 'download-token.key': token }, /"download-token\.key" has SHA-256 [0-9a-f]{64}/],
-      ['unchecked', { 'compressd-backup.json': Buffer.from(JSON.stringify(unchecked)) }, /gives no length and SHA-256 for its entries/],
+      ['bad-sums', { 'compressd-backup.json': Buffer.from(JSON.stringify({ ...manifest, files: { 'jobs.log': { bytes: 1 } } })) }, /gives no length and SHA-256 for its entries/],
+      // Without checksums the lengths still hold: a journal to its manifest's, a job's file to what it takes in the archive.
+      ['unchecked-longer', { 'compressd-backup.json': uncheckedManifest, 'jobs.log': longJournal }, /"jobs\.log" is longer than its manifest says/],
+      ['unchecked-deflated', { 'compressd-backup.json': uncheckedManifest }, /"spool\/[^"]+" is compressed/],
     ];
     for (const [name, change, refusal] of cases) {
       const target = join(scratch.path, `restored-${name}`);
@@ -197,6 +205,34 @@ describe('backup and restore', () => {
       await assert.rejects(stat(target), `${name}: no data dir`);
     }
     assert.deepEqual((await readdir(scratch.path)).filter((n) => n.includes('.restore-')), [], 'no half-restored directory left');
+  });
+
+  it('a backup made before checksums (test/fixtures/backups/) restores with a warning and serves its jobs', async () => {
+    const golden = JSON.parse(await readFile(join(FIXTURES, '0.1.0', 'manifest.json'), 'utf8')) as GoldenManifest;
+    const restoredDir = join(scratch.path, 'before-checksums');
+    const { stdout, stderr } = await cli('restore', join(FIXTURES, 'backups', 'before-checksums.zip'), '--data-dir', restoredDir);
+    assert.match(stderr, /has no checksums .* each entry was held to its declared length/);
+    assert.match(stdout, /: 9 jobs, 12 files/);
+    const r = await startTestServer({ dataDir: restoredDir, retentionSeconds: golden.retentionSeconds });
+    try {
+      const { keys, balances, jobs } = golden.files;
+      const keyOf = (account: string) => keys.find((k) => k.account === account && k.state === 'active')!.key;
+      for (const k of keys) {
+        const res = await r.api('/compress/entitlements/me', { key: k.key });
+        assert.equal(res.status, k.state === 'revoked' ? 401 : 200, `${k.state} key of ${k.account}`);
+        if (res.ok) assert.equal((await json(res)).balance, balances[k.account], `balance of ${k.account}`);
+        else await res.arrayBuffer();
+      }
+      for (const job of jobs) {
+        assert.equal((await json(await r.api(`/compress/job/${job.id}`, { key: keyOf(job.account) }))).status, job.status, `job ${job.fileName}`);
+        if (!job.output) continue;
+        const res = await r.api(`/compress/job/${job.id}/download`, { key: keyOf(job.account) });
+        assert.equal(res.status, 200);
+        assert.equal(sha256(await res.arrayBuffer()), job.output, `output of ${job.fileName}`);
+      }
+    } finally {
+      await r.stop();
+    }
   });
 
   it('restore refuses a file that is not a compressd backup', async () => {

@@ -83,11 +83,29 @@ describe('client address behind proxies', () => {
   });
 });
 
+/** `compressd serve` of `dataDir` on `port`, as an operator starts it. */
+const serve = (dataDir: string, port: number) =>
+  new Daemon('serve', process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', '1'], {
+    env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn' },
+  });
+
+/** `compressd serve` of `dataDir` on a free port, once it answers /healthz; `stdout()` is what it printed so far. */
+async function served(dataDir: string): Promise<{ daemon: Daemon; url: string; stdout(): string }> {
+  const port = await freePort();
+  const daemon = serve(dataDir, port);
+  let out = '';
+  daemon.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await daemon.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
+  } catch (err) {
+    await daemon.stop();
+    throw err;
+  }
+  return { daemon, url, stdout: () => out };
+}
+
 describe('the first start', () => {
-  const serve = (dataDir: string, port: number) =>
-    new Daemon('serve', process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dataDir, '--workers', '1'], {
-      env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn' },
-    });
   const accountsWritten = async (dataDir: string) => {
     const files = await readdir(dataDir);
     return files.includes('accounts.log') ? (await readFile(join(dataDir, 'accounts.log'), 'utf8')).trim() !== '' : false;
@@ -103,22 +121,19 @@ describe('the first start', () => {
       assert.match(failed.log(), /EADDRINUSE/);
       assert.equal(await accountsWritten(dir.path), false, 'a start that failed wrote an account whose key nobody saw');
 
-      const port = await freePort();
-      const started = serve(dir.path, port);
-      let out = '';
-      started.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      const started = await served(dir.path);
       try {
-        await started.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
         const key = firstKeyIn(dir.path);
-        assert.ok(key, started.log());
+        assert.ok(key, started.daemon.log());
         assert.equal((await stat(join(dir.path, FIRST_KEY_FILE))).mode & 0o777, 0o600);
         // The operator contract: the first start prints its key once.
+        const out = started.stdout();
         assert.match(out, new RegExp(`kept in ${join(dir.path, FIRST_KEY_FILE)} `));
         assert.equal(out.match(new RegExp(`^API key: ${key}$`, 'gm'))?.length, 1, out);
-        const me = await fetch(`http://127.0.0.1:${port}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
+        const me = await fetch(`${started.url}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
         assert.equal((await json(me)).account, 'default');
       } finally {
-        await started.stop();
+        await started.daemon.stop();
       }
     } finally {
       busy.close();
@@ -132,18 +147,14 @@ describe('the first start', () => {
       const made = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts', 'keys', 'create', '--data-dir', dir.path, '--account', 'default'], { encoding: 'utf8' });
       assert.equal(made.status, 0, made.stderr);
       const key = made.stdout.trim().split('\n').pop()!;
-      const port = await freePort();
-      const started = serve(dir.path, port);
-      let out = '';
-      started.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      const started = await served(dir.path);
       try {
-        await started.ready(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 60_000);
-        assert.doesNotMatch(out, /API key/);
+        assert.doesNotMatch(started.stdout(), /API key/);
         assert.equal(firstKeyIn(dir.path), null);
-        const me = await fetch(`http://127.0.0.1:${port}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
+        const me = await fetch(`${started.url}/compress/entitlements/me`, { headers: { 'x-service-api-key': key } });
         assert.equal((await json(me)).account, 'default');
       } finally {
-        await started.stop();
+        await started.daemon.stop();
       }
     } finally {
       await dir.remove();
@@ -162,15 +173,10 @@ describe('private files', () => {
   it('keeps a data dir that existed with 0755, and everything the server writes in it, to its own user', { timeout: 120_000 }, async () => {
     const dir = await scratchDir('compressd-private-');
     await chmod(dir.path, 0o755);
-    const port = await freePort();
-    const server = new Daemon('serve', process.execPath, ['--import', 'tsx', 'src/main.ts', 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', dir.path, '--workers', '1'], {
-      env: { ...process.env, COMPRESSD_LOG_LEVEL: 'warn' },
-    });
-    let out = '';
-    server.child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-    const url = `http://127.0.0.1:${port}`;
+    let server: Awaited<ReturnType<typeof served>> | undefined;
     try {
-      await server.ready(async () => (await fetch(`${url}/healthz`)).ok, 60_000);
+      server = await served(dir.path);
+      const { url } = server;
       const key = firstKeyIn(dir.path)!;
       const headers = { 'x-service-api-key': key };
       const accepted = await json(await fetch(`${url}/compress`, { method: 'POST', headers, body: await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg')) }));
@@ -185,7 +191,7 @@ describe('private files', () => {
       const open = found.filter((e) => e.mode !== (e.dir ? 0o700 : 0o600)).map((e) => `${e.path} ${e.mode.toString(8)}`);
       assert.deepEqual(open, []);
     } finally {
-      await server.stop();
+      await server?.daemon.stop();
       await dir.remove();
     }
   });

@@ -70,7 +70,7 @@ for (const release of RELEASES) {
         },
         {},
       );
-      return startService(config, pino({ level: 'silent' }), { ca: hooks.ca.caPem });
+      return startService({ config, log: pino({ level: 'silent' }), fetch: { ca: hooks.ca.caPem } });
     }
 
     async function check(url: string, m: ModeManifest): Promise<void> {

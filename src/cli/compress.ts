@@ -77,7 +77,7 @@ export async function compressCommand(args: string[], io: CompressIo = { stdout:
   const reporter: Reporter = io.stderr.isTTY ? new TtyReporter(io.stderr, io.stdout) : new PlainReporter(io.stdout);
   for (const s of skipped) reporter.finish(-1, skippedLine({ label: displayPath(s.path, io.cwd), reason: s.reason }, width));
   for (const o of outcomes) reporter.finish(-1, outcomeLine(o, width));
-  const run = new OfflineRun(settings, files, reporter, io.cwd, width);
+  const run = new OfflineRun(settings, files, reporter, { cwd: io.cwd, width });
   const stop = () => run.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
@@ -128,7 +128,7 @@ class OfflineRun {
   private readonly claimed = new Set<string>();
   private next = 0;
 
-  constructor(private readonly settings: RunSettings, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly cwd: string, private readonly width: number) {
+  constructor(private readonly settings: RunSettings, private readonly files: InputFile[], private readonly reporter: Reporter, private readonly display: { cwd: string; width: number }) {
     this.pool = new CompressorPool(Math.min(settings.jobs, Math.max(1, files.length)));
     this.inputs = new Set(files.map((f) => realpathSync(f.path)));
   }
@@ -143,7 +143,7 @@ class OfflineRun {
       while (this.next < this.files.length) {
         const i = this.next++;
         outcomes[i] = await this.one(i, this.files[i]);
-        this.reporter.finish(i, outcomeLine(outcomes[i], this.width));
+        this.reporter.finish(i, outcomeLine(outcomes[i], this.display.width));
       }
     };
     try {
@@ -155,7 +155,7 @@ class OfflineRun {
   }
 
   private async one(id: number, file: InputFile): Promise<FileOutcome> {
-    const label = displayPath(file.path, this.cwd);
+    const label = displayPath(file.path, this.display.cwd);
     const inputBytes = statSync(file.path).size;
     const fail = (code: string, detail: string): FileOutcome => ({ label, inputBytes, error: { code, detail } });
     if (this.controller.signal.aborted) return fail('cli.interrupted', 'not started: the run was interrupted');
@@ -192,7 +192,7 @@ class OfflineRun {
       this.claimed.add(target);
       if (dirname(resolve(output.path)) === work) renameSync(output.path, target);
       else copyFileSync(output.path, target);
-      return { label, inputBytes, outputBytes: statSync(target).size, output: displayPath(target, this.cwd) };
+      return { label, inputBytes, outputBytes: statSync(target).size, output: displayPath(target, this.display.cwd) };
     } finally {
       rmSync(work, { recursive: true, force: true });
     }
@@ -200,7 +200,7 @@ class OfflineRun {
 
   /** Why `target` may not be written, if it may not: inputs are sacred unless --in-place replaces this one. */
   private refuse(file: InputFile, target: string): string | null {
-    if (this.claimed.has(target)) return `${displayPath(target, this.cwd)} is already the output of another input`;
+    if (this.claimed.has(target)) return `${displayPath(target, this.display.cwd)} is already the output of another input`;
     let real: string | null = null;
     try {
       real = realpathSync(target);
@@ -208,8 +208,8 @@ class OfflineRun {
       return null;
     }
     if (this.settings.inPlace && real === realpathSync(file.path)) return null;
-    if (this.inputs.has(real)) return `${displayPath(target, this.cwd)} is an input; use --in-place to replace inputs`;
-    if (this.settings.inPlace) return `${displayPath(target, this.cwd)} exists and is not this input`;
+    if (this.inputs.has(real)) return `${displayPath(target, this.display.cwd)} is an input; use --in-place to replace inputs`;
+    if (this.settings.inPlace) return `${displayPath(target, this.display.cwd)} exists and is not this input`;
     return null;
   }
 }

@@ -5,8 +5,7 @@ export function urlFetchError(
   code: string,
   detail: string,
   isRetryable: boolean,
-  status = 400,
-  headers: Record<string, string> = {},
+  { status = 400, headers = {} }: { status?: number; headers?: Record<string, string> } = {},
 ): ApiError {
-  return new ApiError(`url_fetch.${code}`, status, detail, { isRetryable }, headers);
+  return new ApiError(`url_fetch.${code}`, status, detail, { isRetryable, headers });
 }

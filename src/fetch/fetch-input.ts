@@ -73,8 +73,7 @@ export class UrlFetcher {
         'rate_limited',
         `at most ${this.config.maxConcurrentPerAccount} URL downloads may run at once per account`,
         true,
-        429,
-        { 'Retry-After': String(this.config.rateLimitRetryAfterSeconds) },
+        { status: 429, headers: { 'Retry-After': String(this.config.rateLimitRetryAfterSeconds) } },
       );
     }
     const deadline = AbortSignal.timeout(this.config.totalTimeoutMs);
@@ -103,8 +102,8 @@ export class UrlFetcher {
       const waitMs = this.breaker.admit(host);
       if (waitMs > 0) {
         const seconds = Math.ceil(waitMs / 1000);
-        throw urlFetchError('domain_circuit_open', `${host} failed repeatedly and is blocked for ${seconds} s`, true, 400, {
-          'Retry-After': String(seconds),
+        throw urlFetchError('domain_circuit_open', `${host} failed repeatedly and is blocked for ${seconds} s`, true, {
+          headers: { 'Retry-After': String(seconds) },
         });
       }
       let outcome: Outcome = 'neutral';
@@ -120,7 +119,7 @@ export class UrlFetcher {
             signal,
           });
         } catch (err) {
-          const mapped = this.networkError(err, hop, url, opts.signal, deadline);
+          const mapped = this.networkError(err, hop, url, { caller: opts.signal, deadline });
           outcome = mapped.outcome;
           throw mapped.error;
         }
@@ -162,7 +161,7 @@ export class UrlFetcher {
           bytes = await streamToFile(res.body, opts);
         } catch (err) {
           if (err instanceof ApiError) throw err;
-          const mapped = this.networkError(err, hop, url, opts.signal, deadline);
+          const mapped = this.networkError(err, hop, url, { caller: opts.signal, deadline });
           outcome = mapped.outcome;
           throw mapped.error;
         }
@@ -198,11 +197,10 @@ export class UrlFetcher {
     err: unknown,
     hop: number,
     url: URL,
-    callerSignal: AbortSignal | undefined,
-    deadline: AbortSignal,
+    { caller, deadline }: { caller: AbortSignal | undefined; deadline: AbortSignal },
   ): { error: unknown; outcome: Outcome } {
     const host = url.hostname;
-    if (callerSignal?.aborted) return { error: callerSignal.reason, outcome: 'neutral' };
+    if (caller?.aborted) return { error: caller.reason, outcome: 'neutral' };
     if (err instanceof EgressDeniedError) {
       const error =
         hop === 0

@@ -129,7 +129,7 @@ export class JobEngine {
   submit(s: Submission): Promise<Job>;
   submit(s: Submission, idempotency: IdempotencyClaim | undefined): Promise<Job | RememberedKey>;
   async submit(s: Submission, idempotency?: IdempotencyClaim): Promise<Job | RememberedKey> {
-    if (this.stopping) throw new ApiError('server.shutting_down', 503, 'The service is shutting down; try again shortly.', {}, { 'Retry-After': '5' });
+    if (this.stopping) throw new ApiError('server.shutting_down', 503, 'The service is shutting down; try again shortly.', { headers: { 'Retry-After': '5' } });
     const admitted = await this.lifecycle.admit(s, idempotency);
     setImmediate(() => this.pump());
     return admitted;

@@ -6,4 +6,4 @@ export const idempotencyMismatch = () =>
 
 /** A request with the same key is still being received or admitted. */
 export const idempotencyInProgress = () =>
-  new ApiError('request.idempotency_in_progress', 409, 'A request with this Idempotency-Key is still in progress; retry once it has been answered.', {}, { 'Retry-After': '1' });
+  new ApiError('request.idempotency_in_progress', 409, 'A request with this Idempotency-Key is still in progress; retry once it has been answered.', { headers: { 'Retry-After': '1' } });

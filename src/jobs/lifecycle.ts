@@ -44,7 +44,7 @@ export const insufficientCredits = (required: number, available: number) =>
   new ApiError('entitlements.insufficient_credits', 402, `This job needs ${required} credits; ${available} available.`, { required, available });
 
 const queueFull = (max: number) =>
-  new ApiError('queue.limit_exceeded', 429, `At most ${max} jobs may be queued or running per account; wait for some to finish.`, {}, { 'Retry-After': '5' });
+  new ApiError('queue.limit_exceeded', 429, `At most ${max} jobs may be queued or running per account; wait for some to finish.`, { headers: { 'Retry-After': '5' } });
 
 /**
  * The named moves of the job lifecycle (the table is `TRANSITIONS` in ./moves.ts). Each move

@@ -119,5 +119,5 @@ export class DiskGuard {
 const notEnoughRoom = () => insufficientStorage('Not enough free disk space for this upload now; try again later.');
 
 export function insufficientStorage(detail: string): ApiError {
-  return new ApiError('server.insufficient_storage', 503, detail, {}, { 'Retry-After': '60' });
+  return new ApiError('server.insufficient_storage', 503, detail, { headers: { 'Retry-After': '60' } });
 }

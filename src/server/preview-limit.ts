@@ -15,7 +15,7 @@ export interface PreviewLimits {
  */
 export const previewLimits = (previewThreads: number): PreviewLimits => ({ perAccount: 2, total: 4 * previewThreads });
 
-const busy = (detail: string) => new ApiError('compare.busy', 429, detail, {}, { 'Retry-After': '5' });
+const busy = (detail: string) => new ApiError('compare.busy', 429, detail, { headers: { 'Retry-After': '5' } });
 
 /**
  * Places for compare requests, per account and in total (per process). An account's first place

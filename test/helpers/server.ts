@@ -8,7 +8,7 @@ import { pino } from 'pino';
 import { AccountRegistry } from '../../src/accounts/registry.ts';
 import { resolveConfig, type ServeConfig } from '../../src/config.ts';
 import type { FetchConfig } from '../../src/fetch/config.ts';
-import { openApiDocument } from '../../src/ops/openapi.ts';
+import { openApiDocument } from '../../src/server/openapi/document.ts';
 import { startService, type RunningService } from '../../src/service.ts';
 import { TestClock } from './clock.ts';
 import { contractSummary, contractStats, takeMismatches, watchContract } from './contract.ts';
@@ -35,7 +35,7 @@ export async function startTestServer(settings: Partial<Record<keyof ServeConfig
   for (const [k, v] of Object.entries(settings)) flags[k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)] = v!;
   const config = resolveConfig(flags, {});
   const clock = new TestClock();
-  const service = await startService(config, pino({ level: 'silent' }), fetchExtra, undefined, clock.now);
+  const service = await startService({ config, log: pino({ level: 'silent' }), fetch: fetchExtra, clock: clock.now });
   const url = `http://127.0.0.1:${service.port}`;
   // The document /openapi.json serves, built in-process so that no request counts against a rate limit.
   watchContract(service.server as Server, openApiDocument(service.routes()));

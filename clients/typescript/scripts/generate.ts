@@ -23,7 +23,7 @@ export async function typesOf(document: object): Promise<string> {
 async function repositoryDocument(): Promise<object> {
   const [{ resolveConfig }, { startService }, { pino }] = await Promise.all([import('../../../src/config.ts'), import('../../../src/service.ts'), import('pino')]);
   const dataDir = await mkdtemp(join(tmpdir(), 'compressd-openapi-'));
-  const service = await startService(resolveConfig({ port: '0', host: '127.0.0.1', workers: '1', 'data-dir': dataDir }, {}), pino({ level: 'silent' }));
+  const service = await startService({ config: resolveConfig({ port: '0', host: '127.0.0.1', workers: '1', 'data-dir': dataDir }, {}), log: pino({ level: 'silent' }) });
   try {
     return (await (await fetch(`http://127.0.0.1:${service.port}/openapi.json`)).json()) as object;
   } finally {

@@ -24,7 +24,7 @@ export function rateLimit(perMinute: number, clock: Clock = systemClock): Middle
       }
       if (++w.count > perMinute) {
         const retry = Math.max(1, Math.ceil((w.start + 60_000 - now) / 1000));
-        throw new ApiError('rate_limited', 429, `More than ${perMinute} requests per minute from this address.`, {}, { 'Retry-After': String(retry) });
+        throw new ApiError('rate_limited', 429, `More than ${perMinute} requests per minute from this address.`, { headers: { 'Retry-After': String(retry) } });
       }
     }
     await next();

@@ -46,7 +46,7 @@ export async function downloadResponse(engine: JobEngine, blobs: BlobStore, job:
   const selection = select(req, validators, size);
   if (selection.kind === 'not-modified') return new Response(null, { status: 304, headers });
   if (selection.kind === 'unsatisfiable') {
-    throw new ApiError('download.range_not_satisfiable', 416, `The range ${JSON.stringify(req.header('range'))} is outside the ${size}-byte output.`, {}, { 'Content-Range': `bytes */${size}` });
+    throw new ApiError('download.range_not_satisfiable', 416, `The range ${JSON.stringify(req.header('range'))} is outside the ${size}-byte output.`, { headers: { 'Content-Range': `bytes */${size}` } });
   }
   const range = selection.kind === 'part' ? selection.range : undefined;
   Object.assign(headers, {

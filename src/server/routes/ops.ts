@@ -5,8 +5,8 @@ import { Hono } from 'hono';
 import { ApiError } from '../../errors.ts';
 import type { DiskGuard } from '../../ops/disk.ts';
 import type { ServiceMetrics } from '../../ops/metrics.ts';
-import { openApiDocument } from '../../ops/openapi.ts';
-import { DOCS_PAGE, DOCS_SCRIPT, DOCS_STYLE } from '../../ops/docs-page.ts';
+import { openApiDocument } from '../openapi/document.ts';
+import { DOCS_PAGE, DOCS_SCRIPT, DOCS_STYLE } from '../openapi/docs-page.ts';
 import type { AppEnv } from '../env.ts';
 import { inlineSource, pageHeaders } from '../page-headers.ts';
 

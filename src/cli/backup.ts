@@ -1,43 +1,20 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
-import { link, lstat, mkdir, open, readdir, readFile, rename, rm, rmdir, stat } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { link, lstat, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import yauzl from 'yauzl';
 import yazl from 'yazl';
 import { fsyncDir } from '../durable/fsync-dir.ts';
 import { parseFramed } from '../durable/framing.ts';
-import { checkDataFormat, DATA_FORMAT, DataFormatError, FORMAT_FILE, readDataFormat } from '../durable/data-format.ts';
+import { checkDataFormat, FORMAT_FILE, readDataFormat } from '../durable/data-format.ts';
 import { SAFE_ID } from '../jobs/spool.ts';
 import type { Job } from '../jobs/types.ts';
 import { VERSION } from '../version.ts';
+import { JOURNALS, MANIFEST, TOKEN_KEY, type BackupManifest } from './backup-format.ts';
 
-/** The data dir's journals, append-only between the compactions that replace them whole. */
-const JOURNALS = ['accounts.log', 'ledger.log', 'jobs.log', 'webhooks/outbox.jsonl'] as const;
-const TOKEN_KEY = 'download-token.key';
-const MANIFEST = 'compressd-backup.json';
-/** Files a job may own in the spool: its blobs, and the output layout of releases before fixed blob names. */
-const BLOB = /^spool\/([A-Za-z0-9-]+)\/(input|output|out\/[^/]+)$/;
-/** A manifest lists one line per file: even a data dir of 100,000 jobs' blobs stays far below this. */
-const MAX_MANIFEST_BYTES = 64 * 1024 * 1024;
 /** How long `backup` looks for an instant between two journal writes before it gives up. */
 const CUT_TIMEOUT_MS = 60_000;
-
-export interface BackupManifest {
-  compressd: string;
-  dataFormat: number;
-  /** When the journals were cut. */
-  at: string;
-  /** Bytes of each journal up to the cut. */
-  journals: Record<string, number>;
-  jobs: number;
-  blobs: number;
-  /** Blobs a job at the cut named that were gone before they could be kept (deleted by retention just then). */
-  missing: string[];
-  /** Every other entry of the archive, with its length and SHA-256: restore refuses an entry that differs. */
-  files: Record<string, { bytes: number; sha256: string }>;
-}
 
 /** Length and SHA-256 (hex) of a file's bytes, read as a stream. */
 async function describeFile(path: string): Promise<{ bytes: number; sha256: string }> {
@@ -232,125 +209,3 @@ export async function backup(dataDir: string, out: string): Promise<BackupManife
   }
 }
 
-/** A backup's manifest, read whole (it is small); refused when it is not one this compressd can check and read. */
-async function readManifest(file: string, body: NodeJS.ReadableStream): Promise<BackupManifest> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of body) {
-    chunks.push(c as Buffer);
-    size += (c as Buffer).length;
-    if (size > MAX_MANIFEST_BYTES) throw new Error(`${file} is not a compressd backup: its ${MANIFEST} is over ${MAX_MANIFEST_BYTES} bytes`);
-  }
-  let manifest: BackupManifest;
-  try {
-    manifest = JSON.parse(Buffer.concat(chunks).toString('utf8')) as BackupManifest;
-  } catch {
-    throw new Error(`${file} is not a compressd backup: its ${MANIFEST} is not JSON`);
-  }
-  if (manifest.dataFormat > DATA_FORMAT) throw new DataFormatError(`the backup ${file} holds data format version ${manifest.dataFormat}, newer than this compressd ${VERSION} reads (1 to ${DATA_FORMAT}): upgrade compressd`);
-  const files = manifest.files as unknown;
-  const valid = (d: unknown) => !!d && typeof d === 'object' && Number.isSafeInteger((d as { bytes: unknown }).bytes) && /^[0-9a-f]{64}$/.test(String((d as { sha256: unknown }).sha256));
-  if (!files || typeof files !== 'object' || !Object.values(files).every(valid)) {
-    throw new Error(`${file} cannot be checked: its ${MANIFEST} gives no length and SHA-256 for its entries (a backup of an earlier build); make a new backup`);
-  }
-  return manifest;
-}
-
-/**
- * Passes an entry's bytes on while they agree with its manifest: the entry ends with an error as
- * soon as it is longer than the manifest says (a crafted backup cannot write more than it declares),
- * and at its end when it is shorter or its SHA-256 differs.
- */
-function matching(file: string, name: string, expected: { bytes: number; sha256: string }): Transform {
-  const hash = createHash('sha256');
-  let bytes = 0;
-  const damaged = (what: string) => new Error(`${file} is damaged: ${JSON.stringify(name)} ${what} (its manifest says ${expected.bytes} bytes, SHA-256 ${expected.sha256}); nothing was restored`);
-  return new Transform({
-    transform(chunk: Buffer, _enc, done) {
-      bytes += chunk.length;
-      if (bytes > expected.bytes) return done(damaged('is longer than its manifest says'));
-      hash.update(chunk);
-      done(null, chunk);
-    },
-    flush(done) {
-      if (bytes !== expected.bytes) return done(damaged(`has ${bytes} bytes`));
-      const sha256 = hash.digest('hex');
-      done(sha256 === expected.sha256 ? null : damaged(`has SHA-256 ${sha256}`));
-    },
-  });
-}
-
-/** Names a backup may hold; anything else (or a path escaping the data dir) is refused. */
-function allowed(name: string): boolean {
-  return name === MANIFEST || name === TOKEN_KEY || name === FORMAT_FILE || (JOURNALS as readonly string[]).includes(name) || (BLOB.test(name) && !name.includes('..'));
-}
-
-function openZip(file: string): Promise<yauzl.ZipFile> {
-  return new Promise((resolve, reject) => yauzl.open(file, { lazyEntries: true, strictFileNames: true }, (err, zip) => (err ? reject(err) : resolve(zip!))));
-}
-
-/**
- * Makes the data dir `dataDir` (which must not exist, or be empty) from a backup: extracted into a
- * private sibling directory, every file synced, then renamed into place, so an interrupted restore
- * leaves no half data dir under the name. Directories 0700, files 0600.
- */
-export async function restore(file: string, dataDir: string): Promise<BackupManifest> {
-  const existing = await readdir(dataDir).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === 'ENOENT') return null;
-    throw err;
-  });
-  if (existing && existing.length > 0) throw new Error(`${dataDir} is not empty: restore makes a new data directory`);
-  const zip = await openZip(file);
-  const tmp = join(dirname(dataDir), `.${basename(dataDir)}.restore-${randomBytes(4).toString('hex')}`);
-  let manifest: BackupManifest | null = null;
-  const seen = new Set<string>();
-  const dirs = new Set<string>([tmp]);
-  try {
-    await mkdir(tmp, { mode: 0o700 });
-    await new Promise<void>((resolve, reject) => {
-      zip.on('error', reject);
-      zip.on('end', resolve);
-      zip.on('entry', (entry: yauzl.Entry) => {
-        void (async () => {
-          const name = entry.fileName;
-          if (!allowed(name)) throw new Error(`${file} is not a compressd backup: unexpected entry ${JSON.stringify(name)}`);
-          const body = await new Promise<NodeJS.ReadableStream>((res, rej) => zip.openReadStream(entry, (err, s) => (err ? rej(err) : res(s!))));
-          if (name === MANIFEST) {
-            manifest = await readManifest(file, body);
-          } else {
-            if (!manifest) throw new Error(`${file} is not a compressd backup: ${JSON.stringify(name)} comes before ${MANIFEST}`);
-            const expected = manifest.files[name];
-            if (!expected) throw new Error(`${file} is damaged: ${JSON.stringify(name)} is not in its manifest`);
-            if (seen.has(name)) throw new Error(`${file} is damaged: ${JSON.stringify(name)} is in it twice`);
-            seen.add(name);
-            const target = join(tmp, name);
-            for (let d = dirname(target); !dirs.has(d); d = dirname(d)) dirs.add(d);
-            await mkdir(dirname(target), { recursive: true, mode: 0o700 });
-            await pipeline(body, matching(file, name, expected), createWriteStream(target, { mode: 0o600, flags: 'wx' }));
-            const handle = await open(target, 'r');
-            try {
-              await handle.sync();
-            } finally {
-              await handle.close();
-            }
-          }
-          zip.readEntry();
-        })().catch(reject);
-      });
-      zip.readEntry();
-    });
-    if (!manifest) throw new Error(`${file} is not a compressd backup: no ${MANIFEST}`);
-    const absent = Object.keys((manifest as BackupManifest).files).filter((name) => !seen.has(name));
-    if (absent.length > 0) throw new Error(`${file} is damaged: its manifest lists ${absent.map((n) => JSON.stringify(n)).join(', ')}, which it does not hold`);
-    for (const dir of [...dirs].sort((a, b) => b.length - a.length)) await fsyncDir(dir);
-    if (existing) await rmdir(dataDir);
-    await rename(tmp, dataDir);
-    await fsyncDir(dirname(dataDir));
-    return manifest;
-  } catch (err) {
-    await rm(tmp, { recursive: true, force: true });
-    throw err;
-  } finally {
-    zip.close();
-  }
-}
