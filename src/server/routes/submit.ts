@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { extname } from 'node:path';
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import { every } from 'hono/combine';
 import type { Plan } from '../../accounts/plan.ts';
 import { acceptedFormats, COMPRESSORS, compressorForFormat, creditsFor, normaliseFormat, type CompressorEntry } from '../../catalog/index.ts';
 import type { Clock } from '../../clock.ts';
@@ -245,7 +246,8 @@ export function submitRoutes(deps: SubmitDeps) {
   const gate = { ...deps, slots: new UploadSlots() };
   for (const dedicated of [undefined, ...COMPRESSORS]) {
     const route = dedicated?.path ?? '/compress';
-    app.post(route, replayOrContinue(idempotency, route), uploadGate(gate, dedicated), (c) => submissions.submit(c, dedicated));
+    // One handler made of the three, so that the route list (which the OpenAPI document and allowed methods are read from) has one entry per path.
+    app.post(route, every(replayOrContinue(idempotency, route), uploadGate(gate, dedicated), (c: Context<AppEnv>) => submissions.submit(c, dedicated)));
   }
   return app;
 }
