@@ -42,7 +42,7 @@ export interface AppServices {
   tokens: DownloadTokens;
   planOf(account: string): Plan;
   rateLimitPerMinute: number;
-  /** What rate windows are measured by. */
+  /** What rate windows, idempotency keys' 24 hours and download links' expiry are measured by. */
   clock: Clock;
   trustProxy: ProxyTrust;
   log: Logger;
@@ -94,7 +94,7 @@ export function createApp(s: AppServices): Hono<AppEnv> {
   app.route('/', opsRoutes({ ...s, routes: () => app.routes }));
   app.route('/', schemaRoutes());
   app.route('/', uiRoutes());
-  app.route('/', presignedRoutes(s.engine, s.blobs, s.tokens));
+  app.route('/', presignedRoutes(s.engine, s.blobs, s.tokens, s.clock));
   app.use('*', async (c, next) => {
     sameOriginOnly(c);
     await next();
@@ -104,6 +104,6 @@ export function createApp(s: AppServices): Hono<AppEnv> {
   app.route('/', entitlementRoutes(s.ledger, s.planOf));
   app.route('/', submitRoutes(s));
   app.route('/', jobRoutes(s.engine, s.blobs));
-  app.route('/', compareRoutes(s.engine, s.blobs, s.spool, s.pool));
+  app.route('/', compareRoutes(s));
   return app;
 }

@@ -2,16 +2,24 @@ import { getRequestListener, RequestError } from '@hono/node-server';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 
-const ANSWERS: Record<string, [status: number, reason: string, code: string, detail: string]> = {
-  HPE_HEADER_OVERFLOW: [431, 'Request Header Fields Too Large', 'request.headers_too_large', 'The request line and headers exceed 16 KB.'],
-  ERR_HTTP_REQUEST_TIMEOUT: [408, 'Request Timeout', 'request.timeout', 'The request headers did not arrive in time.'],
+/** An answer written straight to the socket: its status line and its error envelope. */
+interface SocketAnswer {
+  status: number;
+  reason: string;
+  code: string;
+  detail: string;
+}
+
+const ANSWERS: Record<string, SocketAnswer> = {
+  HPE_HEADER_OVERFLOW: { status: 431, reason: 'Request Header Fields Too Large', code: 'request.headers_too_large', detail: 'The request line and headers exceed 16 KB.' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, reason: 'Request Timeout', code: 'request.timeout', detail: 'The request headers did not arrive in time.' },
 };
 
 /** How long a closed-off socket may linger for the client to read its 408 before it is dropped. */
 const LINGER_MS = 1000;
 
 /** Writes one error envelope straight to the socket and closes it. */
-function answerOnSocket(socket: Duplex, status: number, reason: string, code: string, detail: string): void {
+function answerOnSocket(socket: Duplex, { status, reason, code, detail }: SocketAnswer): void {
   const body = JSON.stringify({ error: code, detail });
   socket.end(`HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
 }
@@ -28,14 +36,16 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
     socket.destroy();
     return;
   }
-  const [status, reason, code, detail] = ANSWERS[err.code ?? ''] ?? [400, 'Bad Request', 'request.malformed', `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).`];
-  answerOnSocket(socket, status, reason, code, detail);
+  answerOnSocket(
+    socket,
+    ANSWERS[err.code ?? ''] ?? { status: 400, reason: 'Bad Request', code: 'request.malformed', detail: `The request is not valid HTTP/1.1 (${err.code ?? 'parse error'}).` },
+  );
 }
 
 /** `CONNECT` (a proxy tunnel request) is not something this server offers: 405 instead of a silently dropped socket. */
 function refuseConnect(_req: unknown, socket: Duplex): void {
   socket.on('error', () => socket.destroy());
-  answerOnSocket(socket, 405, 'Method Not Allowed', 'request.method_not_allowed', 'CONNECT is not supported.');
+  answerOnSocket(socket, { status: 405, reason: 'Method Not Allowed', code: 'request.method_not_allowed', detail: 'CONNECT is not supported.' });
 }
 
 /**
@@ -70,12 +80,14 @@ function watchBody(req: IncomingMessage, res: ServerResponse, pace: BodyPace): v
   const socket = req.socket;
   const first = socket.bytesRead;
   let seen = first;
-  let quietSince = Date.now();
-  let tick = Date.now();
+  // Elapsed time, not the service clock's: the watch runs on real timers, and a test clock moved
+  // forward would read as a silent body and cut an upload that is arriving.
+  let quietSince = performance.now();
+  let tick = quietSince;
   let flowingMs = 0;
   const timer = setInterval(() => {
     if (req.complete || req.destroyed) return clearInterval(timer);
-    const now = Date.now();
+    const now = performance.now();
     const flowing = req.readableFlowing === true;
     if (flowing) flowingMs += now - tick;
     tick = now;
@@ -90,7 +102,7 @@ function watchBody(req: IncomingMessage, res: ServerResponse, pace: BodyPace): v
     const detail = slow
       ? `The request body arrived slower than ${pace.minBytesPerSecond} bytes per second.`
       : `No part of the request body arrived for ${Math.round(pace.idleMs / 100) / 10} s.`;
-    if (!res.headersSent) answerOnSocket(socket, 408, 'Request Timeout', 'request.timeout', detail);
+    if (!res.headersSent) answerOnSocket(socket, { status: 408, reason: 'Request Timeout', code: 'request.timeout', detail });
     setTimeout(() => socket.destroy(), LINGER_MS).unref();
     req.destroy();
   }, Math.max(50, Math.min(1000, pace.idleMs / 4)));

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Context } from 'hono';
+import type { Clock } from '../clock.ts';
 import { ApiError } from '../errors.ts';
 import type { IdempotencyClaim, RememberedKey } from '../jobs/backend.ts';
 import { idempotencyInProgress, idempotencyMismatch } from '../jobs/idempotency.ts';
@@ -29,6 +30,8 @@ interface Ticket {
 export interface IdempotencyDeps {
   rememberedKey(account: string, key: string, at: Date): Promise<RememberedKey | undefined>;
   maxFileSizeBytes(account: string): number;
+  /** What a key's 24 hours are measured by. */
+  clock: Clock;
 }
 
 function validKey(raw: string): string {
@@ -104,7 +107,7 @@ export class Idempotency {
     const account = c.get('principal').account;
     const slot = JSON.stringify([account, key]);
     if (this.inFlight.has(slot)) throw idempotencyInProgress();
-    const remembered = await this.deps.rememberedKey(account, key, new Date());
+    const remembered = await this.deps.rememberedKey(account, key, this.deps.clock());
     if (remembered) {
       if ((await this.fingerprintBody(c, route)) !== remembered.fingerprint) throw idempotencyMismatch();
       return this.replay(c, remembered);

@@ -41,6 +41,149 @@ export function tooLarge(maxBytes: number): ApiError {
 const malformed = (why: string) => new ApiError('request.invalid_body', 400, `Malformed multipart request: ${why}`);
 const aborted = () => new ApiError('request.aborted', 400, 'The upload was interrupted.');
 
+type ReceivedFile = NonNullable<ReceivedUpload['file']>;
+
+/**
+ * The parser for the request, or a 400 for a request it cannot be: a boundary over RFC 2046's 70
+ * characters (longer ones only make the parser's search slower), or headers busboy refuses.
+ */
+function openParser(req: IncomingMessage, rules: UploadRules): busboy.Busboy {
+  const boundary = /;\s*boundary=(?:"([^"]*)"|([^;\s]*))/i.exec(req.headers['content-type'] ?? '');
+  const length = (boundary?.[1] ?? boundary?.[2] ?? '').length;
+  if (length > 70) throw malformed(`the boundary has ${length} characters; at most 70 are allowed`);
+  try {
+    // Browsers and HTTP clients send file names as raw UTF-8 (the WHATWG form encoding), not latin1.
+    return busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
+  } catch (err) {
+    throw malformed((err as Error).message);
+  }
+}
+
+/** Where the file part's bytes go: a file on disk, the caller's stream, or nowhere (only the digest is wanted). */
+const sink = (path: string | Writable | null): Writable =>
+  path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : typeof path === 'string' ? createWriteStream(path, { mode: 0o600 }) : path;
+
+/** Streams the file part into `path`, counting its bytes into `file` (and hashing them when asked) as they pass. */
+async function writePart(part: Readable, path: string | Writable | null, rules: UploadRules, file: ReceivedFile): Promise<void> {
+  file.path = typeof path === 'string' ? path : '';
+  const hash = rules.digest ? createHash('sha256') : null;
+  await pipeline(
+    part,
+    async function* (chunks: AsyncIterable<Buffer>) {
+      for await (const chunk of chunks) {
+        file.bytes += chunk.length;
+        const room = rules.received?.(file.bytes);
+        if (room) await room;
+        hash?.update(chunk);
+        yield chunk;
+      }
+    },
+    sink(path),
+  );
+  if (hash) file.sha256 = hash.digest('hex');
+}
+
+/** What a failed write of the file part is answered with (`ended`: the request had ended by then). */
+function writeFailure(err: unknown, ended: boolean): ApiError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (err instanceof ApiError) return err;
+  if (code === 'ENOSPC') return insufficientStorage('The data volume is full; the upload could not be stored.');
+  // The parser's own errors carry no code: the part was torn down by a malformed body.
+  if (ended || code === undefined) return malformed((err as Error).message);
+  return new ApiError('request.upload_failed', 400, `The upload could not be stored: ${(err as Error).message}`);
+}
+
+/**
+ * One multipart request being received: the fields collected, the single file part written, and
+ * the first failure kept. It settles once (`end`), and only after the file on disk is closed.
+ */
+class Reception {
+  readonly fields: Record<string, string> = {};
+  file: ReceivedUpload['file'] = null;
+  private part: Readable | null = null;
+  private failure: ApiError | null = null;
+  private writing: Promise<void> = Promise.resolve();
+  private ended = false;
+  private readonly onAbort = () => this.end(aborted());
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly bb: busboy.Busboy,
+    private readonly rules: UploadRules,
+    private readonly settle: { resolve(upload: ReceivedUpload): void; reject(err: ApiError): void },
+  ) {}
+
+  /** Listens to the parser and the request, then feeds the request to the parser. */
+  start(): void {
+    const { bb, req } = this;
+    bb.on('field', (name, value, info) => {
+      if (info.valueTruncated) this.end(new ApiError('request.invalid_body', 400, `The form field "${name}" exceeds 64 KB.`));
+      else this.fields[name] = value;
+    });
+    bb.on('file', (_field, stream, info) => this.receiveFile(stream, info.filename ?? ''));
+    bb.on('filesLimit', () => this.fail(new ApiError('request.multiple_files', 400, 'Exactly one file per request.')));
+    bb.on('partsLimit', () => this.fail(new ApiError('request.invalid_body', 400, 'Too many form parts.')));
+    bb.on('fieldsLimit', () => this.fail(new ApiError('request.invalid_body', 400, 'Too many form fields.')));
+    bb.on('error', (err: Error) => this.end(malformed(err.message)));
+    bb.on('close', () => this.end());
+    req.on('aborted', this.onAbort);
+    req.on('error', this.onAbort);
+    req.pipe(bb);
+  }
+
+  /** Keeps the first failure; the reception goes on to its end. */
+  private fail(error: ApiError): void {
+    this.failure ??= error;
+  }
+
+  private end(error?: ApiError): void {
+    this.failure ??= error ?? null;
+    if (this.ended) return;
+    this.ended = true;
+    this.req.off('aborted', this.onAbort);
+    this.req.off('error', this.onAbort);
+    this.req.unpipe(this.bb);
+    // On failure a file part still open (the request ended inside it) is closed so its write
+    // settles; on success busboy has ended it and what it still buffers is written out.
+    if (this.failure) this.part?.destroy();
+    this.writing.then(() => (this.failure ? this.settle.reject(this.failure) : this.settle.resolve({ fields: this.fields, file: this.file })));
+  }
+
+  private receiveFile(stream: Readable, name: string): void {
+    // Parser errors (a body that ends inside the part) are also reported on the parser;
+    // this listener only keeps them from being unhandled on the part.
+    stream.on('error', () => {});
+    if (this.ended || this.failure || this.file) {
+      stream.resume();
+      return;
+    }
+    try {
+      this.rules.accept(name);
+    } catch (e) {
+      this.fail(e instanceof ApiError ? e : new ApiError('request.invalid_extension', 400, String(e)));
+      stream.resume();
+      return;
+    }
+    const file: ReceivedFile = { name, bytes: 0, path: '' };
+    this.file = file;
+    this.part = stream;
+    stream.on('limit', () => this.fail(tooLarge(this.rules.maxBytes)));
+    this.writing = this.rules
+      .destination()
+      .then((path) => {
+        if (stream.destroyed) {
+          if (path instanceof Writable) path.destroy();
+          throw this.failure ?? aborted();
+        }
+        return writePart(stream, path, this.rules, file);
+      })
+      .catch((err) => {
+        stream.resume();
+        this.fail(writeFailure(err, this.ended));
+      });
+  }
+}
+
 /**
  * Streams a multipart/form-data request: the single file goes straight to disk with the
  * size limit enforced while it streams; fields are collected.
@@ -52,108 +195,14 @@ const aborted = () => new ApiError('request.aborted', 400, 'The upload was inter
  */
 export function receiveMultipart(req: IncomingMessage, rules: UploadRules): Promise<ReceivedUpload> {
   return new Promise((resolve, reject) => {
-    // RFC 2046 caps a boundary at 70 characters; longer ones only make the parser's search slower.
-    const boundary = /;\s*boundary=(?:"([^"]*)"|([^;\s]*))/i.exec(req.headers['content-type'] ?? '');
-    const length = (boundary?.[1] ?? boundary?.[2] ?? '').length;
-    if (length > 70) {
-      reject(malformed(`the boundary has ${length} characters; at most 70 are allowed`));
-      return;
-    }
     let bb: busboy.Busboy;
     try {
-      // Browsers and HTTP clients send file names as raw UTF-8 (the WHATWG form encoding), not latin1.
-      bb = busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
+      bb = openParser(req, rules);
     } catch (err) {
-      reject(malformed((err as Error).message));
+      reject(err);
       return;
     }
-    const fields: Record<string, string> = {};
-    let file: ReceivedUpload['file'] = null;
-    let part: Readable | null = null;
-    let failure: ApiError | null = null;
-    let writing: Promise<void> = Promise.resolve();
-    let ended = false;
-
-    const end = (error?: ApiError) => {
-      failure ??= error ?? null;
-      if (ended) return;
-      ended = true;
-      req.off('aborted', onAborted);
-      req.off('error', onRequestError);
-      req.unpipe(bb);
-      // On failure a file part still open (the request ended inside it) is closed so its write
-      // settles; on success busboy has ended it and what it still buffers is written out.
-      if (failure) part?.destroy();
-      writing.then(() => (failure ? reject(failure) : resolve({ fields, file })));
-    };
-    const onAborted = () => end(aborted());
-    const onRequestError = () => end(aborted());
-
-    bb.on('field', (name, value, info) => {
-      if (info.valueTruncated) end(new ApiError('request.invalid_body', 400, `The form field "${name}" exceeds 64 KB.`));
-      else fields[name] = value;
-    });
-    bb.on('file', (_field, stream, info) => {
-      // Parser errors (a body that ends inside the part) are also reported on the parser;
-      // this listener only keeps them from being unhandled on the part.
-      stream.on('error', () => {});
-      if (ended || failure || file) {
-        stream.resume();
-        return;
-      }
-      try {
-        rules.accept(info.filename ?? '');
-      } catch (e) {
-        failure ??= e instanceof ApiError ? e : new ApiError('request.invalid_extension', 400, String(e));
-        stream.resume();
-        return;
-      }
-      const received: NonNullable<ReceivedUpload['file']> = { name: info.filename ?? '', bytes: 0, path: '' };
-      file = received;
-      part = stream;
-      stream.on('limit', () => (failure ??= tooLarge(rules.maxBytes)));
-      writing = rules
-        .destination()
-        .then(async (path) => {
-          if (stream.destroyed) {
-            if (path instanceof Writable) path.destroy();
-            throw failure ?? aborted();
-          }
-          received.path = typeof path === 'string' ? path : '';
-          const hash = rules.digest ? createHash('sha256') : null;
-          await pipeline(
-            stream,
-            async function* (chunks: AsyncIterable<Buffer>) {
-              for await (const chunk of chunks) {
-                received.bytes += chunk.length;
-                const room = rules.received?.(received.bytes);
-                if (room) await room;
-                hash?.update(chunk);
-                yield chunk;
-              }
-            },
-            path === null ? new Writable({ write: (_chunk, _encoding, done) => done() }) : typeof path === 'string' ? createWriteStream(path, { mode: 0o600 }) : path,
-          );
-          if (hash) received.sha256 = hash.digest('hex');
-        })
-        .catch((err) => {
-          stream.resume();
-          const code = (err as NodeJS.ErrnoException).code;
-          if (err instanceof ApiError) failure ??= err;
-          else if (code === 'ENOSPC') failure ??= insufficientStorage('The data volume is full; the upload could not be stored.');
-          // The parser's own errors carry no code: the part was torn down by a malformed body.
-          else if (ended || code === undefined) failure ??= malformed((err as Error).message);
-          else failure ??= new ApiError('request.upload_failed', 400, `The upload could not be stored: ${(err as Error).message}`);
-        });
-    });
-    bb.on('filesLimit', () => (failure ??= new ApiError('request.multiple_files', 400, 'Exactly one file per request.')));
-    bb.on('partsLimit', () => (failure ??= new ApiError('request.invalid_body', 400, 'Too many form parts.')));
-    bb.on('fieldsLimit', () => (failure ??= new ApiError('request.invalid_body', 400, 'Too many form fields.')));
-    bb.on('error', (err: Error) => end(malformed(err.message)));
-    bb.on('close', () => end());
-    req.on('aborted', onAborted);
-    req.on('error', onRequestError);
-    req.pipe(bb);
+    new Reception(req, bb, rules, { resolve, reject }).start();
   });
 }
 

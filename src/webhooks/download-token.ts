@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { link, mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { systemClock } from '../clock.ts';
 import { fsyncDir } from '../durable/fsync-dir.ts';
 
 const KEY_FILE = 'download-token.key';
@@ -80,8 +81,8 @@ export class DownloadTokens {
     return Buffer.concat([Buffer.of(VERSION), iv, sealed, cipher.getAuthTag()]).toString('base64url');
   }
 
-  /** The job id and expiry of a genuine, unexpired token; null for anything else. */
-  verify(token: string, now: Date = new Date()): { jobId: string; expiresAt: Date } | null {
+  /** The job id and expiry of a genuine token unexpired at `now`; null for anything else. */
+  verify(token: string, now: Date = systemClock()): { jobId: string; expiresAt: Date } | null {
     if (typeof token !== 'string' || token.length > 4096 || !BASE64URL.test(token)) return null;
     const raw = Buffer.from(token, 'base64url');
     if (raw.length < 1 + IV_BYTES + 8 + TAG_BYTES || raw[0] !== VERSION) return null;

@@ -117,8 +117,15 @@ function previewQuery(q: Record<string, string>): Pick<PreviewJob, 'size' | 'pag
 
 const expired = () => new ApiError('compare.expired', 410, 'The files were deleted after their retention period.');
 
+export interface CompareDeps {
+  engine: JobEngine;
+  blobs: BlobStore;
+  spool: Spool;
+  pool: Pick<CompressorPool, 'preview' | 'previewThreads'>;
+}
+
 /** `GET /compress/job/{id}/compare`: before/after previews of a Succeeded job. */
-export function compareRoutes(engine: JobEngine, blobs: BlobStore, spool: Spool, pool: Pick<CompressorPool, 'preview' | 'previewThreads'>, settings: CompareSettings = COMPARE_DEFAULTS) {
+export function compareRoutes({ engine, blobs, spool, pool }: CompareDeps, settings: CompareSettings = COMPARE_DEFAULTS) {
   const comparer = new Comparer(pool, settings);
   const limiter = new PreviewLimiter(previewLimits(pool.previewThreads));
   const app = new Hono<AppEnv>();
