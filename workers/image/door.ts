@@ -61,7 +61,7 @@ export async function openImage(source: ImageSource, as: OpenAs): Promise<Opened
   const head = await firstBytes(source, 16);
   if (head.length === 0) throw new JobError('image.empty', 'The file is empty.');
   if ('declared' in as) {
-    const bytes = typeof source === 'string' ? await readFile(source) : Buffer.from(source.buffer, source.byteOffset, source.length);
+    const bytes = typeof source === 'string' ? await readFile(source) : Buffer.isBuffer(source) ? source : Buffer.from(source.buffer, source.byteOffset, source.length);
     const { family, decoded: d } = await decodeImage(bytes, as.declared, { maxPixels: MAX_PIXELS, signal: as.signal });
     return { image: d.image, facts: { format: family, width: d.width, height: d.height, pages: 1, orientation: d.orientation, exif: d.exif, via: d.via } };
   }
