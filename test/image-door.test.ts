@@ -1,6 +1,6 @@
 // Issue 30: one door for every image. The same bytes get the same decision and the same failure
 // code whichever way they arrive: the dedicated JPG/PNG/GIF compressor, the universal compressor,
-// and as a picture inside a DOCX or a PDF. Grey pictures leave as one-component JPEGs on every
+// and as a picture inside a DOCX or a PDF. Issue 43: one entry, openImage, on every one of those ways. Grey pictures leave as one-component JPEGs on every
 // path; a profile that costs more than the picture is converted into, a small one is kept.
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -10,13 +10,12 @@ import { after, before, describe, it } from 'node:test';
 import { PDFDocument, PDFName, PDFRawStream } from 'pdf-lib';
 import sharp from 'sharp';
 import { JobError, type Compress } from '../workers/contract.ts';
-import { decodeImage } from '../workers/decoders/index.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { decodeOptions, imageError, isGrey, MAX_PIXELS, profileDecision, SMALL_PROFILE_BYTES } from '../workers/image/door.ts';
+import { decodeOptions } from '../workers/image/decode-policy.ts';
+import { imageError, isGrey, openImage, profileDecision, SMALL_PROFILE_BYTES, type ImageKind, type OpenAs } from '../workers/image/door.ts';
 import { frameComponents } from '../workers/image/jpeg-quant.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
-import { inputOptions, probeImage, type ImageKind } from '../workers/image/probe.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { recompressImage } from '../workers/office/media.ts';
 import { compress as pdf } from '../workers/pdf.ts';
@@ -50,23 +49,22 @@ async function outcome(compress: Compress, path: string): Promise<{ code: string
   }
 }
 
-/** The dedicated compressors' entry: header probe, then the full decode with the door's options. */
-async function dedicatedDecode(path: string, kind: ImageKind): Promise<string> {
-  try {
-    const meta = await probeImage(path, kind);
-    const { info } = await sharp(path, inputOptions(kind === 'gif')).raw().toBuffer({ resolveWithObject: true });
-    return `ok ${meta.width}×${info.height / (kind === 'gif' ? meta.frames : 1)}`;
-  } catch (err) {
-    return imageError(err).code;
-  }
+/** The ways in: the dedicated compressor's (its format, every frame of a GIF), the universal compressor's and the previews' (the decoder table), a document picture's. */
+function waysIn(path: string, kind: ImageKind): Record<string, OpenAs> {
+  return {
+    dedicated: { kind, animated: kind === 'gif' },
+    universal: { declared: extname(path).slice(1), signal: new AbortController().signal },
+    document: { embedded: true, memory: 'reserve' },
+  };
 }
 
-/** The universal compressor's entry: the decoder table, then the full decode. */
-async function universalDecode(path: string): Promise<string> {
+/** openImage, then the full decode of its pipeline: `ok W×H` (one frame's size) or the failure code. */
+async function decodedBy(path: string, as: OpenAs): Promise<string> {
   try {
-    const { decoded } = await decodeImage(await readFile(path), extname(path).slice(1), { maxPixels: MAX_PIXELS, signal: new AbortController().signal });
-    const { info } = await decoded.image.raw().toBuffer({ resolveWithObject: true });
-    return `ok ${decoded.width}×${info.height}`;
+    const { image, facts } = await openImage(path, as);
+    const { info } = await image.raw().toBuffer({ resolveWithObject: true });
+    const frames = 'kind' in as && as.animated ? facts.pages : 1;
+    return `ok ${facts.width}×${info.height / frames}`;
   } catch (err) {
     return imageError(err).code;
   }
@@ -105,17 +103,20 @@ describe('one door: the same bytes, the same decision and code on every path', (
     const path = join(corpus, rel);
     const { kind, compress } = DEDICATED[extname(rel).slice(1)];
     if (code === 'ok') {
-      it(`${rel}: the dedicated and the universal entry both decode it, to the same size`, async () => {
-        const [dedicated, general] = await Promise.all([dedicatedDecode(path, kind), universalDecode(path)]);
+      it(`${rel}: openImage decodes it on every way in, to the same size`, async () => {
+        const ways = waysIn(path, kind);
+        const [dedicated, general, document] = await Promise.all([decodedBy(path, ways.dedicated), decodedBy(path, ways.universal), decodedBy(path, ways.document)]);
         assert.match(dedicated, /^ok /);
-        // Animated GIFs: the dedicated path decodes every frame, the universal one the first.
-        if (kind !== 'gif') assert.equal(general, dedicated);
-        else assert.match(general, /^ok /);
+        assert.equal(general, dedicated);
+        assert.equal(document, dedicated);
       });
     } else {
       it(`${rel}: ${code} from the dedicated compressor and from the universal one; kept inside a document`, async () => {
         assert.equal((await outcome(compress, path)).code, code);
         assert.equal((await outcome(universal, path)).code, code);
+        const ways = waysIn(path, kind);
+        assert.equal(await decodedBy(path, ways.dedicated), code);
+        assert.equal(await decodedBy(path, ways.universal), code);
         assert.equal(await inDocument(path), 'kept');
       });
     }
@@ -123,7 +124,6 @@ describe('one door: the same bytes, the same decision and code on every path', (
 
   it('the strictness is one setting: warnings pass, errors and truncation fail', () => {
     assert.equal(decodeOptions().failOn, 'error');
-    assert.equal(inputOptions().failOn, 'error');
   });
 });
 
@@ -164,8 +164,8 @@ describe('grey pictures are one-component JPEGs on every path', () => {
   it('an 8×8 grey BMP: a one-component JPEG, about half the three-component one', async () => {
     const out = await outcome(universal, grey.bmp);
     assert.equal(await components(out.path!), 1);
-    const { decoded } = await decodeImage(await readFile(grey.bmp), 'bmp', { maxPixels: MAX_PIXELS, signal: new AbortController().signal });
-    const colour = await decoded.image.toColourspace('srgb').jpeg({ mozjpeg: true, quality: 90 }).toBuffer();
+    const { image } = await openImage(grey.bmp, { declared: 'bmp', signal: new AbortController().signal });
+    const colour = await image.toColourspace('srgb').jpeg({ mozjpeg: true, quality: 90 }).toBuffer();
     assert.ok((await readFile(out.path!)).length < colour.length * 0.7, 'well under a three-component encode');
   });
 

@@ -209,14 +209,14 @@ describe('bounded work per document (issue 21)', () => {
         if (p.channels === 1) img.toColourspace('b-w');
         return img.jpeg(jpegOptions(defaultSetting(q))).toBuffer();
       };
-      const { quality, encoded } = await chooseViewQuality(p, 72, PERCEIVED_TARGET, FULL_SEARCH, final);
+      const { quality, encoded } = await chooseViewQuality(p, 72, { target: PERCEIVED_TARGET, search: FULL_SEARCH, final });
       assert.ok(encoded, 'the answer was probed with the final encode');
       assert.ok(encodes.includes(quality));
       assert.deepEqual(encoded, await final(quality), 'the kept probe is the final encode at the answer');
       assert.equal(frameComponents(encoded), p.channels);
       const big = { data: Buffer.alloc(400 * 400 * p.channels, 90), width: 400, height: 400, channels: p.channels };
       encodes.length = 0;
-      assert.equal((await chooseViewQuality(big, 72, PERCEIVED_TARGET, FULL_SEARCH, final)).encoded, undefined, 'a large picture probes the cheap way');
+      assert.equal((await chooseViewQuality(big, 72, { target: PERCEIVED_TARGET, search: FULL_SEARCH, final })).encoded, undefined, 'a large picture probes the cheap way');
       assert.equal(encodes.length, 0);
     }
   });

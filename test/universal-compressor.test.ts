@@ -13,6 +13,7 @@ import { JobError } from '../workers/contract.ts';
 import { decodeBmp } from '../workers/decoders/bmp.ts';
 import { detectFamily } from '../workers/decoders/detect.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
+import { openImage } from '../workers/image/door.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { jpegOrigin } from '../workers/image/jpeg-mark.ts';
 import { lumaQuantTable, ourQualityOf } from '../workers/image/jpeg-quant.ts';
@@ -150,12 +151,12 @@ describe('size rule: a JPG made from another format stays within the input size'
   it('without a limit the usual target; a limit it cannot reach gives the floor, never below it', async () => {
     const { decoded } = await decodeImage(await readFile(join(corpus, 'tiff/lena.tif')), 'tif', limits);
     const pixels = await pixelsOf(await decoded.image.removeAlpha().png().toBuffer());
-    const free = await encodeJpegWithin(pixels, undefined);
+    const free = await encodeJpegWithin(pixels);
     assert.equal(free.rule, 'target');
-    const fit = await encodeJpegWithin(pixels, undefined, free.data.length - 1);
+    const fit = await encodeJpegWithin(pixels, { maxBytes: free.data.length - 1 });
     assert.equal(fit.rule, 'fit');
     assert.ok(fit.data.length < free.data.length && fit.quality < free.quality);
-    const floor = await encodeJpegWithin(pixels, undefined, 1000);
+    const floor = await encodeJpegWithin(pixels, { maxBytes: 1000 });
     assert.equal(floor.rule, 'floor');
     for (const r of [fit, floor]) {
       // lena is its own proxy: what the search measured is what the file scores.
@@ -321,8 +322,11 @@ describe('detection and hostile input', () => {
   });
 
   it('empty file', () => failsWith('bad/empty.jpg', /^image\.empty$/));
-  it('the shared decoder entry point refuses an empty file too', () =>
-    assert.rejects(decodeImage(Buffer.alloc(0), 'png', limits), (err: unknown) => err instanceof JobError && err.code === 'image.empty'));
+  it('the image door refuses an empty file on every path', async () => {
+    for (const as of [{ declared: 'png', signal: limits.signal }, { kind: 'png' as const }, { embedded: true as const, memory: 'reserve' as const }]) {
+      await assert.rejects(openImage(Buffer.alloc(0), as), (err: unknown) => err instanceof JobError && err.code === 'image.empty');
+    }
+  });
   it('a PDF named .jpg', () => failsWith('bad/actually-pdf.jpg', /^image\.format_mismatch$/));
   it('truncated JPEG', () => failsWith('bad/truncated.jpg', /^image\.truncated$/));
   it('100000×100000 PNG is refused before decoding', () => failsWith('bad/huge-dimensions.png', /^image\.too_many_pixels$/));

@@ -1,10 +1,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { smallestLossyGif } from './image/gif/lossy.ts';
-import { imageError } from './image/door.ts';
-import { inputOptions, probeImage } from './image/probe.ts';
+import { imageError, openImage } from './image/door.ts';
 import { targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
@@ -15,14 +13,14 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  */
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(2, 'decoding');
-  const meta = await probeImage(job.inputPath, 'gif');
+  const { image, facts: meta } = await openImage(job.inputPath, { kind: 'gif', animated: true });
   const size = targetSize(meta.width, meta.height, job.options.resize);
   let result;
   try {
     let source: Uint8Array = await readFile(job.inputPath);
     if (size) {
       ctx.progress(10, 'encoding');
-      source = await sharp(job.inputPath, inputOptions(true))
+      source = await image
         .resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' })
         .gif({ effort: 10, keepDuplicateFrames: true })
         .toBuffer();

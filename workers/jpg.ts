@@ -1,13 +1,11 @@
 import { copyFile, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto, type JpegSetting } from './image/encode.ts';
 import { dropExifThumbnail } from './image/exif-thumbnail.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { alreadyAsCoarse } from './image/jpeg-quant.ts';
-import { imageError, profileDecision } from './image/door.ts';
-import { inputOptions, probeImage } from './image/probe.ts';
+import { imageError, openImage, profileDecision } from './image/door.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 import { phase } from './shared/profile.ts';
@@ -28,10 +26,10 @@ const FORM_GAIN = 0.1;
 /** image.jpg-compress: perceptual auto quality (see image/encode.ts), EXIF/ICC/XMP kept, never larger. */
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(2, 'decoding');
-  const meta = await phase('read', () => probeImage(job.inputPath, 'jpeg'));
+  const { image, facts: meta } = await phase('read', () => openImage(job.inputPath, { kind: 'jpeg' }));
   const resized = targetSize(meta.width, meta.height, job.options.resize);
   const path = join(out.dir, 'output.jpg');
-  const img = applyResize(sharp(job.inputPath, inputOptions()), meta.width, meta.height, job.options.resize);
+  const img = applyResize(image, meta.width, meta.height, job.options.resize);
   const inputBytes = (await stat(job.inputPath)).size;
   // A profile that costs more than the picture is converted into (image/door.ts).
   const profile = await phase('analyse', () => profileDecision(img, meta.icc, inputBytes)).catch((err: unknown) => {

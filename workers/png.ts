@@ -1,10 +1,8 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import type { Compress } from './contract.ts';
 import { encodePng } from './image/png-encode.ts';
-import { imageError } from './image/door.ts';
-import { inputOptions, probeImage } from './image/probe.ts';
+import { imageError, openImage } from './image/door.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
@@ -15,11 +13,11 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
  */
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(2, 'decoding');
-  const meta = await probeImage(job.inputPath, 'png');
+  const { image, facts: meta } = await openImage(job.inputPath, { kind: 'png' });
   const { compression, resize } = job.options;
   const mode = compression?.enabled === false || compression?.mode === 'lossless' ? 'lossless' : 'lossy';
   // keepIccProfile: pixels stay in their own colour space (no conversion to sRGB), the profile is re-attached below.
-  const img = applyResize(sharp(job.inputPath, inputOptions()).keepIccProfile(), meta.width, meta.height, resize);
+  const img = applyResize(image.keepIccProfile(), meta.width, meta.height, resize);
   ctx.progress(10, mode === 'lossy' ? 'analyzing' : 'encoding');
   const input = await readFile(job.inputPath);
   let encoded;

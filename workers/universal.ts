@@ -1,16 +1,15 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import sharp from 'sharp';
 import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
-import { decodeImage, type Decoded, type Family } from './decoders/index.ts';
 import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, MIN_QUALITY, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
-import { imageError, isGrey, MAX_PIXELS, toGrey } from './image/door.ts';
+import { imageError, isGrey, openImage, toGrey, type OpenedImage } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
+import { pixelPipeline } from './image/vips.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 import { noteSetting, phase, phaseSync } from './shared/profile.ts';
 
@@ -32,12 +31,13 @@ import { noteSetting, phase, phaseSync } from './shared/profile.ts';
 export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(1, 'decoding');
   const bytes = await phase('read', () => readFile(job.inputPath));
-  const { family, decoded } = await phase('decode', () => decodeImage(bytes, job.format, { maxPixels: MAX_PIXELS, signal: ctx.signal }));
+  const opened = await phase('decode', () => openImage(bytes, { declared: job.format, signal: ctx.signal }));
+  const { format: family, via, exif } = opened.facts;
   ctx.signal.throwIfAborted();
   ctx.progress(30, 'analyzing');
 
   const resize = job.options.resize;
-  const upright = await phase('normalise', () => normalise(decoded, resize));
+  const upright = await phase('normalise', () => normalise(opened, resize));
   const opaque = upright.channels === 4 && phaseSync('analyse', () => fullyOpaque(upright.data));
   const pixels: Pixels = opaque ? { ...upright, data: dropAlpha(upright.data), channels: 3 } : upright;
   const format = outputFormat(family, pixels.channels === 4);
@@ -53,16 +53,17 @@ export const compress: Compress = async (job, out, ctx) => {
     await writeFile(path, bytes);
   } else if (format === 'jpg') {
     // Developed from sensor data: judged at the sensor's colour resolution (image/encode.ts).
-    const judgedAt = decoded.via === 'libraw' ? 'sensor' : 'full';
+    const judgedAt = via === 'libraw' ? 'sensor' : 'full';
     // A grey picture becomes a one-component JPEG (image/door.ts).
     const grey = phaseSync('analyse', () => isGrey(pixels));
-    const jpeg = await encodeJpegWithin(grey ? toGrey(pixels) : pixels, decoded.exif, sameFormat ? undefined : bytes.length, (f) => ctx.progress(45 + f * 45, 'encoding'), judgedAt);
+    const onStep = (f: number) => ctx.progress(45 + f * 45, 'encoding');
+    const jpeg = await encodeJpegWithin(grey ? toGrey(pixels) : pixels, { exif, maxBytes: sameFormat ? undefined : bytes.length, onStep, judgedAt });
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
     await phase('write', () => writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed));
     perceived = jpeg.score;
   } else {
-    const png = await encodePng(sharp(pixels.data, { raw: rawOf(pixels) }), 'lossy');
+    const png = await encodePng(pixelPipeline(pixels), 'lossy');
     await phase('write', () => writeFile(path, png.data));
     perceived = png.score;
   }
@@ -74,7 +75,7 @@ export const compress: Compress = async (job, out, ctx) => {
 };
 
 /** The spec's table: JPG and RAW inputs give JPG; every other format PNG when it has alpha, else JPG. */
-export function outputFormat(family: Family, hasAlpha: boolean): 'jpg' | 'png' {
+export function outputFormat(family: string, hasAlpha: boolean): 'jpg' | 'png' {
   if (family === 'jpeg' || family === 'raw') return 'jpg';
   return hasAlpha ? 'png' : 'jpg';
 }
@@ -91,12 +92,12 @@ interface Upright extends Pixels {
  * 16-bit and HDR/PQ-tagged inputs alike, with a standard CMYK profile for untagged CMYK),
  * greyscale made RGB, alpha kept, then the resize option.
  */
-async function normalise(decoded: Decoded, resize: ResizeOptions | undefined): Promise<Upright> {
+async function normalise({ image, facts }: OpenedImage, resize: ResizeOptions | undefined): Promise<Upright> {
   try {
-    const meta = await decoded.image.metadata();
+    const meta = await image.metadata();
     const turned = (meta.orientation ?? 1) >= 5;
-    const shown = turned ? { width: decoded.height, height: decoded.width } : { width: decoded.width, height: decoded.height };
-    const img = decoded.image.rotate().toColourspace('srgb');
+    const shown = turned ? { width: facts.height, height: facts.width } : { width: facts.width, height: facts.height };
+    const img = image.rotate().toColourspace('srgb');
     const withAlpha = meta.hasAlpha ? img.ensureAlpha() : img.removeAlpha();
     const sized = applyResize(withAlpha, shown.width, shown.height, resize);
     const { data, info } = await sized.raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
@@ -128,10 +129,6 @@ function dropAlpha(rgba: Buffer): Buffer {
   return rgb;
 }
 
-function rawOf(p: Pixels): { width: number; height: number; channels: 3 | 4 } {
-  return { width: p.width, height: p.height, channels: p.channels === 4 ? 4 : 3 };
-}
-
 /**
  * The perceived-quality floor of the size rule: a JPG made from another format may go down to this
  * SSIMULACRA2 (full resolution, image/ssimulacra2.ts) to stay within the input's size, never
@@ -149,6 +146,16 @@ export interface SizedJpeg extends JpegChoice {
   rule: 'target' | 'fit' | 'floor';
 }
 
+/** What encodeJpegWithin is given besides the pixels. */
+export interface JpegWithin {
+  /** EXIF block inserted into the file. */
+  exif?: Buffer;
+  /** The input's size, when the input is another format (see encodeJpegWithin). */
+  maxBytes?: number;
+  onStep?: (fraction: number) => void;
+  judgedAt?: JudgedAt;
+}
+
 /**
  * JPG of upright 8-bit RGB pixels at the automatic setting (image/encode.ts: the smallest
  * reaching the perceived target), EXIF inserted. With `maxBytes` (the input's size, when the
@@ -159,95 +166,155 @@ export interface SizedJpeg extends JpegChoice {
  * 10-bit AVIF, lossy WebP, palette TIFF/BMP — that JPEG cannot match without visible damage,
  * while the spec's table fixes the output format).
  */
-export async function encodeJpegWithin(
-  pixels: Pixels,
-  exif: Buffer | undefined,
-  maxBytes?: number,
-  onStep?: (fraction: number) => void,
-  judgedAt: JudgedAt = 'full',
-): Promise<SizedJpeg> {
+export async function encodeJpegWithin(pixels: Pixels, within: JpegWithin = {}): Promise<SizedJpeg> {
+  const { exif, maxBytes, onStep, judgedAt = 'full' } = within;
   // One form for every encode of the picture: the one the target's search chose.
-  const choice = await chooseJpeg(pixels, undefined, judgedAt);
-  const { quality: target, table, chroma } = choice;
-  const at = (quality: number): JpegSetting => ({ quality, table, chroma });
-  const sized = async (quality: number, rule: SizedJpeg['rule']): Promise<SizedJpeg> => {
-    noteSetting(at(quality));
-    return { data: await full(quality), ...at(quality), score: quality === target ? choice.score : await predictedScore(pixels, at(quality), judgedAt), rule };
-  };
-  const fulls = new Map<number, Buffer>();
-  const full = async (quality: number): Promise<Buffer> => {
-    let data = fulls.get(quality);
+  const files = new JpegFiles(pixels, await chooseJpeg(pixels, undefined, judgedAt), { exif, judgedAt });
+  onStep?.(0.4);
+  if (maxBytes === undefined) return files.sized(files.target, 'target');
+  const fit = await SizeFit.start(files, maxBytes);
+  // The target's own file is made unless it is predicted clearly over the limit.
+  if ((await fit.predicted(files.target)) <= maxBytes * CLEAR_MISS && (await fit.calibrate(files.target))) return files.sized(files.target, 'target');
+  onStep?.(0.6);
+  return fit.search();
+}
+
+/** The full-size files of one picture in the form its target search chose, each quality encoded once. */
+class JpegFiles {
+  readonly target: number;
+  private readonly encoded = new Map<number, Buffer>();
+
+  constructor(
+    readonly pixels: Pixels,
+    private readonly choice: JpegChoice,
+    readonly how: { exif: Buffer | undefined; judgedAt: JudgedAt },
+  ) {
+    this.target = choice.quality;
+  }
+
+  at(quality: number): JpegSetting {
+    return { quality, table: this.choice.table, chroma: this.choice.chroma };
+  }
+
+  has(quality: number): boolean {
+    return this.encoded.has(quality);
+  }
+
+  async full(quality: number): Promise<Buffer> {
+    let data = this.encoded.get(quality);
     if (!data) {
       // The target's file is the output's encode; any other quality is the size rule's.
-      const encoded = await phase(quality === target && fulls.size === 0 ? 'encode' : 'fit', () => encode(pixels, at(quality)));
-      data = insertExif(encoded, exif);
-      fulls.set(quality, data);
+      const made = await phase(quality === this.target && this.encoded.size === 0 ? 'encode' : 'fit', () => encode(this.pixels, this.at(quality)));
+      data = insertExif(made, this.how.exif);
+      this.encoded.set(quality, data);
     }
     return data;
-  };
-  onStep?.(0.4);
-  if (maxBytes === undefined) return sized(target, 'target');
-  // Full-size encodes cost seconds at 12 MP (trellis quantisation is most of it), so sizes are
-  // predicted: the quality search's proxy probe at q times a full/proxy ratio. The first ratio is
-  // measured at the target quality on a plain encode without trellis (a quarter of the cost;
-  // within -0.5 %..+5 % of the real ratio on camera photos), times what the final scan search
-  // saves on the proxy (0.5 % on most photos, 20–70 % on a dark one); every full encode then
-  // measures it exactly. A small image is its own proxy: its predictions are its full encodes.
-  const probes = probesOf(pixels);
-  const small = probes.proxy === pixels;
-  // The proxy's share of the pixels alone predicts within about 10 %: far under the limit, no
-  // further measurement is needed before the target's own file is made.
-  let ratio = (pixels.width * pixels.height) / (probes.proxy.width * probes.proxy.height);
-  if (!small && (await probes.size(at(target))) * ratio > maxBytes * FAR_UNDER) {
-    const [plainFull, plainProxy, proxyFinal] = await Promise.all([plainSize(pixels, at(target)), plainSize(probes.proxy, at(target)), encode(probes.proxy, at(target))]);
-    ratio = (plainFull / plainProxy) * (proxyFinal.length / (await probes.size(at(target))));
   }
-  const predicted = async (q: number): Promise<number> => (small ? (await full(q)).length : (await probes.size(at(q))) * ratio);
-  const calibrate = async (q: number): Promise<boolean> => {
-    const data = await full(q);
-    if (!small) ratio = data.length / (await probes.size(at(q)));
-    return data.length <= maxBytes;
-  };
-  // The target's own file is made unless it is predicted clearly over the limit.
-  if ((await predicted(target)) <= maxBytes * CLEAR_MISS && (await calibrate(target))) return sized(target, 'target');
-  // The floor's quality is searched only when the fit comes down to it: until then a quality
-  // whose proxy score reaches the floor is above the floor's quality (scores rise with quality), which
-  // its probe, usually made by the target's search already, tells.
-  let floor: number | undefined;
-  const floorQuality = async (): Promise<number> => (floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR, judgedAt, IMAGE_SEARCH, { table, chroma }));
-  onStep?.(0.6);
-  let best: number | null = null;
-  let lo = MIN_QUALITY;
-  let hi = target - 1;
-  while (lo <= hi) {
-    // The highest quality in [lo, hi] whose predicted size fits (proxy sizes grow with quality).
+
+  async sized(quality: number, rule: SizedJpeg['rule']): Promise<SizedJpeg> {
+    const setting = this.at(quality);
+    noteSetting(setting);
+    const data = await this.full(quality);
+    const score = quality === this.target ? this.choice.score : await predictedScore(this.pixels, setting, this.how.judgedAt);
+    return { data, ...setting, score, rule };
+  }
+}
+
+/**
+ * The size rule's search. Full-size encodes cost seconds at 12 MP (trellis quantisation is most of
+ * it), so sizes are predicted: the quality search's proxy probe at q times a full/proxy ratio. The
+ * first ratio is measured at the target quality on a plain encode without trellis (a quarter of
+ * the cost; within -0.5 %..+5 % of the real ratio on camera photos), times what the final scan
+ * search saves on the proxy (0.5 % on most photos, 20–70 % on a dark one); every full encode then
+ * measures it exactly. A small image is its own proxy: its predictions are its full encodes.
+ */
+class SizeFit {
+  private floor: number | undefined;
+
+  private readonly small: boolean;
+
+  private constructor(
+    private readonly files: JpegFiles,
+    private readonly probes: ReturnType<typeof probesOf>,
+    private readonly maxBytes: number,
+    private ratio: number,
+  ) {
+    this.small = probes.proxy === files.pixels;
+  }
+
+  static async start(files: JpegFiles, maxBytes: number): Promise<SizeFit> {
+    const { pixels } = files;
+    const probes = probesOf(pixels);
+    const target = files.at(files.target);
+    // The proxy's share of the pixels alone predicts within about 10 %: far under the limit, no
+    // further measurement is needed before the target's own file is made.
+    let ratio = (pixels.width * pixels.height) / (probes.proxy.width * probes.proxy.height);
+    if (probes.proxy !== pixels && (await probes.size(target)) * ratio > maxBytes * FAR_UNDER) {
+      const [plainFull, plainProxy, proxyFinal] = await Promise.all([plainSize(pixels, target), plainSize(probes.proxy, target), encode(probes.proxy, target)]);
+      ratio = (plainFull / plainProxy) * (proxyFinal.length / (await probes.size(target)));
+    }
+    return new SizeFit(files, probes, maxBytes, ratio);
+  }
+
+  async predicted(q: number): Promise<number> {
+    return this.small ? (await this.files.full(q)).length : (await this.probes.size(this.files.at(q))) * this.ratio;
+  }
+
+  /** Makes the full file at q (which measures the ratio exactly) and tells whether it fits. */
+  async calibrate(q: number): Promise<boolean> {
+    const data = await this.files.full(q);
+    if (!this.small) this.ratio = data.length / (await this.probes.size(this.files.at(q)));
+    return data.length <= this.maxBytes;
+  }
+
+  /**
+   * The floor's quality is searched only when the fit comes down to it: until then a quality whose
+   * proxy score reaches the floor is above the floor's quality (scores rise with quality), which its
+   * probe, usually made by the target's search already, tells.
+   */
+  private async floorQuality(): Promise<number> {
+    const { pixels, how } = this.files;
+    const { table, chroma } = this.files.at(this.files.target);
+    return (this.floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR, how.judgedAt, IMAGE_SEARCH, { table, chroma }));
+  }
+
+  /** The highest quality in [lo, hi] whose predicted size fits (proxy sizes grow with quality). */
+  private async highestPredictedFit(lo: number, hi: number): Promise<number> {
     let a = lo;
     let b = hi;
     while (a < b) {
       const mid = (a + b + 1) >> 1;
-      if ((await predicted(mid)) <= maxBytes) a = mid;
+      if ((await this.predicted(mid)) <= this.maxBytes) a = mid;
       else b = mid - 1;
     }
-    if (floor === undefined && !(await reaches(pixels, at(a), JPEG_FLOOR, judgedAt))) {
-      if ((await floorQuality()) >= target) return sized(target, 'floor');
-      lo = Math.max(lo, await floorQuality());
-      if (a < lo) continue;
-    }
-    if (await calibrate(a)) {
-      best = a;
-      lo = a + 1;
-      // Calibrated at the neighbouring quality the prediction is within about 1 %: a file that fits
-      // is kept unless the next quality is predicted to fit as well.
-      if (fulls.has(lo) || (lo <= hi && (await predicted(lo)) > maxBytes)) break;
-    } else {
-      hi = a - 1;
-    }
+    return a;
   }
-  if (best === null) {
-    const lowest = await floorQuality();
-    return sized(lowest, 'floor');
+
+  /** Below the target: the highest quality whose file fits, not below the floor's. */
+  async search(): Promise<SizedJpeg> {
+    const { files } = this;
+    let best: number | null = null;
+    let lo = MIN_QUALITY;
+    let hi = files.target - 1;
+    while (lo <= hi) {
+      const a = await this.highestPredictedFit(lo, hi);
+      if (this.floor === undefined && !(await reaches(files.pixels, files.at(a), JPEG_FLOOR, files.how.judgedAt))) {
+        if ((await this.floorQuality()) >= files.target) return files.sized(files.target, 'floor');
+        lo = Math.max(lo, await this.floorQuality());
+        if (a < lo) continue;
+      }
+      if (await this.calibrate(a)) {
+        best = a;
+        lo = a + 1;
+        // Calibrated at the neighbouring quality the prediction is within about 1 %: a file that fits
+        // is kept unless the next quality is predicted to fit as well.
+        if (files.has(lo) || (lo <= hi && (await this.predicted(lo)) > this.maxBytes)) break;
+      } else {
+        hi = a - 1;
+      }
+    }
+    return best === null ? files.sized(await this.floorQuality(), 'floor') : files.sized(best, 'fit');
   }
-  return sized(best, 'fit');
 }
 
 /** Bytes of a plain baseline encode (no trellis, no progressive scans) at the quantisation of a setting: a cheap size probe. */

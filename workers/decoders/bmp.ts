@@ -1,5 +1,5 @@
 import { JobError } from '../contract.ts';
-import { admitPixels } from '../image/door.ts';
+import { admitPixels } from '../image/decode-policy.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { workerData } from 'node:worker_threads';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget, imageError } from '../image/door.ts';
+import { checkPixelBudget, imageError } from '../image/decode-policy.ts';
 import { workerLog } from '../shared/log.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import type { RawPixels } from './pixels.ts';

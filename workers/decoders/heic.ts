@@ -3,7 +3,7 @@ import { createRequire } from 'node:module';
 import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
-import { admitPixels, checkPixelBudget } from '../image/door.ts';
+import { admitPixels, checkPixelBudget } from '../image/decode-policy.ts';
 import { decodeHeifNatively, probeNativeHeif, type NativeHeif } from './heic-native.ts';
 import { sharpFromPixels, type RawPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';

@@ -1,6 +1,6 @@
 import { getLayerImageData, getLayerMaskImageData, readPsd, type BlendMode, type Layer, type PixelData } from 'ag-psd';
 import { JobError } from '../contract.ts';
-import { checkPixelBudget } from '../image/door.ts';
+import { checkPixelBudget } from '../image/decode-policy.ts';
 
 /**
  * The picture of a PSD saved without "Maximize Compatibility": Photoshop then stores a blank

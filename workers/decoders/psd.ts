@@ -1,7 +1,7 @@
 import Psd from '@webtoon/psd';
 import { initializeCanvas, readPsd } from 'ag-psd';
 import { JobError } from '../contract.ts';
-import { admitPixels } from '../image/door.ts';
+import { admitPixels } from '../image/decode-policy.ts';
 import { sharpFromPixels } from './pixels.ts';
 import { compositeLayers } from './psd-layers.ts';
 import type { Decoded, DecodeLimits } from './types.ts';

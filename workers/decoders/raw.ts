@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Metadata as ImageMetadata } from 'sharp';
 import type { LibRawSettings, Metadata as RawMetadata } from 'libraw-wasm';
 import { JobError } from '../contract.ts';
-import { admitPixels, decodeOptions } from '../image/door.ts';
+import { admitPixels, decodeOptions } from '../image/decode-policy.ts';
 import { wasm, type WasmInstance, type WasmMemory, type WasmModule } from './wasm.ts';
 import { sharpFromPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';

@@ -1,28 +1,44 @@
 import sharp from 'sharp';
-import type { Metadata } from 'sharp';
+import type { Sharp } from 'sharp';
 import { JobError } from '../contract.ts';
 import { withColrRange } from './av1-colour.ts';
-import { admitPixels, decodeOptions, imageError } from '../image/door.ts';
+import { admitPixels, checkPixelBudget, decodeOptions, MAX_PIXELS } from '../image/decode-policy.ts';
+import { readHeader, type HeaderFacts, type ImageSource } from '../image/probe.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
+
+export interface LibvipsRead {
+  /** Every frame (an animation), all counted against the budget; otherwise the first frame or page. */
+  animated?: boolean;
+  maxPixels?: number;
+  /** `reserve`: the worker's memory budget is reserved for the pixels; `reserved`: the caller did (a document's pictures). */
+  memory: 'reserve' | 'reserved';
+  /** Samples as stored, no colour management (a PDF's ColorSpace rules). */
+  ignoreIcc?: boolean;
+}
+
+/**
+ * A picture libvips reads: its header (image/probe.ts), the pixel budget from it before any pixel
+ * is decoded, then the pipeline with the image door's strictness (image/decode-policy.ts): corrupt
+ * or truncated pixel data fails the job instead of producing a half-grey picture.
+ */
+export async function openWithLibvips(source: ImageSource, read: LibvipsRead): Promise<{ image: Sharp; facts: HeaderFacts }> {
+  const { animated = false, maxPixels = MAX_PIXELS } = read;
+  const facts = await readHeader(source, animated);
+  const frames = animated ? facts.pages : 1;
+  if (read.memory === 'reserve') await admitPixels(facts.width, facts.height, maxPixels, frames);
+  else checkPixelBudget(facts.width, facts.height, maxPixels, frames);
+  const image = sharp(source, decodeOptions({ limitInputPixels: maxPixels, ...(animated ? { animated } : {}), ...(read.ignoreIcc ? { ignoreIcc: true } : {}) }));
+  return { image, facts };
+}
 
 /**
  * JPEG, PNG, WebP, AVIF, TIFF and GIF: formats sharp's prebuilt libvips decodes correctly.
  * Only the first frame or page is decoded (animated WebP/GIF/AVIF, multi-page TIFF); the pixel
- * budget is checked on that page from the header. Decoded with the image door's strictness
- * (image/door.ts): corrupt or truncated pixel data fails the job instead of producing a half-grey picture.
+ * budget is checked on that page from the header.
  */
 export async function decodeWithSharp(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
-  let meta: Metadata;
-  try {
-    meta = await sharp(bytes, { limitInputPixels: false }).metadata();
-  } catch (err) {
-    throw imageError(err);
-  }
-  const width = meta.width ?? 0;
-  const height = meta.pageHeight ?? meta.height ?? 0;
-  await admitPixels(width, height, limits.maxPixels);
-  const image = sharp(bytes, decodeOptions({ limitInputPixels: limits.maxPixels, page: 0, pages: 1 }));
-  return { image, width, height, orientation: meta.orientation ?? 1, exif: meta.exif, via: `sharp:${meta.format}` };
+  const { image, facts } = await openWithLibvips(bytes, { maxPixels: limits.maxPixels, memory: 'reserve' });
+  return { image, width: facts.width, height: facts.height, orientation: facts.orientation, exif: facts.exif, via: `sharp:${facts.format}` };
 }
 
 /**

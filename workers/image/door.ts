@@ -1,76 +1,74 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import sharp from 'sharp';
-import type { Sharp, SharpOptions } from 'sharp';
 import { JobError } from '../contract.ts';
+import { decodeImage } from '../decoders/index.ts';
+import { openWithLibvips } from '../decoders/sharp-native.ts';
 import { workerLog } from '../shared/log.ts';
-import { peakBytes, reserveMemory } from '../shared/memory.ts';
+import { MAX_PIXELS } from './decode-policy.ts';
+import { checkSignature, firstBytes, type HeaderFacts, type ImageKind, type ImageSource } from './probe.ts';
 import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
+import { pixelPipeline, type Pipeline } from './vips.ts';
 
-// libvips's operation cache is process-wide and outlives the worker threads: it kept the pictures of
-// past jobs (users' data) and their decoded pixels, 233 MB above a fresh start after 60 JPEG searches,
-// 22 MB without it, at the same speed (a search decodes its input once; its encodes are new images).
-sharp.cache(false);
+export { imageError, MAX_PIXELS } from './decode-policy.ts';
+export { readHeader, type HeaderFacts, type ImageKind, type ImageSource } from './probe.ts';
 
 /**
  * The one door every picture comes in by: the JPG, PNG and GIF compressors, the universal
- * compressor's decoders, and the pictures inside PDF and Office documents all take their decode
- * options, pixel budget, error codes, grey detection and embedded-profile decision from here, so
- * the same bytes get the same decision and the same failure code whichever way they arrive.
+ * compressor, the compare previews, and the pictures inside PDF and Office documents all open it
+ * with openImage, which takes its decode options, pixel budget and error codes from
+ * decode-policy.ts; grey detection and the embedded-profile decision are here. The same bytes get
+ * the same decision and the same failure code whichever way they arrive.
  *
- * Failure codes:
- * - `image.too_many_pixels`: the header declares more than MAX_PIXELS (all frames counted), checked
- *   before any pixel is decoded (decompression bombs).
- * - `image.truncated`: the pixel data is cut short.
- * - `image.unsupported_variant`: a variant of the format no decoder here reads.
- * - `image.decode_failed`: the header or the pixel data is corrupt in another way.
+ * Failure codes (besides the policy's `image.too_many_pixels`, `image.truncated`,
+ * `image.unsupported_variant`, `image.decode_failed`, and the decoders' own):
+ * - `image.empty`: the file has no bytes.
+ * - `image.format_mismatch`: the bytes are not the format the job is for (e.g. a PDF named .jpg),
+ *   or no image format read here.
  */
-export const MAX_PIXELS = 100_000_000;
 
-/**
- * libvips's strictness: `error` refuses corrupt and truncated data (which would otherwise decode
- * as a half-grey picture) but not warnings. Warnings (extraneous bytes before a marker, a known
- * incorrect sRGB profile in a PNG, a spare byte after the end) are common in files from cameras
- * and old editors that every viewer shows correctly; refusing them turns a good picture into a
- * failed job. libvips's `truncated` level is below `error`, so cut files still fail.
- */
-export const FAIL_ON = 'error' as const;
+/** How a caller opens a picture. */
+export type OpenAs =
+  /** A same-format compressor: the bytes must be `kind`; `animated`: every frame, all counted against the budget. */
+  | { kind: ImageKind; animated?: boolean }
+  /** The universal compressor and the previews: the format from the bytes (`declared`, the extension, breaks ties), its decoder (workers/decoders/), the first frame. */
+  | { declared: string; signal: AbortSignal }
+  /**
+   * A picture inside a document: whatever libvips reads. `memory: 'reserved'` when the document
+   * reserved memory for its pictures (office/plan.ts, pdf/images.ts); `asStored`: samples without
+   * colour management (a PDF's ColorSpace rules).
+   */
+  | { embedded: true; memory: 'reserve' | 'reserved'; asStored?: boolean };
 
-/** sharp input options of every decode: the strictness above, the pixel cap as a second guard. */
-export function decodeOptions(extra: SharpOptions = {}): SharpOptions {
-  return { failOn: FAIL_ON, limitInputPixels: MAX_PIXELS, ...extra };
+export interface ImageFacts extends HeaderFacts {
+  /** Which decoding path yields the pixels, e.g. `sharp:jpeg` or `libraw` (reported, logged). */
+  via: string;
 }
 
-/** Refuses a header that declares more pixels than the budget, before any pixel is decoded. */
-export function checkPixelBudget(width: number, height: number, maxPixels = MAX_PIXELS, frames = 1): void {
-  if (!(width >= 1 && height >= 1)) throw new JobError('image.decode_failed', 'The image header declares no dimensions.');
-  if (width * height * frames > maxPixels) {
-    throw new JobError(
-      'image.too_many_pixels',
-      `The image declares ${width}×${height}${frames > 1 ? `×${frames} frames` : ''} pixels, more than the limit of ${maxPixels / 1e6} megapixels.`,
-    );
-  }
+/** A picture opened: the pipeline (no pixel decoded yet, in its source colour space) and its header facts. */
+export interface OpenedImage {
+  image: Pipeline;
+  facts: ImageFacts;
 }
 
 /**
- * The pixel budget, then the node's memory budget for decoding this many pixels (all frames): waits
- * until running jobs leave room, or fails with `jobs.memory_budget` when it could never fit.
+ * Opens a picture, a path or its bytes. First the probe: no bytes is `image.empty`; the format from
+ * the first bytes (the job's own format, or the decoder family); the header's facts; the pixel
+ * budget (and the memory for it) before any pixel is decoded. Then the pipeline, with the policy's
+ * strictness.
  */
-export async function admitPixels(width: number, height: number, maxPixels = MAX_PIXELS, frames = 1): Promise<void> {
-  checkPixelBudget(width, height, maxPixels, frames);
-  await reserveMemory(peakBytes(width * height * frames), `A ${width}×${height}${frames > 1 ? `×${frames}-frame` : ''} picture`);
-}
-
-/** The one mapper from a codec error to the failure users see; JobErrors pass through. */
-export function imageError(err: unknown): JobError {
-  if (err instanceof JobError) return err;
-  const message = err instanceof Error ? err.message.split('\n')[0] : String(err);
-  if (/truncat|premature end|unexpected end|end of (file|data)|not enough data|short read/i.test(message)) {
-    return new JobError('image.truncated', `The image data is cut short: ${message}`);
+export async function openImage(source: ImageSource, as: OpenAs): Promise<OpenedImage> {
+  const head = await firstBytes(source, 16);
+  if (head.length === 0) throw new JobError('image.empty', 'The file is empty.');
+  if ('declared' in as) {
+    const bytes = typeof source === 'string' ? await readFile(source) : Buffer.isBuffer(source) ? source : Buffer.from(source.buffer, source.byteOffset, source.length);
+    const { family, decoded: d } = await decodeImage(bytes, as.declared, { maxPixels: MAX_PIXELS, signal: as.signal });
+    return { image: d.image, facts: { format: family, width: d.width, height: d.height, pages: 1, orientation: d.orientation, exif: d.exif, via: d.via } };
   }
-  if (/unsupported image format/i.test(message)) return new JobError('image.unsupported_variant', `This variant of the format cannot be decoded: ${message}`);
-  return new JobError('image.decode_failed', `The image could not be decoded: ${message}`);
+  if ('kind' in as) checkSignature(head, as.kind);
+  const read = 'kind' in as ? { animated: as.animated, memory: 'reserve' as const } : { memory: as.memory, ignoreIcc: as.asStored };
+  const { image, facts } = await openWithLibvips(source, read);
+  return { image, facts: { ...facts, via: `sharp:${facts.format}` } };
 }
 
 /**
@@ -125,7 +123,7 @@ export type ProfileDecision = { keep: true; reason: string } | { keep: false; re
  * input) and is large, and when the conversion holds CONVERT_MIN_SSIM; the decision and its
  * reason are logged.
  */
-export async function profileDecision(img: Sharp, icc: Buffer | undefined, fileBytes: number): Promise<ProfileDecision> {
+export async function profileDecision(img: Pipeline, icc: Buffer | undefined, fileBytes: number): Promise<ProfileDecision> {
   if (!icc) return { keep: true, reason: 'no embedded profile' };
   const decide = (d: ProfileDecision): ProfileDecision => {
     workerLog.info({ event: 'image.icc_profile', profileBytes: icc.length, fileBytes, ...d }, d.keep ? 'embedded ICC profile kept' : 'embedded ICC profile converted into sRGB');
@@ -139,7 +137,7 @@ export async function profileDecision(img: Sharp, icc: Buffer | undefined, fileB
 }
 
 /** Luma SSIM of the profile's own pixels against the same pixels taken into sRGB and back. */
-async function roundTripSsim(img: Sharp, icc: Buffer): Promise<number> {
+async function roundTripSsim(img: Pipeline, icc: Buffer): Promise<number> {
   const dir = await mkdtemp(join(tmpdir(), 'icc-'));
   try {
     const path = join(dir, 'profile.icc');
@@ -147,7 +145,7 @@ async function roundTripSsim(img: Sharp, icc: Buffer): Promise<number> {
     const own = await img.clone().removeAlpha().keepIccProfile().raw().toBuffer({ resolveWithObject: true });
     const srgb = await img.clone().removeAlpha().toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
     const raw = { width: srgb.info.width, height: srgb.info.height, channels: srgb.info.channels };
-    const back = await sharp(srgb.data, { raw }).withIccProfile(path).raw().toBuffer({ resolveWithObject: true });
+    const back = await pixelPipeline({ data: srgb.data, ...raw }).withIccProfile(path).raw().toBuffer({ resolveWithObject: true });
     const { width, height } = own.info;
     if (back.info.width !== width || back.info.height !== height) return 0;
     return ssimOfLuma(luma({ data: own.data, width, height, channels: own.info.channels }), luma({ data: back.data, width, height, channels: back.info.channels }), width, height);

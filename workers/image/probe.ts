@@ -1,10 +1,13 @@
 import { open } from 'node:fs/promises';
 import sharp from 'sharp';
-import type { Metadata, SharpOptions } from 'sharp';
+import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
-import { admitPixels, decodeOptions, imageError } from './door.ts';
+import { FAIL_ON, imageError } from './decode-policy.ts';
 
 export type ImageKind = 'jpeg' | 'png' | 'gif';
+
+/** A picture as a file path or as its bytes, as sharp takes either. */
+export type ImageSource = string | Uint8Array;
 
 const SIGNATURES: Record<ImageKind, number[]> = {
   jpeg: [0xff, 0xd8, 0xff],
@@ -12,47 +15,28 @@ const SIGNATURES: Record<ImageKind, number[]> = {
   gif: [0x47, 0x49, 0x46, 0x38],
 };
 
-export interface Probed extends Metadata {
+/** What a header says, read before any pixel is decoded. */
+export interface HeaderFacts {
+  /** libvips's loader name (`jpeg`, `png`, `tiff`, …) or the decoder family (decoders/detect.ts). */
+  format: string;
+  /** Stored dimensions of one frame or page (before EXIF orientation). */
   width: number;
   height: number;
-  /** Frames (1 for a still image). */
-  frames: number;
+  /** Frames or pages the file holds (1 where a decoder reads one picture). */
+  pages: number;
+  /** EXIF orientation (1 when the pixels are upright). */
+  orientation: number;
+  exif?: Buffer;
+  icc?: Buffer;
+  /** Sample depth and colour space (libvips's names), where libvips reads the header. */
+  depth?: string;
+  space?: string;
 }
 
-/** The door's decode options, every frame for an animation. */
-export function inputOptions(animated = false): SharpOptions {
-  return decodeOptions({ animated });
-}
-
-/**
- * The dedicated compressors' header check, in front of the one image door (door.ts: options,
- * budget and failure codes). Reads only the header: format by magic bytes, then dimensions and
- * frame count, then the pixel budget. Besides the door's codes:
- * - `image.empty`: the file has no bytes.
- * - `image.format_mismatch`: the bytes are not the format the job is for (e.g. a PDF named .jpg).
- */
-export async function probeImage(path: string, kind: ImageKind): Promise<Probed> {
-  const head = await readHead(path, 16);
-  if (head.length === 0) throw new JobError('image.empty', 'The file is empty.');
-  const sig = SIGNATURES[kind];
-  if (head.length < sig.length || sig.some((b, i) => head[i] !== b)) {
-    throw new JobError('image.format_mismatch', `The file is not a ${kind.toUpperCase()} image${describe(head)}.`);
-  }
-  let meta: Metadata;
-  try {
-    meta = await sharp(path, { ...inputOptions(kind === 'gif'), limitInputPixels: false }).metadata();
-  } catch (err) {
-    throw imageError(err);
-  }
-  const width = meta.width ?? 0;
-  const height = meta.pageHeight ?? meta.height ?? 0;
-  const frames = meta.pages ?? 1;
-  await admitPixels(width, height, undefined, frames);
-  return { ...meta, width, height, frames };
-}
-
-async function readHead(path: string, n: number): Promise<Buffer> {
-  const fh = await open(path, 'r');
+/** The first `n` bytes of a source (fewer when it is shorter). */
+export async function firstBytes(source: ImageSource, n: number): Promise<Buffer> {
+  if (typeof source !== 'string') return Buffer.from(source.buffer, source.byteOffset, Math.min(n, source.length));
+  const fh = await open(source, 'r');
   try {
     const buf = Buffer.alloc(n);
     const { bytesRead } = await fh.read(buf, 0, n, 0);
@@ -60,6 +44,29 @@ async function readHead(path: string, n: number): Promise<Buffer> {
   } finally {
     await fh.close();
   }
+}
+
+/** `image.format_mismatch` unless the first bytes are `kind`'s signature (e.g. a PDF named .jpg). */
+export function checkSignature(head: Buffer, kind: ImageKind): void {
+  const sig = SIGNATURES[kind];
+  if (head.length < sig.length || sig.some((b, i) => head[i] !== b)) {
+    throw new JobError('image.format_mismatch', `The file is not a ${kind.toUpperCase()} image${describe(head)}.`);
+  }
+}
+
+/**
+ * libvips's reading of a header, with the door's strictness and without sharp's pixel cap: the
+ * pixel budget is the door's own check, with its own code. `animated`: the header of every frame.
+ */
+export async function readHeader(source: ImageSource, animated = false): Promise<HeaderFacts> {
+  let meta: Metadata;
+  try {
+    meta = await sharp(source, { failOn: FAIL_ON, limitInputPixels: false, ...(animated ? { animated } : {}) }).metadata();
+  } catch (err) {
+    throw imageError(err);
+  }
+  const { format, orientation = 1, exif, icc, depth, space } = meta;
+  return { format: format ?? 'unknown', width: meta.width ?? 0, height: meta.pageHeight ?? meta.height ?? 0, pages: meta.pages ?? 1, orientation, exif, icc, depth, space };
 }
 
 function describe(head: Buffer): string {

@@ -1,12 +1,12 @@
-import sharp, { type Sharp } from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
 import { FULL_SEARCH, type BudgetedPicture } from '../image/budget.ts';
-import { decodeOptions, isGrey, toGrey } from '../image/door.ts';
+import { isGrey, openImage, toGrey } from '../image/door.ts';
 import { chooseJpeg, fastOptions, jpegOptions, jpegPipeline } from '../image/encode.ts';
 import { jpegOrigin, markAsOurs } from '../image/jpeg-mark.ts';
 import { alreadyAsCoarse } from '../image/jpeg-quant.ts';
 import { encodePng } from '../image/png-encode.ts';
 import { targetSize } from '../image/resize.ts';
+import { encodedPipeline, type Pipeline } from '../image/vips.ts';
 import { PERCEIVED_TARGET, perceivedScore } from '../image/perceived.ts';
 import { PNG_PALETTE_TARGET } from '../image/png-encode.ts';
 import type { Need } from './display-size.ts';
@@ -66,19 +66,19 @@ export async function recompressImage(data: Buffer, need: Need | null, resize?: 
   const format = sniffImage(data);
   if (!format || (format === 'png' && isAnimatedPng(data))) return null;
   try {
-    const meta = await sharp(data, decodeOptions()).metadata();
-    if (!meta.width || !meta.height || (meta.pages ?? 1) > 1) return null;
+    // The document reserved memory for its pictures (plan.ts): the door checks the pixel budget only.
+    const { image, facts: meta } = await openImage(data, { embedded: true, memory: 'reserved' });
+    if (meta.pages > 1) return null;
     if (format === 'tiff' && (meta.depth !== 'uchar' || (meta.space !== 'srgb' && meta.space !== 'b-w'))) return null;
-    const rotated = (meta.orientation ?? 1) >= 5;
+    const rotated = meta.orientation >= 5;
     const size = scaledSize(meta.width, meta.height, need && (rotated ? { width: need.height, height: need.width } : need), resize);
     // A JPEG this service already encoded (or one with its tables at a chosen quality) keeps its bytes at its size.
     if (format === 'jpeg' && !size && (await jpegOrigin(data)) !== 'other') return null;
     // Under a reduced document budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain.
     const known = budget && budget.search.probes !== Infinity ? budget.known.quality : undefined;
     if (format === 'jpeg' && !size && known !== undefined && (await alreadyAsCoarse(data, known))) return null;
-    let img = sharp(data, decodeOptions());
-    if (size) img = img.resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' });
-    const out = await encode(img, format, (meta.orientation ?? 1) !== 1, budget);
+    const img = size ? image.resize(size.width, size.height, { fit: 'fill', kernel: 'lanczos3' }) : image;
+    const out = await encode(img, format, meta.orientation !== 1, budget);
     const minGain = format === 'jpeg' && !size ? JPEG_MIN_GAIN : 0;
     return out.data.length < data.length * (1 - minGain) ? out : null;
   } catch {
@@ -100,7 +100,7 @@ export function scaledSize(width: number, height: number, need: Need | null, res
   return { width: Math.max(1, Math.ceil(width * scale)), height: Math.max(1, Math.ceil(height * scale)) };
 }
 
-async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
+async function encode(img: Pipeline, format: ImageFormat, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
   if (format === 'jpeg') return encodeJpeg(img, keepOrientation, budget);
   if (format === 'tiff') {
     const { data, info } = await img.tiff({ compression: 'deflate', predictor: 'horizontal' }).toBuffer({ resolveWithObject: true });
@@ -114,7 +114,7 @@ async function encode(img: Sharp, format: ImageFormat, keepOrientation: boolean,
  * becomes sRGB, transparency is flattened onto white; with an EXIF orientation the metadata stays
  * and the pixels are not rotated, so the picture shows as before in every reader.
  */
-async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
+async function encodeJpeg(img: Pipeline, keepOrientation: boolean, budget: BudgetedPicture | undefined): Promise<Recompressed> {
   const base = img.clone().flatten({ background: '#ffffff' }).toColourspace('srgb');
   const { data, info } = await phase('decode', () => base.clone().raw().toBuffer({ resolveWithObject: true }));
   const rgb = { data, width: info.width, height: info.height, channels: info.channels };
@@ -132,7 +132,7 @@ async function encodeJpeg(img: Sharp, keepOrientation: boolean, budget: Budgeted
 }
 
 /** Lossless unless the palette version is clearly smaller and indistinguishable. */
-async function encodePngForDocument(img: Sharp): Promise<Recompressed> {
+async function encodePngForDocument(img: Pipeline): Promise<Recompressed> {
   const lossless = await encodePng(img, 'lossless');
   if (lossless.data.length < PNG_LOSSY_FROM_BYTES) return lossless;
   const palette = await img.clone().png({ palette: true, quality: PNG_LOSSY_QUALITY, effort: 7, dither: 1 }).toBuffer();
@@ -142,9 +142,9 @@ async function encodePngForDocument(img: Sharp): Promise<Recompressed> {
 }
 
 /** The candidate's perceived quality when it is visually clean (see PNG_LOSSY_MAX_BLOCK_SHIFT and the constants around it), else undefined. */
-async function cleanScore(img: Sharp, candidate: Buffer): Promise<number | undefined> {
-  const rgba = (s: Sharp) => s.toColourspace('srgb').ensureAlpha().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
-  const [ref, got] = await Promise.all([rgba(img.clone()), rgba(sharp(candidate))]);
+async function cleanScore(img: Pipeline, candidate: Buffer): Promise<number | undefined> {
+  const rgba = (s: Pipeline) => s.toColourspace('srgb').ensureAlpha().raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+  const [ref, got] = await Promise.all([rgba(img.clone()), rgba(encodedPipeline(candidate))]);
   const { width, height } = ref.info;
   if (got.info.width !== width || got.info.height !== height || ref.info.channels !== 4 || got.info.channels !== 4) return undefined;
   const a = ref.data;

@@ -1,6 +1,6 @@
-import sharp from 'sharp';
 import type { ResizeOptions } from '../../src/catalog/index.ts';
 import { ClassQualities, planDocument, type DocumentPicture, type DocumentPlan } from '../image/budget.ts';
+import { readHeader } from '../image/door.ts';
 import { lumaQuantSum } from '../image/jpeg-quant.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
@@ -50,14 +50,15 @@ export async function planPictures(pkg: OpenPackage, analysis: Analysis, resize:
       caps.carry(entry.name);
       continue;
     }
-    const meta = format ? await sharp(head).metadata().catch(() => undefined) : undefined;
+    // The door's probe alone: only the head of the part is at hand, and no pixel is decoded here.
+    const meta = format ? await readHeader(head).catch(() => undefined) : undefined;
     // A picture whose header does not read counts as a large one (it runs alone, lanes.ts).
     if (!caps.admit(entry.name, meta?.width && meta.height ? meta.width * meta.height : undefined)) continue;
     if (!meta?.width || !meta.height) continue;
     pixels.set(entry.name, meta.width * meta.height);
     if (format !== 'jpeg') continue;
     const need = analysis.images.get(key) ?? null;
-    const rotated = (meta.orientation ?? 1) >= 5;
+    const rotated = meta.orientation >= 5;
     const size = scaledSize(meta.width, meta.height, need && (rotated ? { width: need.height, height: need.width } : need), resize) ?? { width: meta.width, height: meta.height };
     const similar = [meta.width, meta.height, lumaQuantSum(head), size.width, size.height].join(' ');
     found.push({ entry, picture: { width: size.width, height: size.height, decoded: meta.width * meta.height, similar } });

@@ -203,7 +203,7 @@ async function recompress(
   const { palette } = info;
   if (palette && placement.size && !info.hasDecode && (palette.base === 'gray' || palette.base === 'rgb')) {
     // Indices cannot be averaged: resampling an Indexed image goes through its base colours.
-    pixels = expandPalette(samples, info.width, info.height, info.bitsPerComponent, palette);
+    pixels = expandPalette(samples, info, palette);
     colourSpace = palette.baseSpace;
   } else if (info.bitsPerComponent === 8 && !info.imageMask && (info.colour === 'gray' || info.colour === 'rgb')) {
     pixels = { data: samples, width: info.width, height: info.height, channels: info.components };

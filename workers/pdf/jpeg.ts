@@ -1,6 +1,5 @@
-import sharp from 'sharp';
 import type { SearchBudget } from '../image/budget.ts';
-import { defaultSetting, fastOptions, jpegOptions } from '../image/encode.ts';
+import { defaultSetting, fastOptions, jpegOptions, jpegPipeline } from '../image/encode.ts';
 import { frameComponents } from '../image/jpeg-quant.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { chooseViewQuality } from './quality.ts';
@@ -14,13 +13,12 @@ import { phase } from '../shared/profile.ts';
  */
 export async function encodePhoto(p: Pixels, ppi: number | undefined, target: number, search?: SearchBudget): Promise<{ data: Buffer; quality: number; score?: number }> {
   const final = (quality: number): Promise<Buffer> => {
-    const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } });
-    // Without this sharp writes grey pixels as a three-component JPEG.
-    if (p.channels === 1) img.toColourspace('b-w');
+    // As many components as the samples have (a grey picture stays one component).
+    const img = jpegPipeline(p);
     const options = jpegOptions(defaultSetting(quality));
     return phase('encode', () => img.jpeg(search?.fastEncode ? fastOptions(options) : options).toBuffer());
   };
-  const { quality, encoded, score } = await phase('search', () => chooseViewQuality(p, ppi, target, search, final));
+  const { quality, encoded, score } = await phase('search', () => chooseViewQuality(p, ppi, { target, search, final }));
   const data = encoded ?? (await final(quality));
   const channels = frameComponents(data);
   if (channels !== p.channels) throw new Error(`JPEG has ${channels} components, the image ${p.channels}`);

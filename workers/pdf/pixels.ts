@@ -1,21 +1,24 @@
-import sharp from 'sharp';
-import { decodeOptions } from '../image/door.ts';
+import { openImage } from '../image/door.ts';
 import type { Pixels } from '../image/ssim.ts';
+import { pixelPipeline } from '../image/vips.ts';
 import type { Palette } from './image-info.ts';
 import { phase } from '../shared/profile.ts';
 
 /** Lanczos3 resampling of raw gray or RGB pixels to an exact size. */
 export async function resample(p: Pixels, width: number, height: number): Promise<Pixels> {
-  const img = sharp(p.data, { raw: { width: p.width, height: p.height, channels: p.channels as 1 | 3 } }).resize(width, height, { fit: 'fill', kernel: 'lanczos3' });
+  const img = pixelPipeline(p).resize(width, height, { fit: 'fill', kernel: 'lanczos3' });
   if (p.channels === 1) img.toColourspace('b-w');
   const { data, info } = await img.raw().toBuffer({ resolveWithObject: true });
   if (info.channels !== p.channels) throw new Error(`resampling changed ${p.channels} channels into ${info.channels}`);
   return { data, width: info.width, height: info.height, channels: info.channels };
 }
 
-/** Decoded JPEG samples exactly as stored (no colour management: the PDF's ColorSpace rules), with the image door's strictness. */
+/**
+ * Decoded JPEG samples exactly as stored (no colour management: the PDF's ColorSpace rules),
+ * through the image door; the document reserved the memory for its pictures (images.ts).
+ */
 export async function decodeJpeg(jpeg: Uint8Array, channels: 1 | 3): Promise<Pixels> {
-  const img = sharp(jpeg, decodeOptions({ ignoreIcc: true }));
+  const { image: img } = await openImage(jpeg, { embedded: true, memory: 'reserved', asStored: true });
   // sharp hands grey JPEGs out as three equal channels unless asked for one.
   if (channels === 1) img.toColourspace('b-w');
   const { data, info } = await phase('decode', () => img.raw().toBuffer({ resolveWithObject: true }));
@@ -23,7 +26,8 @@ export async function decodeJpeg(jpeg: Uint8Array, channels: 1 | 3): Promise<Pix
 }
 
 /** Indexed samples (1, 2, 4 or 8 bits) looked up into the base colour space's 8-bit components. */
-export function expandPalette(indices: Uint8Array, width: number, height: number, bits: number, palette: Palette): Pixels {
+export function expandPalette(indices: Uint8Array, size: { width: number; height: number; bitsPerComponent: number }, palette: Palette): Pixels {
+  const { width, height, bitsPerComponent: bits } = size;
   const c = palette.baseComponents;
   const out = new Uint8Array(width * height * c);
   const rowBytes = Math.ceil((width * bits) / 8);

@@ -1,9 +1,9 @@
-import sharp from 'sharp';
 import { defaultSetting, jpegOptions, MAX_QUALITY, MIN_QUALITY, probeOptions, proxyOf, searchDone } from '../image/encode.ts';
 import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { Ssimulacra2Reference } from '../image/ssimulacra2.ts';
+import { encodedPipeline, pixelPipeline } from '../image/vips.ts';
 
 /**
  * The resolution a page is judged at: 100 % zoom on a typical screen, which is also how the
@@ -34,6 +34,16 @@ export function viewScale(ppi: number | undefined, pixels = 0): number {
   return scale > 1 && pixels > 0 ? Math.max(1, Math.min(scale, Math.sqrt(MAX_VIEW_PIXELS / pixels))) : scale;
 }
 
+/** What chooseViewQuality aims at and may spend. */
+export interface ViewSearch {
+  /** Perceived quality to keep as seen at VIEW_PPI. */
+  target?: number;
+  /** The document's budget for this picture (budget.ts). */
+  search?: SearchBudget;
+  /** The picture's own final encode, used as the probe of a small picture (see chooseViewQuality). */
+  final?: (quality: number) => Promise<Buffer>;
+}
+
 /**
  * The lowest JPEG quality at which `p`, drawn at `ppi` on its page, keeps the perceived `target`
  * as seen at VIEW_PPI (see asSeen; on a proxy, aimOnProxy). Bisection on the JPG compressor's tile proxy (full-resolution tiles
@@ -44,13 +54,8 @@ export function viewScale(ppi: number | undefined, pixels = 0): number {
  * overhead: it is probed with `final`, its final encode, and the answer's file comes back as
  * `encoded` (one codec call less per picture; 600 pictures of 48×48: 1.6 → 1.3 s).
  */
-export async function chooseViewQuality(
-  p: Pixels,
-  ppi: number | undefined,
-  target = VIEW_TARGET,
-  search: SearchBudget = FULL_SEARCH,
-  final?: (quality: number) => Promise<Buffer>,
-): Promise<{ quality: number; encoded?: Buffer; score?: number }> {
+export async function chooseViewQuality(p: Pixels, ppi: number | undefined, aimed: ViewSearch = {}): Promise<{ quality: number; encoded?: Buffer; score?: number }> {
+  const { target = VIEW_TARGET, search = FULL_SEARCH, final } = aimed;
   const proxy = proxyOf(p, search.proxyTiles);
   const scale = viewScale(ppi, proxy.width * proxy.height);
   const width = Math.max(8, Math.round(proxy.width * scale));
@@ -59,7 +64,6 @@ export async function chooseViewQuality(
   const exact = proxy === p;
   const aim = aimOnProxy(target, exact);
   const scores = new Map<number, number>();
-  const raw = { raw: { width: proxy.width, height: proxy.height, channels: proxy.channels as 1 | 3 } };
   const probeWithFinal = exact && p.width * p.height < CALL_COST ? final : undefined;
   const finals = new Map<number, Buffer>();
   let lo = MIN_QUALITY - 1;
@@ -67,9 +71,9 @@ export async function chooseViewQuality(
   let left = search.probes;
   const probe = async (q: number): Promise<void> => {
     left--;
-    const jpeg = probeWithFinal ? await probeWithFinal(q) : await sharp(proxy.data, raw).jpeg(probeOptions(jpegOptions(defaultSetting(q)))).toBuffer();
+    const jpeg = probeWithFinal ? await probeWithFinal(q) : await pixelPipeline(proxy).jpeg(probeOptions(jpegOptions(defaultSetting(q)))).toBuffer();
     if (probeWithFinal) finals.set(q, jpeg);
-    const { data, info } = await sharp(jpeg).raw().toBuffer({ resolveWithObject: true });
+    const { data, info } = await encodedPipeline(jpeg).raw().toBuffer({ resolveWithObject: true });
     const score = reference.score(asSeen({ data, width: info.width, height: info.height, channels: info.channels }, width, height));
     scores.set(q, fromProxy(score, exact));
     if (score >= aim) hi = q;
@@ -115,7 +119,7 @@ export function resamplingLoss(original: Pixels, resampled: Pixels, ppi: number 
  */
 export function asSeen(p: Pixels, W: number, H: number): Pixels {
   const c = p.channels;
-  const plane = p.width > 1 && p.height > 1 && W > p.width && H > p.height && W < 4 * p.width && H < 4 * p.height ? bilinear(box(p, p.width, p.height), p.width, p.height, W, H, c) : box(p, W, H);
+  const plane = p.width > 1 && p.height > 1 && W > p.width && H > p.height && W < 4 * p.width && H < 4 * p.height ? bilinear({ data: box(p, p.width, p.height), width: p.width, height: p.height, channels: c }, W, H) : box(p, W, H);
   const data = new Uint8Array(plane.length);
   for (let i = 0; i < plane.length; i++) data[i] = Math.round(plane[i]);
   return { data, width: W, height: H, channels: c };
@@ -151,7 +155,8 @@ function box(p: Pixels, W: number, H: number): Float32Array {
 }
 
 /** Bilinear magnification of interleaved samples, pixel centres aligned. */
-function bilinear(y: Float32Array, w: number, h: number, W: number, H: number, c: number): Float32Array {
+function bilinear(samples: { data: Float32Array; width: number; height: number; channels: number }, W: number, H: number): Float32Array {
+  const { data: y, width: w, height: h, channels: c } = samples;
   const out = new Float32Array(W * H * c);
   const xi = new Int32Array(W);
   const xf = new Float32Array(W);

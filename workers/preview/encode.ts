@@ -1,5 +1,5 @@
-import sharp, { type Sharp } from 'sharp';
 import type { PreviewImage } from '../../src/catalog/contract.ts';
+import { pixelPipeline, type Pipeline } from '../image/vips.ts';
 
 /** Previews fit this box (longest edge), aspect kept, never enlarged: the compare view's first look. */
 export const PREVIEW_EDGE = 1200;
@@ -19,7 +19,7 @@ const WEBP_QUALITY = 82;
  * it is opaque and as WebP (which keeps alpha) when any pixel is transparent. An alpha channel
  * that is fully opaque is dropped, so a PNG saved with a useless alpha still previews as JPEG.
  */
-export async function encodePreview(img: Sharp, edge: number = PREVIEW_EDGE): Promise<PreviewImage> {
+export async function encodePreview(img: Pipeline, edge: number = PREVIEW_EDGE): Promise<PreviewImage> {
   const { data, info } = await img
     .resize(edge, edge, { fit: 'inside', withoutEnlargement: true, kernel: 'lanczos3' })
     .toColourspace('srgb')
@@ -27,7 +27,7 @@ export async function encodePreview(img: Sharp, edge: number = PREVIEW_EDGE): Pr
     .toBuffer({ resolveWithObject: true });
   const { width, height, channels } = info;
   const translucent = (channels === 2 || channels === 4) && hasTransparency(data, channels);
-  const pixels = sharp(data, { raw: { width, height, channels: channels as 1 | 2 | 3 | 4 } });
+  const pixels = pixelPipeline({ data, width, height, channels });
   if (translucent) {
     const webp = await pixels.webp({ quality: WEBP_QUALITY, alphaQuality: 90, effort: 2 }).toBuffer();
     return { data: webp.toString('base64'), mimeType: 'image/webp', width, height };

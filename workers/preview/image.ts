@@ -1,12 +1,9 @@
-import { readFile } from 'node:fs/promises';
-import type { Sharp } from 'sharp';
-import { decodeImage, type Decoded } from '../decoders/index.ts';
-import { MAX_PIXELS } from '../image/door.ts';
-import { decodeWithSharp } from '../decoders/sharp-native.ts';
+import { openImage, type OpenedImage } from '../image/door.ts';
+import type { Pipeline } from '../image/vips.ts';
 
 /** An upright picture (EXIF orientation applied) and its displayed size. */
 export interface Picture {
-  image: Sharp;
+  image: Pipeline;
   width: number;
   height: number;
 }
@@ -17,17 +14,17 @@ export interface Picture {
  * frame of an animation, the compressors' pixel budget.
  */
 export async function openPicture(path: string, format: string, signal: AbortSignal): Promise<Picture> {
-  const { decoded } = await decodeImage(await readFile(path), format, { maxPixels: MAX_PIXELS, signal });
-  return upright(decoded);
+  return upright(await openImage(path, { declared: format, signal }));
 }
 
-/** Reads a picture held in memory (an Office document's embedded image). */
+/** Reads a picture held in memory (an Office document's embedded image), reserving the memory to decode it. */
 export async function pictureOf(bytes: Buffer, signal: AbortSignal): Promise<Picture> {
-  return upright(await decodeWithSharp(bytes, { maxPixels: MAX_PIXELS, signal }));
+  signal.throwIfAborted();
+  return upright(await openImage(bytes, { embedded: true, memory: 'reserve' }));
 }
 
 /** Upright the way the universal compressor does it: sharp's auto-orientation from the pipeline's EXIF. */
-async function upright(d: Decoded): Promise<Picture> {
-  const { autoOrient } = await d.image.metadata();
-  return { image: d.image.autoOrient(), width: autoOrient.width, height: autoOrient.height };
+async function upright({ image }: OpenedImage): Promise<Picture> {
+  const { autoOrient } = await image.metadata();
+  return { image: image.autoOrient(), width: autoOrient.width, height: autoOrient.height };
 }

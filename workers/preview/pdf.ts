@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { PDFiumLibrary } from '@hyzyla/pdfium';
-import sharp from 'sharp';
 import { JobError } from '../contract.ts';
+import { pixelPipeline } from '../image/vips.ts';
 import { checkPageContent } from './pdf-content.ts';
 import type { PreviewImage, PreviewSize } from '../../src/catalog/contract.ts';
 import { encodePreview, FULL_PAGE_EDGE, PREVIEW_EDGE } from './encode.ts';
@@ -54,7 +54,7 @@ export async function renderPage(path: string, page: number, size: PreviewSize, 
   signal.throwIfAborted();
   const instance = pdfium();
   try {
-    return await render(await instance, bytes, page, size, signal);
+    return await render(await instance, bytes, { page, size, signal });
   } catch (err) {
     if (err instanceof JobError || signal.aborted) throw err;
     if (library === instance) library = null;
@@ -62,7 +62,9 @@ export async function renderPage(path: string, page: number, size: PreviewSize, 
   }
 }
 
-async function render(lib: PDFiumLibrary, bytes: Buffer, page: number, size: PreviewSize, signal: AbortSignal): Promise<RenderedPage> {
+/** The page drawn and encoded (see renderPage). */
+async function render(lib: PDFiumLibrary, bytes: Buffer, want: { page: number; size: PreviewSize; signal: AbortSignal }): Promise<RenderedPage> {
+  const { page, size, signal } = want;
   let doc;
   try {
     doc = await lib.loadDocument(bytes);
@@ -83,7 +85,7 @@ async function render(lib: PDFiumLibrary, bytes: Buffer, page: number, size: Pre
     const scale = edge / Math.max(originalWidth, originalHeight, 1);
     const bitmap = await p.render({ scale, render: 'bitmap', renderFormFields: true });
     signal.throwIfAborted();
-    const image = sharp(bitmap.data, { raw: { width: bitmap.width, height: bitmap.height, channels: 4 } });
+    const image = pixelPipeline({ data: bitmap.data, width: bitmap.width, height: bitmap.height, channels: 4 });
     return { preview: await encodePreview(image, edge), width: Math.round(originalWidth), height: Math.round(originalHeight), pageCount };
   } finally {
     doc.destroy();
