@@ -3,7 +3,7 @@
 // and as a picture inside a DOCX or a PDF. Issue 43: one entry, openImage, on every one of those ways. Grey pictures leave as one-component JPEGs on every
 // path; a profile that costs more than the picture is converted into, a small one is kept.
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { extname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -121,6 +121,30 @@ describe('one door: the same bytes, the same decision and code on every path', (
       });
     }
   }
+
+  it('a cut file keeps image.truncated when libvips loses the reason to another thread (its one error buffer)', async () => {
+    const cut = async (rel: string, keep: number) => {
+      const data = await readFile(join(corpus, rel));
+      const path = join(work, `cut-${keep}-${rel.replace('/', '-')}`);
+      await writeFile(path, data.subarray(0, Math.floor(data.length * keep)));
+      return path;
+    };
+    const lost = new Error('Unknown error');
+    for (const rel of ['jpg/jpeg420exif.jpg', 'png/baiona_alpha.png', 'gif/lena.gif']) {
+      assert.equal(imageError(lost, await cut(rel, 0.6)).code, 'image.truncated', rel);
+      assert.equal(imageError(lost, join(corpus, rel)).code, 'image.decode_failed', `${rel} whole`);
+    }
+    assert.equal(imageError(lost).code, 'image.decode_failed');
+    // Two failing decodes at once: before, 1 in 10 of them came back as 'Unknown error' (decode_failed).
+    const truncated = join(corpus, 'bad/truncated.jpg');
+    const badCrc = join(corpus, 'bad/bad-crc.png');
+    const codes = new Set<string>();
+    for (let round = 0; round < 15; round++) {
+      const both = await Promise.all([outcome(jpg, truncated), outcome(png, badCrc), outcome(jpg, truncated), outcome(png, badCrc)]);
+      for (const [i, { code }] of both.entries()) codes.add(`${i % 2 ? 'bad-crc' : 'truncated'} ${code}`);
+    }
+    assert.deepEqual([...codes].sort(), ['bad-crc image.decode_failed', 'truncated image.truncated']);
+  });
 
   it('the strictness is one setting: warnings pass, errors and truncation fail', () => {
     assert.equal(decodeOptions().failOn, 'error');

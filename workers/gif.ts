@@ -28,7 +28,7 @@ export const compress: Compress = async (job, out, ctx) => {
     ctx.progress(20, 'optimizing');
     result = await smallestLossyGif(source, (f) => ctx.progress(20 + Math.round(65 * f), 'optimizing'));
   } catch (err) {
-    throw imageError(err);
+    throw imageError(err, job.inputPath);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');

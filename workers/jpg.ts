@@ -33,7 +33,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const inputBytes = (await stat(job.inputPath)).size;
   // A profile that costs more than the picture is converted into (image/door.ts).
   const profile = await phase('analyse', () => profileDecision(img, meta.icc, inputBytes)).catch((err: unknown) => {
-    throw imageError(err);
+    throw imageError(err, job.inputPath);
   });
   if (!resized && profile.keep && (await phase('analyse', async () => jpegOrigin(await readFile(job.inputPath)))) !== 'other') {
     // Already encoded by this encoder (or one with its tables) at a chosen quality: a second pass
@@ -52,7 +52,7 @@ export const compress: Compress = async (job, out, ctx) => {
         : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
     encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: (p, step) => ctx.progress(p, step) });
   } catch (err) {
-    throw imageError(err);
+    throw imageError(err, job.inputPath);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');

@@ -24,7 +24,7 @@ export const compress: Compress = async (job, out, ctx) => {
   try {
     encoded = await encodePng(img, mode, { colourChunksFrom: input, unchanged: targetSize(meta.width, meta.height, resize) === null });
   } catch (err) {
-    throw imageError(err);
+    throw imageError(err, job.inputPath);
   }
   ctx.signal.throwIfAborted();
   ctx.progress(90, 'finalizing');

@@ -37,7 +37,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(30, 'analyzing');
 
   const resize = job.options.resize;
-  const upright = await phase('normalise', () => normalise(opened, resize));
+  const upright = await phase('normalise', () => normalise(opened, { resize, inputPath: job.inputPath }));
   const opaque = upright.channels === 4 && phaseSync('analyse', () => fullyOpaque(upright.data));
   const pixels: Pixels = opaque ? { ...upright, data: dropAlpha(upright.data), channels: 3 } : upright;
   const format = outputFormat(family, pixels.channels === 4);
@@ -92,7 +92,7 @@ interface Upright extends Pixels {
  * 16-bit and HDR/PQ-tagged inputs alike, with a standard CMYK profile for untagged CMYK),
  * greyscale made RGB, alpha kept, then the resize option.
  */
-async function normalise({ image, facts }: OpenedImage, resize: ResizeOptions | undefined): Promise<Upright> {
+async function normalise({ image, facts }: OpenedImage, { resize, inputPath }: { resize: ResizeOptions | undefined; inputPath: string }): Promise<Upright> {
   try {
     const meta = await image.metadata();
     const turned = (meta.orientation ?? 1) >= 5;
@@ -104,7 +104,7 @@ async function normalise({ image, facts }: OpenedImage, resize: ResizeOptions | 
     const resized = targetSize(shown.width, shown.height, resize) !== null;
     return { data, width: info.width, height: info.height, channels: info.channels === 4 ? 4 : 3, resized };
   } catch (err) {
-    throw imageError(err);
+    throw imageError(err, inputPath);
   }
 }
 

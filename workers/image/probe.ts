@@ -63,7 +63,7 @@ export async function readHeader(source: ImageSource, animated = false): Promise
   try {
     meta = await sharp(source, { failOn: FAIL_ON, limitInputPixels: false, ...(animated ? { animated } : {}) }).metadata();
   } catch (err) {
-    throw imageError(err);
+    throw imageError(err, typeof source === 'string' ? source : undefined);
   }
   const { format, orientation = 1, exif, icc, depth, space } = meta;
   return { format: format ?? 'unknown', width: meta.width ?? 0, height: meta.pageHeight ?? meta.height ?? 0, pages: meta.pages ?? 1, orientation, exif, icc, depth, space };
