@@ -92,7 +92,7 @@ export async function startService(
       clock,
     },
   );
-  const engine = new JobEngine(lifecycle, backend, pool, spool, {
+  const engine = new JobEngine({ lifecycle, backend, runner: pool, spool }, {
     retentionSeconds: config.retentionSeconds,
     jobTimeoutSeconds: config.jobTimeoutSeconds,
     recordRetentionSeconds: config.recordRetentionSeconds,

@@ -20,16 +20,12 @@
  */
 import type { Readable } from 'node:stream';
 import type { Ledger } from '../accounts/credits.ts';
-import type { Interrupted, Move, Refusal } from './moves.ts';
+import type { AdmissionLimits, AdmissionRefused, Interrupted, JobMove, OwedWebhook, Refusal } from './moves.ts';
 import type { Job, JobFailure, JobOutput, JobStatus } from './types.ts';
 
-// ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
+export type { AdmissionLimits, Ending, OwedWebhook } from './moves.ts';
 
-/** Limits checked at admission, per account, in the same atomic step as the insert and the hold. */
-export interface AdmissionLimits {
-  /** Queued + Running jobs of the account, after this one, at most this many (spec: 18). */
-  maxOpenPerAccount: number;
-}
+// ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
 
 export type AdmitResult =
   | { ok: true; job: Job }
@@ -38,10 +34,8 @@ export type AdmitResult =
    * `job.createdAt`): checked before the limits and credits. Nothing was written.
    */
   | { ok: false; refusal: 'idempotency.key_taken'; remembered: RememberedKey }
-  /** The account already has `maxOpenPerAccount` open jobs. Nothing was written. */
-  | { ok: false; refusal: 'queue.limit_exceeded' }
-  /** The account's available credits (granted − spent − held) are below `job.creditCost`. Nothing was written. */
-  | { ok: false; refusal: 'entitlements.insufficient_credits'; required: number; available: number };
+  /** Refused by the first of the table's admission checks the account failed (`TRANSITIONS.admit.checks`). Nothing was written. */
+  | ({ ok: false } & AdmissionRefused);
 
 /** Limits checked when a job is claimed (they hold across every node). */
 export interface ClaimLimits {
@@ -50,22 +44,6 @@ export interface ClaimLimits {
   /** Running jobs of one account and job type at most, by job type (the catalog's `maxConcurrentJobs`); absent: no extra limit. */
   maxRunningPerJobType: Readonly<Record<string, number>>;
 }
-
-/** The fields `finish` writes; the store adds `lease: null`. */
-export type Ending =
-  | {
-      status: 'Succeeded';
-      completedAt: string;
-      expiresAt: string;
-      output: JobOutput;
-      progress: Job['progress'];
-    }
-  | {
-      status: 'Failed';
-      completedAt: string;
-      error: JobFailure;
-      progress: Job['progress'];
-    };
 
 /**
  * The answer to a move on one job. `replay`: the move had already been made (a finish repeated by
@@ -81,17 +59,6 @@ export interface EndedQuery {
   /** Only jobs not yet expired (true), only expired ones (false), or both (absent). */
   unexpired?: boolean;
   limit: number;
-}
-
-/** A webhook delivery a move owes, rendered when the move is decided (see `Notifier`). */
-export interface OwedWebhook {
-  /** Stable per job and event; the outbox never holds two deliveries with one id. */
-  eventId: string;
-  jobId: string;
-  url: string;
-  secret: string;
-  /** The JSON body minus `deliveryAttempt`, which each attempt adds. */
-  payload: Record<string, unknown>;
 }
 
 /** Renders the webhook a job that has just ended owes, or null (no webhook, or its events exclude this end). Pure. */
@@ -156,7 +123,7 @@ export interface JobStore {
    * second) and, at the latest, when its next `renew` answers false. `forget` deletes the record;
    * the caller deletes the blobs (after `expire` and `forget`).
    */
-  move(id: string, move: Exclude<Move, { move: 'start' }>): Promise<MoveResult>;
+  move(id: string, move: Exclude<JobMove, { move: 'start' }>): Promise<MoveResult>;
 
   /**
    * For every Running job whose lease expired before `now` and, when `nodeId` is given, every

@@ -19,6 +19,14 @@ export interface EngineSettings {
   pollMs?: number;
 }
 
+/** What an engine drives: the lifecycle's moves, the backend they go through, the runner of compressors and this node's scratch. */
+export interface EngineParts {
+  lifecycle: Lifecycle;
+  backend: Backend;
+  runner: Runner;
+  spool: Spool;
+}
+
 interface Attempt {
   job: Job;
   controller: AbortController;
@@ -58,14 +66,17 @@ export class JobEngine {
   /** The sweep `start` begins without waiting for it. */
   private firstSweep: Promise<void> = Promise.resolve();
 
+  readonly lifecycle: Lifecycle;
+  private readonly backend: Backend;
+  private readonly runner: Runner;
+  private readonly spool: Spool;
+
   constructor(
-    readonly lifecycle: Lifecycle,
-    private readonly backend: Backend,
-    private readonly runner: Runner,
-    private readonly spool: Spool,
+    parts: EngineParts,
     private readonly settings: EngineSettings,
   ) {
-    this.unsubscribe = backend.jobs.onCancel((id) => this.stopWorker(id, 'jobs.canceled'));
+    ({ lifecycle: this.lifecycle, backend: this.backend, runner: this.runner, spool: this.spool } = parts);
+    this.unsubscribe = this.backend.jobs.onCancel((id) => this.stopWorker(id, 'jobs.canceled'));
   }
 
   /**

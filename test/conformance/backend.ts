@@ -307,8 +307,8 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.ok(replay.ok, 'a replay is answered as the first finish was');
       assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 3, reserved: 0, available: 497 });
       assert.equal(await b.outbox.pendingCount(), 1);
-      await b.ledger.charge(job.id);
-      await b.ledger.release(job.id);
+      await b.ledger.settle(job.id, 'charge');
+      await b.ledger.settle(job.id, 'release');
       assert.equal((await b.ledger.summary('alice')).spent, 3, 'the ledger is idempotent by job id');
     });
 
