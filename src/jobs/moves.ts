@@ -100,8 +100,8 @@ const MOVES = Object.keys(TRANSITIONS) as MoveName[];
  * table. Recovery uses it to complete moves a crash interrupted.
  */
 export function settlementOf(status: JobStatus | undefined): Settlement {
-  const effect = TRANSITIONS[MOVES.find((m) => TRANSITIONS[m].to === status && settles(TRANSITIONS[m].credits)) ?? 'cancel'].credits;
-  return settles(effect) ? effect : 'release';
+  const ending = MOVES.map((m) => TRANSITIONS[m]).find((t) => t.to === status && settles(t.credits)) ?? TRANSITIONS.cancel;
+  return settles(ending.credits) ? ending.credits : 'release';
 }
 
 /**
