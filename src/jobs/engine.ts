@@ -3,6 +3,7 @@ import { ApiError } from '../errors.ts';
 import { inIoScope, withIoPath, withIoPathOf } from '../ops/io-counts.ts';
 import { IDEMPOTENCY_TTL_MS, type Backend, type IdempotencyClaim, type RememberedKey, type Runner } from './backend.ts';
 import type { Lifecycle } from './lifecycle.ts';
+import { isTerminal } from './moves.ts';
 import type { Spool } from './spool.ts';
 import type { AbortReason, FailureCode, Job, Submission } from './types.ts';
 
@@ -164,7 +165,7 @@ export class JobEngine {
     if (attempt) {
       // A client may see the job ended while its worker is still clearing its scratch: wait for that, not refuse.
       const job = await this.backend.jobs.get(id);
-      if (!job || job.status === 'Queued' || job.status === 'Running') return false;
+      if (!job || !isTerminal(job.status)) return false;
       await attempt.done;
     }
     return this.lifecycle.forget(id);

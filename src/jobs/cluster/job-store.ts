@@ -238,12 +238,13 @@ export class PgJobStore implements JobStore, RecoveryQueries {
   /** Why an admission found no room (a replay of an admitted id is none), or undefined when the account has room now. */
   private async refusal(db: Queryable, job: Job, limits: AdmissionLimits): Promise<AdmitResult | undefined> {
     const existing = await jobRow(db, job.id);
+    // `decide`'s replay, without reading the account it does not look at.
+    if (existing) return { ok: true, job: toJob(existing) };
     const { rows } = await db.query<{ open_jobs: number; available: string }>(plans.accountRoom(), [job.account]);
     // No account row: nothing to take the job, as an account with no room and no credits.
     const room = rows[0] ? { open: rows[0].open_jobs, available: Number(rows[0].available) } : { open: 0, available: 0 };
-    const decision = decide({ move: 'admit', job, limits, room }, existing && toJob(existing));
-    if (decision.kind === 'replay') return { ok: true, job: toJob(existing!) };
-    if (decision.kind === 'apply') return undefined;
+    const decision = decide({ move: 'admit', job, limits, room }, undefined);
+    if (decision.kind !== 'refuse') return undefined;
     const { kind: _kind, ...refused } = decision;
     return { ok: false, ...refused };
   }
