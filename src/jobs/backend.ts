@@ -69,10 +69,11 @@ export type Notifier = (job: Job) => OwedWebhook | null;
  */
 export interface JobStore {
   /**
-   * The `admit` move. Atomically: checks the account's open jobs against `limits`, reserves
-   * `job.creditCost` credits in the backend's `Ledger` (the hold is keyed by `job.id`), and stores
-   * `job` (which must be Queued, attempts 0, lease null). Replay: admitting an id that exists
-   * returns `{ ok: true, job }` with the stored job and writes nothing.
+   * The `admit` move, decided by `decide` on the account as it stands (the table's checks against
+   * `limits`, in order). Atomically: holds `job.creditCost` credits in the backend's `Ledger` (the
+   * hold is keyed by `job.id`) and stores `job` (which must be Queued, attempts 0, lease null).
+   * Replay: admitting an id that exists returns `{ ok: true, job }` with the stored job and writes
+   * nothing.
    *
    * With `idempotency`, the same atomic step binds (`job.account`, key) to the job, so no crash
    * leaves a job without its key or a key without its job, and of two admissions racing with one
