@@ -57,7 +57,7 @@ export async function writeRememberedJobs(dataDir: string, count: number, hours 
     },
   );
   const idle: Runner = { slots: 0, run: () => Promise.reject(new Error('not used')) };
-  const engine = new JobEngine(lifecycle, backend, idle, new LocalSpool(backend.blobs.root), {
+  const engine = new JobEngine({ lifecycle, backend, runner: idle, spool: new LocalSpool(backend.blobs.root) }, {
     retentionSeconds: RETENTION_SECONDS,
     recordRetentionSeconds: 86_400,
     jobTimeoutSeconds: 600,

@@ -39,11 +39,11 @@ async function firstStart(accounts: AccountRegistry | PgAccountRegistry): Promis
 }
 
 /** One node on its data dir (the default): journals and the spool, nothing shared. */
-async function openFilesNode(config: ServeConfig, log: Logger, phases?: StartupPhases): Promise<NodeBackend> {
+async function openFilesNode(config: ServeConfig, log: Logger, { clock, phases }: Omit<NodeBackendOptions, 'io'>): Promise<NodeBackend> {
   const accounts = new AccountRegistry(config.dataDir);
   accounts.watch();
   phases?.mark('accounts.log');
-  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend'), phases });
+  const backend = await openFilesBackend(config.dataDir, { granted: (a) => accounts.granted(a), log: (entry) => log.warn(entry, 'files backend'), phases, clock });
   return {
     backend,
     accounts,
@@ -68,7 +68,7 @@ async function openFilesNode(config: ServeConfig, log: Logger, phases?: StartupP
 async function openClusterNode(config: ServeConfig, clock: Clock, io?: IoSink): Promise<NodeBackend> {
   const [{ openBlobStore }, { openClusterBackend }] = await Promise.all([import('./storage/index.ts'), import('./jobs/cluster/index.ts')]);
   const blobs = await openBlobStore(config.storage, io);
-  const backend = await openClusterBackend(config.databaseUrl, blobs, io);
+  const backend = await openClusterBackend(config.databaseUrl, blobs, { io, clock });
   const accounts = new PgAccountRegistry(backend.pool, clock);
   const leaseMs = config.leaseSeconds * 1000;
   return {
@@ -96,5 +96,5 @@ export interface NodeBackendOptions {
 }
 
 export function openNodeBackend(config: ServeConfig, log: Logger, { clock, phases, io }: NodeBackendOptions): Promise<NodeBackend> {
-  return config.databaseUrl ? openClusterNode(config, clock, io) : openFilesNode(config, log, phases);
+  return config.databaseUrl ? openClusterNode(config, clock, io) : openFilesNode(config, log, { clock, phases });
 }

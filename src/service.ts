@@ -167,7 +167,7 @@ function jobMachinery(config: ServeConfig, node: NodeBackend, clock: Clock, log:
       clock,
     },
   );
-  const engine = new JobEngine(lifecycle, node.backend, pool, node.spool, {
+  const engine = new JobEngine({ lifecycle, backend: node.backend, runner: pool, spool: node.spool }, {
     retentionSeconds: config.retentionSeconds,
     jobTimeoutSeconds: config.jobTimeoutSeconds,
     recordRetentionSeconds: config.recordRetentionSeconds,

@@ -89,7 +89,7 @@ async function rig(
   });
   const runner = new FakeRunner(opts.slots ?? 2);
   const spool = new LocalSpool(backend.blobs.root);
-  const engine = new JobEngine(lifecycle, backend, runner, spool, { jobTimeoutSeconds: opts.timeoutSeconds ?? 60, retentionSeconds: 3600, recordRetentionSeconds: 3600 });
+  const engine = new JobEngine({ lifecycle, backend, runner, spool }, { jobTimeoutSeconds: opts.timeoutSeconds ?? 60, retentionSeconds: 3600, recordRetentionSeconds: 3600 });
   const ended: Job[] = [];
   const started: string[] = [];
   const waiters: { n: number; resolve: (jobs: Job[]) => void }[] = [];

@@ -322,7 +322,7 @@ describe('time limit and retention', () => {
       const job = await waitForJob(r, accepted.id);
       assert.equal(job.status, 'Succeeded');
       assert.ok(Date.parse(job.expiresAt) - Date.parse(job.completedAt) === 1000);
-      await new Promise((res) => setTimeout(res, 1600));
+      r.clock.advance(1600);
       const res = await r.api(`/compress/job/${accepted.id}/download`);
       assert.equal(res.status, 410);
       assert.equal((await json(res)).error, 'jobs.expired');

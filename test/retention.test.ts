@@ -37,7 +37,7 @@ it(`expiry keeps up at ${RATE} jobs/s: after every sweep nothing is past its ret
     clock: () => new Date(now),
   });
   const idle: Runner = { slots: 0, run: () => Promise.reject(new Error('not used')) };
-  const engine = new JobEngine(lifecycle, backend, idle, new LocalSpool(backend.blobs.root), settings);
+  const engine = new JobEngine({ lifecycle, backend, runner: idle, spool: new LocalSpool(backend.blobs.root) }, settings);
   const held: number[] = [];
   try {
     let seq = 0;

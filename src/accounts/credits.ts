@@ -19,16 +19,21 @@ export interface Hold {
   amount: number;
 }
 
+/** How a hold is settled: its credits spent (charge) or given back (release). */
+export type Settlement = 'charge' | 'release';
+
 /**
- * Credit holds, keyed by job id: made at admission (inside `JobStore.admit`), then charged or
- * released exactly once (inside the job store's moves, as the jobs' transition table says). The ledger knows accounts and amounts, not
- * jobs' statuses. Every call is idempotent by job id: a second `charge` or `release` of the same
- * job changes nothing, and neither does a `charge` after a `release` or the other way round.
+ * Credit holds, keyed by job id: made at admission (inside `JobStore.admit`), then settled exactly
+ * once (inside the job store's moves, as the jobs' transition table says). The ledger knows
+ * accounts and amounts, not jobs' statuses.
  */
 export interface Ledger {
   summary(account: string): Promise<CreditSummary>;
-  /** Holds not yet charged or released (recovery reconciles them with job statuses). */
+  /** Holds not yet settled (recovery reconciles them with job statuses). */
   openHolds(): Promise<Hold[]>;
-  charge(jobId: string): Promise<void>;
-  release(jobId: string): Promise<void>;
+  /**
+   * Settles the job's hold: the one way a hold ends. Idempotent by job id: a second settlement of
+   * the same job changes nothing, whichever way either went.
+   */
+  settle(jobId: string, how: Settlement): Promise<void>;
 }

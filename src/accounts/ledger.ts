@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { Journal, type JournalOptions } from '../durable/journal.ts';
 import type { CompactionSettings } from '../durable/compaction.ts';
-import type { CreditSummary, Hold, Ledger } from './credits.ts';
+import type { CreditSummary, Hold, Ledger, Settlement } from './credits.ts';
 
 type LedgerRecord =
   | { op: 'reserve'; id: string; account: string; amount: number }
@@ -9,13 +9,12 @@ type LedgerRecord =
   | { op: 'release'; id: string }
   | { op: 'spent'; account: string; amount: number };
 
-export type ReserveResult = { ok: true } | { ok: false; required: number; available: number };
-
 /**
  * The files backend's credit ledger (`ledger.log`, written by the server alone). A hold is keyed by
  * job id, made at admission and later charged or released once; grants come from the account
- * registry. Memory changes at once (so a check-and-hold is one synchronous step and concurrent
- * admissions cannot overspend); the journal record is durable before the returned promise resolves.
+ * registry. Memory changes at once (so the job store's check of `available` and its `hold` are one
+ * synchronous step and concurrent admissions cannot overspend); the journal record is durable
+ * before the returned promise resolves.
  */
 export class CreditLedger implements Ledger {
   private readonly holds = new Map<string, Hold>();
@@ -79,23 +78,22 @@ export class CreditLedger implements Ledger {
     return this.summaryNow(account);
   }
 
+  /** The account's available credits now (granted − spent − held). */
+  available(account: string): number {
+    return this.summaryNow(account).available;
+  }
+
   /**
-   * Checks the balance and holds `amount` for `jobId` in one synchronous step; the returned
-   * `durable` resolves once the hold is on disk. A job id that already has a hold keeps it.
+   * Holds `amount` for `jobId` at once (the caller checked `available` in the same synchronous
+   * step); resolves once the hold is on disk. A job id that already has a hold keeps it.
    */
-  reserve(jobId: string, account: string, amount: number): { result: ReserveResult; durable: Promise<void> } {
-    if (this.holds.has(jobId)) return { result: { ok: true }, durable: Promise.resolve() };
-    const { available } = this.summaryNow(account);
-    if (amount > available) return { result: { ok: false, required: amount, available: Math.max(0, available) }, durable: Promise.resolve() };
-    return { result: { ok: true }, durable: this.record({ op: 'reserve', id: jobId, account, amount }) };
+  hold(jobId: string, account: string, amount: number): Promise<void> {
+    if (this.holds.has(jobId)) return Promise.resolve();
+    return this.record({ op: 'reserve', id: jobId, account, amount });
   }
 
-  async charge(jobId: string): Promise<void> {
-    if (this.holds.has(jobId)) await this.record({ op: 'charge', id: jobId });
-  }
-
-  async release(jobId: string): Promise<void> {
-    if (this.holds.has(jobId)) await this.record({ op: 'release', id: jobId });
+  async settle(jobId: string, how: Settlement): Promise<void> {
+    if (this.holds.has(jobId)) await this.record({ op: how, id: jobId });
   }
 
   async openHolds(): Promise<Hold[]> {

@@ -20,16 +20,12 @@
  */
 import type { Readable } from 'node:stream';
 import type { Ledger } from '../accounts/credits.ts';
-import type { Interrupted, Move, Refusal } from './moves.ts';
+import type { AdmissionLimits, AdmissionRefused, Interrupted, JobMove, OwedWebhook, Refusal } from './moves.ts';
 import type { Job, JobFailure, JobOutput, JobStatus } from './types.ts';
 
-// ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
+export type { AdmissionLimits, Ending, OwedWebhook } from './moves.ts';
 
-/** Limits checked at admission, per account, in the same atomic step as the insert and the hold. */
-export interface AdmissionLimits {
-  /** Queued + Running jobs of the account, after this one, at most this many (spec: 18). */
-  maxOpenPerAccount: number;
-}
+// ─── Jobs and the queue ────────────────────────────────────────────────────────────────────────
 
 export type AdmitResult =
   | { ok: true; job: Job }
@@ -38,10 +34,8 @@ export type AdmitResult =
    * `job.createdAt`): checked before the limits and credits. Nothing was written.
    */
   | { ok: false; refusal: 'idempotency.key_taken'; remembered: RememberedKey }
-  /** The account already has `maxOpenPerAccount` open jobs. Nothing was written. */
-  | { ok: false; refusal: 'queue.limit_exceeded' }
-  /** The account's available credits (granted − spent − held) are below `job.creditCost`. Nothing was written. */
-  | { ok: false; refusal: 'entitlements.insufficient_credits'; required: number; available: number };
+  /** Refused by the first of the table's admission checks the account failed (`TRANSITIONS.admit.checks`). Nothing was written. */
+  | ({ ok: false } & AdmissionRefused);
 
 /** Limits checked when a job is claimed (they hold across every node). */
 export interface ClaimLimits {
@@ -50,22 +44,6 @@ export interface ClaimLimits {
   /** Running jobs of one account and job type at most, by job type (the catalog's `maxConcurrentJobs`); absent: no extra limit. */
   maxRunningPerJobType: Readonly<Record<string, number>>;
 }
-
-/** The fields `finish` writes; the store adds `lease: null`. */
-export type Ending =
-  | {
-      status: 'Succeeded';
-      completedAt: string;
-      expiresAt: string;
-      output: JobOutput;
-      progress: Job['progress'];
-    }
-  | {
-      status: 'Failed';
-      completedAt: string;
-      error: JobFailure;
-      progress: Job['progress'];
-    };
 
 /**
  * The answer to a move on one job. `replay`: the move had already been made (a finish repeated by
@@ -83,17 +61,6 @@ export interface EndedQuery {
   limit: number;
 }
 
-/** A webhook delivery a move owes, rendered when the move is decided (see `Notifier`). */
-export interface OwedWebhook {
-  /** Stable per job and event; the outbox never holds two deliveries with one id. */
-  eventId: string;
-  jobId: string;
-  url: string;
-  secret: string;
-  /** The JSON body minus `deliveryAttempt`, which each attempt adds. */
-  payload: Record<string, unknown>;
-}
-
 /** Renders the webhook a job that has just ended owes, or null (no webhook, or its events exclude this end). Pure. */
 export type Notifier = (job: Job) => OwedWebhook | null;
 
@@ -102,10 +69,11 @@ export type Notifier = (job: Job) => OwedWebhook | null;
  */
 export interface JobStore {
   /**
-   * The `admit` move. Atomically: checks the account's open jobs against `limits`, reserves
-   * `job.creditCost` credits in the backend's `Ledger` (the hold is keyed by `job.id`), and stores
-   * `job` (which must be Queued, attempts 0, lease null). Replay: admitting an id that exists
-   * returns `{ ok: true, job }` with the stored job and writes nothing.
+   * The `admit` move, decided by `decide` on the account as it stands (the table's checks against
+   * `limits`, in order). Atomically: holds `job.creditCost` credits in the backend's `Ledger` (the
+   * hold is keyed by `job.id`) and stores `job` (which must be Queued, attempts 0, lease null).
+   * Replay: admitting an id that exists returns `{ ok: true, job }` with the stored job and writes
+   * nothing.
    *
    * With `idempotency`, the same atomic step binds (`job.account`, key) to the job, so no crash
    * leaves a job without its key or a key without its job, and of two admissions racing with one
@@ -156,7 +124,7 @@ export interface JobStore {
    * second) and, at the latest, when its next `renew` answers false. `forget` deletes the record;
    * the caller deletes the blobs (after `expire` and `forget`).
    */
-  move(id: string, move: Exclude<Move, { move: 'start' }>): Promise<MoveResult>;
+  move(id: string, move: Exclude<JobMove, { move: 'start' }>): Promise<MoveResult>;
 
   /**
    * For every Running job whose lease expired before `now` and, when `nodeId` is given, every

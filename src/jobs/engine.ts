@@ -3,6 +3,7 @@ import { ApiError } from '../errors.ts';
 import { inIoScope, withIoPath, withIoPathOf } from '../ops/io-counts.ts';
 import { IDEMPOTENCY_TTL_MS, type Backend, type IdempotencyClaim, type RememberedKey, type Runner } from './backend.ts';
 import type { Lifecycle } from './lifecycle.ts';
+import { isTerminal } from './moves.ts';
 import type { Spool } from './spool.ts';
 import type { AbortReason, FailureCode, Job, Submission } from './types.ts';
 
@@ -17,6 +18,14 @@ export interface EngineSettings {
    * job itself and holds every lease.
    */
   pollMs?: number;
+}
+
+/** What an engine drives: the lifecycle's moves, the backend they go through, the runner of compressors and this node's scratch. */
+export interface EngineParts {
+  lifecycle: Lifecycle;
+  backend: Backend;
+  runner: Runner;
+  spool: Spool;
 }
 
 interface Attempt {
@@ -58,14 +67,17 @@ export class JobEngine {
   /** The sweep `start` begins without waiting for it. */
   private firstSweep: Promise<void> = Promise.resolve();
 
+  readonly lifecycle: Lifecycle;
+  private readonly backend: Backend;
+  private readonly runner: Runner;
+  private readonly spool: Spool;
+
   constructor(
-    readonly lifecycle: Lifecycle,
-    private readonly backend: Backend,
-    private readonly runner: Runner,
-    private readonly spool: Spool,
+    parts: EngineParts,
     private readonly settings: EngineSettings,
   ) {
-    this.unsubscribe = backend.jobs.onCancel((id) => this.stopWorker(id, 'jobs.canceled'));
+    ({ lifecycle: this.lifecycle, backend: this.backend, runner: this.runner, spool: this.spool } = parts);
+    this.unsubscribe = this.backend.jobs.onCancel((id) => this.stopWorker(id, 'jobs.canceled'));
   }
 
   /**
@@ -153,7 +165,7 @@ export class JobEngine {
     if (attempt) {
       // A client may see the job ended while its worker is still clearing its scratch: wait for that, not refuse.
       const job = await this.backend.jobs.get(id);
-      if (!job || job.status === 'Queued' || job.status === 'Running') return false;
+      if (!job || !isTerminal(job.status)) return false;
       await attempt.done;
     }
     return this.lifecycle.forget(id);

@@ -3,13 +3,8 @@ import type { CompressorFailureCode } from '../catalog/contract.ts';
 
 export type JobStatus = 'Queued' | 'Running' | 'Succeeded' | 'Failed' | 'Canceled';
 
+/** The statuses a job ends in (which they are, for the code that acts on it, is `STATUSES.ended` in ./moves.ts). */
 export type TerminalStatus = 'Succeeded' | 'Failed' | 'Canceled';
-
-export const TERMINAL: ReadonlySet<JobStatus> = new Set<JobStatus>(['Succeeded', 'Failed', 'Canceled']);
-
-export function isTerminal(status: JobStatus): status is TerminalStatus {
-  return TERMINAL.has(status);
-}
 
 /** Why the engine stops a running job's worker. */
 export type AbortReason = 'jobs.canceled' | 'jobs.timeout' | 'server.shutting_down' | 'jobs.lease_lost';

@@ -6,8 +6,8 @@ import { Readable } from 'node:stream';
 import { text } from 'node:stream/consumers';
 import { after, describe, it } from 'node:test';
 import type { CreditSummary } from '../../src/accounts/credits.ts';
-import type { Backend, ClaimLimits, Ending, MoveResult, OwedWebhook } from '../../src/jobs/backend.ts';
-import { TRANSITIONS, type MoveName } from '../../src/jobs/moves.ts';
+import type { Backend, ClaimLimits, MoveResult } from '../../src/jobs/backend.ts';
+import { TRANSITIONS, type AdmissionLimits, type AdmissionRefusal, type Ending, type MoveName, type OwedWebhook } from '../../src/jobs/moves.ts';
 import { queuedJob, type Job, type JobStatus, type Submission } from '../../src/jobs/types.ts';
 import { cancel, expire, finish, forget, until } from './moves.ts';
 
@@ -307,8 +307,8 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.ok(replay.ok, 'a replay is answered as the first finish was');
       assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 3, reserved: 0, available: 497 });
       assert.equal(await b.outbox.pendingCount(), 1);
-      await b.ledger.charge(job.id);
-      await b.ledger.release(job.id);
+      await b.ledger.settle(job.id, 'charge');
+      await b.ledger.settle(job.id, 'release');
       assert.equal((await b.ledger.summary('alice')).spent, 3, 'the ledger is idempotent by job id');
     });
 
@@ -497,7 +497,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       });
     }
 
-    it('admit: creates a Queued job holding its cost, owing nothing', async () => {
+    it(`admit: creates a ${TRANSITIONS.admit.to} job, credits ${TRANSITIONS.admit.credits}, webhook none; its id again is a replay`, async () => {
       const { b } = await fresh();
       const before = await b.ledger.summary('alice');
       const job = await admitted(b, newJob('alice', { creditCost: 7 }));
@@ -505,7 +505,33 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal(job.status, TRANSITIONS.admit.to);
       expectCredits('admit', job, before, await b.ledger.summary('alice'));
       assert.equal(await b.outbox.pendingCount(), 0);
+      const again = await b.jobs.admit(job, { maxOpenPerAccount: 18 });
+      assert.deepEqual([again.ok, again.ok && again.job.id], [true, job.id]);
+      expectCredits('admit', job, before, await b.ledger.summary('alice'));
     });
+
+    /** For each of the table's admission checks, an account that fails exactly that one (a new check needs its entry here). */
+    const failing: Record<AdmissionRefusal, (b: Backend) => Promise<{ job: Job; limits: AdmissionLimits }>> = {
+      'queue.limit_exceeded': async (b) => {
+        await admitted(b, newJob('alice'));
+        return { job: newJob('alice'), limits: { maxOpenPerAccount: 1 } };
+      },
+      'entitlements.insufficient_credits': async () => ({ job: newJob('poor', { creditCost: GRANTS.poor + 1 }), limits: { maxOpenPerAccount: 18 } }),
+    };
+
+    for (const check of TRANSITIONS.admit.checks ?? []) {
+      it(`admit: refused as ${check} when the account fails that check, writing nothing`, async () => {
+        const { b } = await fresh();
+        const { job, limits } = await failing[check](b);
+        const [credits, counts] = [await b.ledger.summary(job.account), await b.jobs.counts(job.account)];
+        const r = await b.jobs.admit(job, limits);
+        assert.equal(!r.ok && r.refusal, check);
+        assert.equal(await b.jobs.get(job.id), undefined);
+        assert.deepEqual(await b.ledger.summary(job.account), credits);
+        assert.deepEqual(await b.jobs.counts(job.account), counts);
+        await harness.invariants?.(b);
+      });
+    }
 
     it('a finish from a node that does not hold the lease is fenced, whatever the attempt', async () => {
       const { b } = await fresh();

@@ -1,6 +1,7 @@
 // The job store's moves as the tests call them: one named call per move, each building the move
 // `Lifecycle` would and answering as the old per-move calls did.
-import type { Ending, JobStore, MoveResult, OwedWebhook } from '../../src/jobs/backend.ts';
+import type { JobStore, MoveResult } from '../../src/jobs/backend.ts';
+import type { Ending, OwedWebhook } from '../../src/jobs/moves.ts';
 import type { Job } from '../../src/jobs/types.ts';
 
 type Store = { jobs: JobStore };

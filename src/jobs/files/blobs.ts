@@ -3,6 +3,7 @@ import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { systemClock, type Clock } from '../../clock.ts';
 import type { BlobKind, BlobStore, ByteRange } from '../backend.ts';
 import { jobDir, SAFE_ID } from '../spool.ts';
 
@@ -14,10 +15,12 @@ export class LocalBlobStore implements BlobStore {
   /**
    * @param orphanGraceMs `ids()` leaves out jobs whose files are younger than this: on a directory
    * shared by several nodes, another node may be storing an upload it has not admitted yet.
+   * @param clock What their age is measured by (default: the system clock, as the files' times are).
    */
   constructor(
     readonly root: string,
     private readonly orphanGraceMs = 0,
+    private readonly clock: Clock = systemClock,
   ) {}
 
   private path(jobId: string, kind: BlobKind): string {
@@ -81,7 +84,7 @@ export class LocalBlobStore implements BlobStore {
     await mkdir(this.root, { recursive: true, mode: 0o700 });
     const ids = (await readdir(this.root)).filter((n) => SAFE_ID.test(n));
     if (this.orphanGraceMs === 0) return ids;
-    const before = Date.now() - this.orphanGraceMs;
+    const before = this.clock().getTime() - this.orphanGraceMs;
     const old = await Promise.all(ids.map(async (id) => (await stat(jobDir(this.root, id)).catch(() => null))?.mtimeMs ?? Infinity));
     return ids.filter((_, i) => old[i]! <= before);
   }

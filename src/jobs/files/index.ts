@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { CreditLedger } from '../../accounts/ledger.ts';
+import { systemClock, type Clock } from '../../clock.ts';
 import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/compaction.ts';
-import type { Backend, RecoveryReport } from '../backend.ts';
-import { settlementOf } from '../moves.ts';
-import { isTerminal } from '../types.ts';
+import type { Backend } from '../backend.ts';
+import { recover } from '../recovery.ts';
 import type { StartupPhases } from '../../ops/startup-phases.ts';
 import { LocalBlobStore } from './blobs.ts';
 import { FilesJobStore, type FilesStep } from './job-store.ts';
@@ -23,6 +23,8 @@ export interface FilesBackendOptions {
   compaction?: CompactionSettings;
   /** Marks the opening of each journal (a server's start). */
   phases?: StartupPhases;
+  /** What key expiry at open and owed webhooks' due times read (default: the system clock). */
+  clock?: Clock;
 }
 
 export interface FilesBackend extends Backend {
@@ -35,6 +37,7 @@ export interface FilesBackend extends Backend {
 /** The default backend: journals and the spool in the data dir, for one node. */
 export async function openFilesBackend(dataDir: string, opts: FilesBackendOptions): Promise<FilesBackend> {
   const step = opts.step ?? (() => {});
+  const clock = opts.clock ?? systemClock;
   const log = opts.log ?? (() => {});
   const journal = {
     sync: opts.sync ?? true,
@@ -45,42 +48,16 @@ export async function openFilesBackend(dataDir: string, opts: FilesBackendOption
   };
   const ledger = await CreditLedger.open(dataDir, opts.granted, journal);
   opts.phases?.mark('ledger.log');
-  const outbox = await FilesOutbox.open(dataDir, log, journal);
+  const outbox = await FilesOutbox.open(dataDir, log, { ...journal, clock });
   opts.phases?.mark('outbox.jsonl');
-  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, { ...journal, phases: opts.phases });
+  const jobs = await FilesJobStore.open(dataDir, ledger, outbox, { ...journal, clock, phases: opts.phases });
   const blobs = new LocalBlobStore(join(dataDir, 'spool'));
   return {
     jobs,
     ledger,
     outbox,
     blobs,
-    async recover(): Promise<RecoveryReport> {
-      const report: RecoveryReport = { charged: 0, released: 0, webhooksEnqueued: 0, blobsDeleted: 0 };
-      for (const hold of await ledger.openHolds()) {
-        const job = await jobs.get(hold.jobId);
-        if (job && !isTerminal(job.status)) continue;
-        if (settlementOf(job?.status) === 'charge') {
-          await ledger.charge(hold.jobId);
-          report.charged++;
-        } else {
-          await ledger.release(hold.jobId);
-          report.released++;
-        }
-      }
-      for (const id of [...jobs.owed.keys()]) {
-        const job = await jobs.get(id);
-        if (!job || !isTerminal(job.status)) continue;
-        await jobs.settle(job);
-        report.webhooksEnqueued++;
-      }
-      for (const id of await blobs.ids()) {
-        const job = await jobs.get(id);
-        if (job && !job.expired) continue;
-        await blobs.delete(id);
-        report.blobsDeleted++;
-      }
-      return report;
-    },
+    recover: () => recover({ ledger, blobs, records: jobs }),
     async close() {
       await jobs.close();
       await outbox.close();

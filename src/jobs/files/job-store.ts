@@ -1,11 +1,10 @@
-import { EventEmitter } from 'node:events';
 import { join } from 'node:path';
 import type { CreditLedger } from '../../accounts/ledger.ts';
+import type { Clock } from '../../clock.ts';
 import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/compaction.ts';
 import { Journal, type CompactionStep } from '../../durable/journal.ts';
 import {
   IDEMPOTENCY_TTL_MS,
-  type AdmissionLimits,
   type AdmitResult,
   type ClaimLimits,
   type EndedQuery,
@@ -16,9 +15,24 @@ import {
   type OwedWebhook,
   type RememberedKey,
 } from '../backend.ts';
-import { decide, requeueAlways, settlementOf, type Decision, type Interrupted, type Move } from '../moves.ts';
+import { CancelSignal, canceled } from '../cancel-signal.ts';
+import {
+  decide,
+  isTerminal,
+  requeueAlways,
+  settlementOf,
+  settles,
+  STATUSES,
+  type AccountRoom,
+  type AdmissionLimits,
+  type Applied,
+  type CreditEffect,
+  type Interrupted,
+  type JobMove,
+} from '../moves.ts';
+import type { RecoveryQueries } from '../recovery.ts';
 import type { StartupPhases } from '../../ops/startup-phases.ts';
-import { isTerminal, type Job } from '../types.ts';
+import type { Job, JobStatus } from '../types.ts';
 import { EndedIndex } from './ended-index.ts';
 
 /**
@@ -55,17 +69,17 @@ function upgrade(job: StoredJob): Job {
  * are one synchronous step, so concurrent calls in this process see each other's moves; its writes
  * then go to `jobs.log`, `ledger.log` and the outbox in the order `Backend.recover` can complete.
  */
-export class FilesJobStore implements JobStore {
+export class FilesJobStore implements JobStore, RecoveryQueries {
   private readonly jobs = new Map<string, Job>();
   /** Queued jobs per account, oldest first. */
   private readonly queued = new Map<string, Job[]>();
   private readonly running = new Map<string, Job>();
   /** Owed webhooks not yet handed to the outbox. */
-  readonly owed = new Map<string, OwedWebhook>();
+  private readonly owed = new Map<string, OwedWebhook>();
   /** When each account was last served by `claim` (a counter, not a clock). */
   private readonly served = new Map<string, number>();
   private serveCount = 0;
-  private readonly cancels = new EventEmitter<{ cancel: [string] }>();
+  private readonly cancels = new CancelSignal();
   private readonly inMove = new Map<string, Promise<void>>();
   /** Idempotency keys by `keyOf(account, key)`; they outlive their jobs' records. */
   private readonly keys = new Map<string, RememberedKey>();
@@ -86,12 +100,12 @@ export class FilesJobStore implements JobStore {
     dataDir: string,
     ledger: CreditLedger,
     outbox: Outbox,
-    opts: { sync: boolean; step(s: FilesStep): void; compaction?: CompactionSettings; onError?: (err: unknown) => void; phases?: StartupPhases },
+    opts: { sync: boolean; step(s: FilesStep): void; clock: Clock; compaction?: CompactionSettings; onError?: (err: unknown) => void; phases?: StartupPhases },
   ): Promise<FilesJobStore> {
     const journal = new Journal<JobRecord>(join(dataDir, 'jobs.log'), { sync: opts.sync, step: opts.step, onError: opts.onError });
     const store = new FilesJobStore(journal, ledger, outbox, opts.step);
     journal.replay((r) => store.replay(r));
-    await store.forgetKeys(new Date(Date.now() - IDEMPOTENCY_TTL_MS));
+    await store.forgetKeys(new Date(opts.clock().getTime() - IDEMPOTENCY_TTL_MS));
     const snapshot = () => store.snapshot();
     journal.compactWhen({ ...(opts.compaction ?? COMPACTION_DEFAULTS), live: () => store.jobs.size + store.keys.size, snapshot });
     await journal.compactIfDueNow();
@@ -141,11 +155,11 @@ export class FilesJobStore implements JobStore {
 
   /** Puts a job in the queue or running index by its status (a fresh index: at open). */
   private index(job: Job): void {
-    if (job.status === 'Queued') {
+    if (claimable(job.status)) {
       const q = this.queued.get(job.account) ?? [];
       q.push(job);
       this.queued.set(job.account, q);
-    } else if (job.status === 'Running') this.running.set(job.id, job);
+    } else if (job.status === STATUSES.running) this.running.set(job.id, job);
   }
 
   private indexEnded(job: Job, at = Date.parse(job.completedAt!)): void {
@@ -163,7 +177,7 @@ export class FilesJobStore implements JobStore {
     const ended: { job: Job; at: number }[] = [];
     let ordered = true;
     for (const job of this.jobs.values()) {
-      if (job.status === 'Queued' || job.status === 'Running') active.push(job);
+      if (!isTerminal(job.status)) active.push(job);
       else if (job.completedAt) {
         const e = { job, at: Date.parse(job.completedAt) };
         const last = ended[ended.length - 1];
@@ -190,13 +204,13 @@ export class FilesJobStore implements JobStore {
     const ended = isTerminal(job.status) ? job.completedAt : undefined;
     Object.assign(job, patch);
     if (isTerminal(job.status) && job.completedAt && job.completedAt !== ended) this.indexEnded(job);
-    if (job.status === 'Queued') {
+    if (claimable(job.status)) {
       // Requeued jobs keep their place by age.
       const q = this.queued.get(job.account) ?? [];
       q.push(job);
       q.sort(byAge);
       this.queued.set(job.account, q);
-    } else if (job.status === 'Running') this.running.set(job.id, job);
+    } else if (job.status === STATUSES.running) this.running.set(job.id, job);
     if (owed) this.owed.set(job.id, owed);
     return this.journal.append({ op: 'patch', id: job.id, patch, ...(owed ? { owed } : {}) });
   }
@@ -221,37 +235,50 @@ export class FilesJobStore implements JobStore {
     return this.moving(job.id, this.admitNow(job, limits, idempotency));
   }
 
+  /**
+   * The `admit` move: an idempotency key bound to another job answers first; then `decide` checks
+   * the account as it stands, and the job, its key and (as the table says) its hold change memory
+   * in the same synchronous step; the hold, then the job's record, are written.
+   */
   private async admitNow(job: Job, limits: AdmissionLimits, idem?: IdempotencyClaim): Promise<AdmitResult> {
-    const existing = this.jobs.get(job.id);
-    if (existing) return { ok: true, job: existing };
     const key = idem && keyOf(job.account, idem.key);
     const since = Date.parse(job.createdAt) - IDEMPOTENCY_TTL_MS;
-    let taken = key === undefined ? undefined : this.boundSince(key, since);
+    // Checked, like everything up to the memory change below, in one synchronous step unless it waits.
+    let taken = key === undefined || this.jobs.has(job.id) ? undefined : this.boundSince(key, since);
     // An admission still writing its record may yet be undone: its outcome decides.
     while (taken && this.inMove.has(taken.job.id)) {
       await this.inMove.get(taken.job.id);
       taken = this.boundSince(key!, since);
     }
     if (taken) return { ok: false, refusal: 'idempotency.key_taken', remembered: taken };
-    const open = (this.queued.get(job.account)?.length ?? 0) + this.runningOf(job.account).length;
-    if (open >= limits.maxOpenPerAccount) return { ok: false, refusal: 'queue.limit_exceeded' };
-    const hold = this.ledger.reserve(job.id, job.account, job.creditCost);
-    if (!hold.result.ok) return { ok: false, refusal: 'entitlements.insufficient_credits', required: hold.result.required, available: hold.result.available };
-    const stored: Job = { ...job };
+    const decision = decide({ move: 'admit', job, limits, room: this.roomOf(job.account) }, this.jobs.get(job.id));
+    if (decision.kind === 'replay') return { ok: true, job: this.jobs.get(job.id)! };
+    if (decision.kind === 'refuse') {
+      const { kind: _kind, ...refused } = decision;
+      return { ok: false, ...refused };
+    }
+    const stored: Job = { ...job, ...decision.patch };
     // The answer is the job as admitted: once indexed, a claim may make `stored` Running before the writes below end.
-    const admitted: Job = { ...job };
+    const admitted: Job = { ...stored };
+    const held = decision.credits === 'hold' ? this.ledger.hold(stored.id, stored.account, stored.creditCost) : Promise.resolve();
     this.jobs.set(stored.id, stored);
     this.unwritten.add(stored.id);
     this.index(stored);
     if (key !== undefined) this.keys.set(key, remembered(stored, idem!));
+    await this.writeAdmitted(stored, held, idem);
+    return { ok: true, job: admitted };
+  }
+
+  /** The admitted job's hold, then its record (with its key); a failed write undoes the admission. */
+  private async writeAdmitted(stored: Job, held: Promise<void>, idem?: IdempotencyClaim): Promise<void> {
     const undo = () => {
       this.unindex(stored);
       this.unwritten.delete(stored.id);
       this.jobs.delete(stored.id);
-      if (key !== undefined) this.keys.delete(key);
+      if (idem) this.keys.delete(keyOf(stored.account, idem.key));
     };
     try {
-      await hold.durable;
+      await held;
     } catch (err) {
       undo();
       throw err;
@@ -263,10 +290,14 @@ export class FilesJobStore implements JobStore {
       await put;
     } catch (err) {
       undo();
-      await this.ledger.release(stored.id).catch(() => {});
+      await this.ledger.settle(stored.id, 'release').catch(() => {});
       throw err;
     }
-    return { ok: true, job: admitted };
+  }
+
+  /** The account as an admission checks it. */
+  private roomOf(account: string): AccountRoom {
+    return { open: (this.queued.get(account)?.length ?? 0) + this.runningOf(account).length, available: this.ledger.available(account) };
   }
 
   /** The key's binding if it was made at or after `since` (epoch ms). */
@@ -337,7 +368,7 @@ export class FilesJobStore implements JobStore {
     if (job?.status === 'Running' && job.attempts === attempt) job.progress = progress;
   }
 
-  move(id: string, m: Exclude<Move, { move: 'start' }>): Promise<MoveResult> {
+  move(id: string, m: Exclude<JobMove, { move: 'start' }>): Promise<MoveResult> {
     return this.moving(id, this.moveNow(id, m));
   }
 
@@ -346,21 +377,22 @@ export class FilesJobStore implements JobStore {
    * one `jobs.log` record (the fields and the webhook owed), then the credit effect, then the
    * outbox, in the order `recover` completes.
    */
-  private async moveNow(id: string, m: Exclude<Move, { move: 'start' }>): Promise<MoveResult> {
+  private async moveNow(id: string, m: Exclude<JobMove, { move: 'start' }>): Promise<MoveResult> {
     const job = this.jobs.get(id);
     const decision = decide(m, job);
     if (decision.kind === 'refuse') return { ok: false, refusal: decision.refusal, ...(job ? { job } : {}) };
     const from = job!.status;
     if (decision.kind === 'replay') {
       // A repeated finish completes what a crash may have cut short; the ledger and outbox ignore repeats.
-      if (isTerminal(job!.status)) await this.settle(job!);
+      if (isTerminal(job!.status)) await this.complete(job!);
       return { ok: true, job: job!, from, replay: true };
     }
     await this.record(job!, decision);
     return { ok: true, job: job!, from, replay: false };
   }
 
-  private async record(job: Job, d: Extract<Decision, { kind: 'apply' }>): Promise<void> {
+  private async record(job: Job, d: Applied): Promise<void> {
+    const from = job.status;
     if (d.gone) {
       this.unindex(job);
       this.jobs.delete(job.id);
@@ -369,19 +401,19 @@ export class FilesJobStore implements JobStore {
       return;
     }
     await this.apply(job, d.patch, d.owed ?? undefined);
-    if (job.status === 'Canceled') this.cancels.emit('cancel', job.id);
-    if (d.credits === 'none') return;
-    this.step(job.status === 'Canceled' ? 'cancel.recorded' : 'finish.recorded');
-    await this.settle(job, d.credits);
+    const cancel = canceled(from, job.status);
+    if (cancel) this.cancels.emit(job.id);
+    if (!settles(d.credits)) return;
+    this.step(cancel ? 'cancel.recorded' : 'finish.recorded');
+    await this.complete(job, d.credits);
   }
 
   /**
-   * The rest of an ended job's move after its record: the credit effect, then the owed webhook
-   * into the outbox. Repeatable (recovery completes interrupted moves with it, by the job's status).
+   * The rest of an ended job's move after its record: the settlement of its hold, then the owed
+   * webhook into the outbox. Repeatable (recovery completes interrupted moves with it, by the job's status).
    */
-  async settle(job: Job, credits = settlementOf(job.status)): Promise<void> {
-    if (credits === 'charge') await this.ledger.charge(job.id);
-    else if (credits === 'release') await this.ledger.release(job.id);
+  private async complete(job: Job, credits: CreditEffect = settlementOf(job.status)): Promise<void> {
+    if (settles(credits)) await this.ledger.settle(job.id, credits);
     this.step('finish.settled');
     const owed = this.owed.get(job.id);
     if (!owed) return;
@@ -428,8 +460,33 @@ export class FilesJobStore implements JobStore {
   }
 
   onCancel(listener: (jobId: string) => void): () => void {
-    this.cancels.on('cancel', listener);
-    return () => this.cancels.off('cancel', listener);
+    return this.cancels.on(listener);
+  }
+
+  async staleHolds(): Promise<{ jobId: string; status: JobStatus | undefined }[]> {
+    const stale = [];
+    for (const hold of await this.ledger.openHolds()) {
+      const job = await this.get(hold.jobId);
+      if (!job || isTerminal(job.status)) stale.push({ jobId: hold.jobId, status: job?.status });
+    }
+    return stale;
+  }
+
+  async handOverOwed(): Promise<number> {
+    let handed = 0;
+    for (const id of [...this.owed.keys()]) {
+      const job = await this.get(id);
+      if (!job || !isTerminal(job.status)) continue;
+      await this.complete(job);
+      handed++;
+    }
+    return handed;
+  }
+
+  async unexpiredOf(ids: string[]): Promise<Set<string>> {
+    const kept = new Set<string>();
+    for (const id of ids) if ((await this.get(id))?.expired === false) kept.add(id);
+    return kept;
   }
 
   /** Every record, for recovery. */
@@ -443,6 +500,8 @@ export class FilesJobStore implements JobStore {
 }
 
 const keyOf = (account: string, key: string) => JSON.stringify([account, key]);
+
+const claimable = (status: JobStatus) => STATUSES.claimable.includes(status);
 
 function remembered(job: Job, idem: IdempotencyClaim): RememberedKey {
   return { account: job.account, key: idem.key, fingerprint: idem.fingerprint, job: { id: job.id, fileName: job.fileName, format: job.format, jobType: job.jobType, createdAt: job.createdAt } };

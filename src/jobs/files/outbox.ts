@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { systemClock, type Clock } from '../../clock.ts';
 import { COMPACTION_DEFAULTS, type CompactionSettings } from '../../durable/compaction.ts';
 import { Journal, type JournalOptions } from '../../durable/journal.ts';
 import type { AttemptOutcome, Delivery, DeliveryClaim, Outbox, OwedWebhook } from '../backend.ts';
@@ -28,12 +29,22 @@ interface Pending {
 export class FilesOutbox implements Outbox {
   private readonly pending = new Map<string, Pending>();
 
-  private constructor(private readonly journal: Journal<OutboxRecord>) {}
+  private constructor(
+    private readonly journal: Journal<OutboxRecord>,
+    private readonly clock: Clock,
+  ) {}
 
-  /** Loads the journal (compacted, at open too, once dead records outweigh live ones); deliveries in flight when the last process stopped are orphans. */
-  static async open(dataDir: string, log: (entry: Record<string, unknown>) => void = () => {}, opts: JournalOptions & { compaction?: CompactionSettings } = {}): Promise<FilesOutbox> {
+  /**
+   * Loads the journal (compacted, at open too, once dead records outweigh live ones); deliveries in
+   * flight when the last process stopped are orphans. `clock` stamps what is enqueued due (default: the system clock).
+   */
+  static async open(
+    dataDir: string,
+    log: (entry: Record<string, unknown>) => void = () => {},
+    { clock = systemClock, ...opts }: JournalOptions & { compaction?: CompactionSettings; clock?: Clock } = {},
+  ): Promise<FilesOutbox> {
     const journal = new Journal<OutboxRecord>(join(dataDir, 'webhooks', 'outbox.jsonl'), opts);
-    const outbox = new FilesOutbox(journal);
+    const outbox = new FilesOutbox(journal, clock);
     const { skipped } = journal.replay((r) => outbox.replay(r));
     if (skipped > 0) log({ msg: 'webhook outbox: skipped unreadable journal lines', skipped });
     for (const p of outbox.pending.values()) if (p.next === null) p.orphan = true;
@@ -46,7 +57,7 @@ export class FilesOutbox implements Outbox {
 
   async enqueue(owed: OwedWebhook): Promise<boolean> {
     if (this.pending.has(owed.eventId)) return false;
-    const p: Pending = { owed, started: 0, startedAt: null, next: Date.now(), orphan: false };
+    const p: Pending = { owed, started: 0, startedAt: null, next: this.clock().getTime(), orphan: false };
     this.pending.set(owed.eventId, p);
     try {
       await this.write(this.snapshot(p));
