@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import type { CompressResult } from '../src/catalog/contract.ts';
-import { JobError } from '../workers/contract.ts';
 import { decodeBmp } from '../workers/decoders/bmp.ts';
 import { detectFamily } from '../workers/decoders/detect.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
@@ -18,6 +17,7 @@ import { jpegOrigin } from '../workers/image/jpeg-mark.ts';
 import { lumaQuantTable, ourQualityOf } from '../workers/image/jpeg-quant.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { compress, encodeJpegWithin, JPEG_FLOOR, outputFormat } from '../workers/universal.ts';
+import { rejectsWithJobError } from './helpers/job-error.ts';
 import { ditheredPaletteBmp, ditheredPaletteTiff, rangeMismatchAvif } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 import { perceived } from './helpers/perceived.ts';
@@ -46,11 +46,7 @@ async function run(rel: string, options = {}): Promise<{ result: CompressResult;
 }
 
 async function failsWith(rel: string, code: RegExp): Promise<void> {
-  await assert.rejects(run(rel), (err: unknown) => {
-    assert.ok(err instanceof JobError, `expected a JobError, got ${String(err)}`);
-    assert.match(err.code, code);
-    return true;
-  });
+  await rejectsWithJobError(run(rel), code);
 }
 
 /** [file, output format, displayed width, height] — formats by the spec table, alpha judged by content. RAW: below. */
@@ -321,8 +317,9 @@ describe('detection and hostile input', () => {
   });
 
   it('empty file', () => failsWith('bad/empty.jpg', /^image\.empty$/));
-  it('the shared decoder entry point refuses an empty file too', () =>
-    assert.rejects(decodeImage(Buffer.alloc(0), 'png', limits), (err: unknown) => err instanceof JobError && err.code === 'image.empty'));
+  it('the shared decoder entry point refuses an empty file too', async () => {
+    await rejectsWithJobError(decodeImage(Buffer.alloc(0), 'png', limits), 'image.empty');
+  });
   it('a PDF named .jpg', () => failsWith('bad/actually-pdf.jpg', /^image\.format_mismatch$/));
   it('truncated JPEG', () => failsWith('bad/truncated.jpg', /^image\.truncated$/));
   it('100000×100000 PNG is refused before decoding', () => failsWith('bad/huge-dimensions.png', /^image\.too_many_pixels$/));
