@@ -5,7 +5,6 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openAsBlob } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -13,6 +12,7 @@ import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { fatalErrorHandler, inRequestScope } from '../src/ops/fatal.ts';
+import { freePort } from './helpers/daemons.ts';
 import { CORPUS, startTestServer } from './helpers/server.ts';
 
 const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
@@ -71,15 +71,6 @@ describe('the fatal error handler', () => {
     assert.ok(lines[0]!.err.stack);
   });
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function serve(dataDir: string, port: number, preload: string[] = []) {
   const child = spawn(process.execPath, ['--import', 'tsx', ...preload, 'src/main.ts', 'serve', '--data-dir', dataDir, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
