@@ -13,6 +13,7 @@ import { pino } from 'pino';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { fatalErrorHandler, inRequestScope } from '../src/ops/fatal.ts';
 import { freePort } from './helpers/daemons.ts';
+import { waitForJobStatus } from './helpers/poll.ts';
 import { CORPUS, startTestServer } from './helpers/server.ts';
 
 const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
@@ -118,12 +119,8 @@ it('a real uncaught exception in a running server: logged, drained, exit 1, and 
   const second = serve(dataDir, port);
   assert.equal(await second.listening, null);
   for (const id of ids) {
-    let job: Record<string, any> = {};
-    for (let i = 0; i < 900; i++) {
-      job = (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
-      if (['Succeeded', 'Failed', 'Canceled'].includes(job.status)) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const read = async () => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
+    const job = await waitForJobStatus(id, read, ['Succeeded', 'Failed', 'Canceled'], { timeoutMs: 90_000 });
     assert.equal(job.status, 'Succeeded');
   }
   const me = (await (await fetch(`${base}/compress/entitlements/me`, { headers })).json()) as Record<string, any>;
