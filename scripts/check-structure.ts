@@ -59,8 +59,8 @@ function functionName(node: Node, parent: Node | undefined): string {
 
 const isDate = (node: unknown) => isNode(node) && node.type === 'Identifier' && node.name === 'Date';
 
-function checkFile(path: string): Finding[] {
-  const file = relative(ROOT, path).split(sep).join('/');
+function checkFile(path: string, root: string): Finding[] {
+  const file = relative(root, path).split(sep).join('/');
   const ast = parse(readFileSync(path, 'utf8'), { sourceType: 'module', plugins: ['typescript'] });
   const findings: Finding[] = [];
   const add = (rule: Finding['rule'], node: Node, text: string) => findings.push({ rule, file, line: node.loc.start.line, text });
@@ -68,7 +68,7 @@ function checkFile(path: string): Finding[] {
   const clocked = CLOCKED.some((d) => file.startsWith(d));
 
   const importOf = (node: Node, spec: string) => {
-    if (file.startsWith('src/') && spec.startsWith('.') && relative(ROOT, resolve(dirname(path), spec)).split(sep)[0] === 'workers') add('src-imports-workers', node, spec);
+    if (file.startsWith('src/') && spec.startsWith('.') && relative(root, resolve(dirname(path), spec)).split(sep)[0] === 'workers') add('src-imports-workers', node, spec);
     if (spec === 'sharp' && !pixelDoor) add('sharp-outside-image', node, spec);
   };
 
@@ -101,10 +101,16 @@ function checkFile(path: string): Finding[] {
   return findings;
 }
 
-/** Every finding in `src/` and `workers/` (or in the files given). */
-export function checkStructure(files = ['src', 'workers'].flatMap((d) => sourceFiles(join(ROOT, d)))): Finding[] {
-  return files.flatMap(checkFile);
+/**
+ * Every finding in `src/` and `workers/` (or in the files given). Paths are read relative to `root`,
+ * the repository's unless a test points it at a tree of its own.
+ */
+export function checkStructure(files?: string[], root = ROOT): Finding[] {
+  return (files ?? ['src', 'workers'].flatMap((d) => sourceFiles(join(root, d)))).flatMap((path) => checkFile(path, root));
 }
+
+/** One line per finding: `file:line  rule  text`. */
+export const describeFinding = (f: Finding) => `${f.file}:${f.line}  ${f.rule}  ${f.text}`;
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const args = process.argv.slice(2).filter((a) => a !== '--counts');
@@ -113,6 +119,6 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
     const counts: Record<string, number> = {};
     for (const f of findings) counts[f.rule] = (counts[f.rule] ?? 0) + 1;
     console.log(JSON.stringify(counts));
-  } else for (const f of findings) console.log(`${f.file}:${f.line}  ${f.rule}  ${f.text}`);
+  } else for (const f of findings) console.log(describeFinding(f));
   process.exitCode = findings.length ? 1 : 0;
 }

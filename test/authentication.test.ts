@@ -4,7 +4,7 @@ import { execFile } from 'node:child_process';
 import { request } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { waitUntil } from './helpers/daemons.ts';
+import { waitUntil } from './helpers/poll.ts';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
 
 const run = promisify(execFile);
@@ -54,12 +54,12 @@ describe('API key', () => {
     assert.equal(await balance(), 42, 'a new key works at once');
 
     await cli('credits', 'add', '--data-dir', s.dataDir, '--account', 'cli-made', '--amount', '8');
-    await waitUntil('the grant reaches the server', async () => (await balance()) === 50, 10_000);
+    await waitUntil('the grant reaches the server', async () => (await balance()) === 50, { timeoutMs: 10_000 });
 
     const list = (await cli('keys', 'list', '--data-dir', s.dataDir)).stdout;
     assert.match(list, /cli-made/);
     await cli('keys', 'revoke', '--data-dir', s.dataDir, key);
-    await waitUntil('the revoke reaches the server', async () => (await balance()) === 401, 10_000);
+    await waitUntil('the revoke reaches the server', async () => (await balance()) === 401, { timeoutMs: 10_000 });
   });
 
   it('marks guest keys', async () => {

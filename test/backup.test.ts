@@ -14,6 +14,7 @@ import yazl from 'yazl';
 import { AccountRegistry } from '../src/accounts/registry.ts';
 import type { GoldenManifest } from '../scripts/golden-data.ts';
 import { scratchDir } from './helpers/daemons.ts';
+import { waitForJobStatus, waitUntil } from './helpers/poll.ts';
 import { json, startTestServer, type TestServer } from './helpers/server.ts';
 import { unzip } from './helpers/zip.ts';
 
@@ -79,22 +80,11 @@ describe('backup and restore', () => {
     };
     const load = Promise.all([submitter('alice', 0), submitter('alice', 1), submitter('bob', 2)]);
     const statusOf = async (id: string, account: 'alice' | 'bob', server = s) => json(await server.api(`/compress/job/${id}`, { key: keys[account] }));
-    /** Polls until `probe` returns a value (generous deadline: the machine may be loaded). */
-    const until = async <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> => {
-      for (const deadline = Date.now() + 180_000; ; ) {
-        const got = await probe();
-        if (got !== undefined) return got;
-        assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    };
-    const ended = (j: (typeof submitted)[number], server = s) =>
-      until(`job ${j.id}`, async () => {
-        const st = await statusOf(j.id, j.account, server);
-        return ENDED.includes(st.status) ? st : undefined;
-      });
+    /** Generous deadline: the machine may be loaded. */
+    const loaded = { timeoutMs: 180_000 };
+    const ended = (j: (typeof submitted)[number], server = s) => waitForJobStatus(j.id, () => statusOf(j.id, j.account, server), ENDED, loaded);
     // Under way: some jobs have ended, others are queued and running.
-    await until('the first jobs to end', async () => (submitted.length >= 3 ? true : undefined));
+    await waitUntil('the first jobs to end', () => submitted.length >= 3, loaded);
     for (const j of submitted.slice(0, 3)) await ended(j);
 
     const file = join(scratch.path, 'snapshot.zip');

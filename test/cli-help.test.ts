@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
-import { type AddressInfo, connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import { ENVIRONMENT_ONLY, SETTINGS } from '../src/config.ts';
 import NODE_OPTIONS from '../src/runtime/node-options.json' with { type: 'json' };
 import { systemJemalloc } from '../src/runtime/source-start.ts';
+import { freePort } from './helpers/daemons.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -149,14 +150,6 @@ describe('help fits a terminal', () => {
 
 /** npm and npx as an operator runs them from the checkout, never reaching the registry. */
 const npmEnv = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({ ...process.env, npm_config_offline: 'true', npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false', ...extra });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((done) => server.close(done));
-  return port;
-}
 
 const listening = (port: number) =>
   new Promise<boolean>((done) => {

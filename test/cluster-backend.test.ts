@@ -17,11 +17,13 @@ import type { Ending, OwedWebhook } from '../src/jobs/moves.ts';
 import { migrate, openPool, SCHEMA_VERSION } from '../src/jobs/cluster/database.ts';
 import { openClusterBackend, type ClusterBackend } from '../src/jobs/cluster/index.ts';
 import { Lifecycle } from '../src/jobs/lifecycle.ts';
-import { queuedJob, type Job } from '../src/jobs/types.ts';
+import type { Job } from '../src/jobs/types.ts';
 import { s3ClientFromEnv, S3BlobStore } from '../src/storage/s3.ts';
 import { backendConformance } from './conformance/backend.ts';
 import { cancel, expire, finish, forget, until } from './conformance/moves.ts';
+import { ManualClock } from './helpers/clock.ts';
 import { scratchDir } from './helpers/daemons.ts';
+import { newJob } from './helpers/job-records.ts';
 import { startPostgres, type TestPostgres } from './helpers/pg.ts';
 import { startSwift, type TestSwift } from './helpers/swift.ts';
 
@@ -37,11 +39,6 @@ async function drain(body: Readable): Promise<Buffer> {
 
 const LIMITS: ClaimLimits = { maxRunningPerAccount: 6, maxRunningPerJobType: {} };
 const OPEN = { maxOpenPerAccount: 18 };
-
-function newJob(account: string, creditCost = 1, createdAt = new Date()): Job {
-  const webhook = { url: 'https://hooks.example/x', secret: 's', events: ['succeeded', 'failed'] as ('succeeded' | 'failed')[] };
-  return queuedJob({ id: randomUUID(), account, jobType: 'image.jpg-compress', format: 'jpg', fileName: 'photo', options: {}, inputBytes: 1000, creditCost, webhook }, createdAt);
-}
 
 function succeeded(): Ending {
   const now = new Date();
@@ -144,13 +141,13 @@ describe('cluster backend on PostgreSQL', () => {
     try {
       await accounts.ensureAccount('busy', 1000);
       await accounts.ensureAccount('poor', 50);
-      const busy = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).jobs.admit(newJob('busy', 2), OPEN)));
+      const busy = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).jobs.admit(newJob('busy', { creditCost: 2 }), OPEN)));
       assert.equal(busy.filter((r) => r.ok).length, 18);
       assert.ok(busy.filter((r) => !r.ok).every((r) => !r.ok && r.refusal === 'queue.limit_exceeded'));
       assert.deepEqual(await a.ledger.summary('busy'), { granted: 1000, spent: 0, reserved: 36, available: 964 });
       assert.deepEqual(await b.jobs.counts('busy'), { queued: 18, running: 0 });
 
-      const poor = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).jobs.admit(newJob('poor', 10), OPEN)));
+      const poor = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).jobs.admit(newJob('poor', { creditCost: 10 }), OPEN)));
       assert.equal(poor.filter((r) => r.ok).length, 5);
       const refused = poor.find((r) => !r.ok);
       assert.deepEqual(refused, { ok: false, refusal: 'entitlements.insufficient_credits', required: 10, available: 0 });
@@ -195,8 +192,8 @@ describe('cluster backend on PostgreSQL', () => {
       await accounts.ensureAccount('second', 100);
       const t0 = Date.now() - 60_000;
       // `first` submitted 8 jobs before `second` submitted its 8.
-      for (let i = 0; i < 8; i++) assert.ok((await a.jobs.admit(newJob('first', 1, new Date(t0 + i)), OPEN)).ok);
-      for (let i = 0; i < 8; i++) assert.ok((await b.jobs.admit(newJob('second', 1, new Date(t0 + 100 + i)), OPEN)).ok);
+      for (let i = 0; i < 8; i++) assert.ok((await a.jobs.admit(newJob('first', { createdAt: new Date(t0 + i).toISOString() }), OPEN)).ok);
+      for (let i = 0; i < 8; i++) assert.ok((await b.jobs.admit(newJob('second', { createdAt: new Date(t0 + 100 + i).toISOString() }), OPEN)).ok);
       const order: string[] = [];
       for (let i = 0; i < 4; i++) order.push((await (i % 2 ? a : b).jobs.claim(`node-${i % 2}`, LIMITS, new Date(), 30_000))!.account);
       assert.deepEqual(order, ['first', 'second', 'first', 'second'], 'accounts take turns although first queued all its jobs earlier');
@@ -221,7 +218,7 @@ describe('cluster backend on PostgreSQL', () => {
     const { a, b, accounts, close } = await twoNodes();
     try {
       await accounts.ensureAccount('acct', 100);
-      const job = newJob('acct', 7);
+      const job = newJob('acct', { creditCost: 7 });
       assert.ok((await a.jobs.admit(job, OPEN)).ok);
       const t0 = new Date();
       const onA = (await a.jobs.claim('A', LIMITS, t0, 300))!;
@@ -273,7 +270,7 @@ describe('cluster backend on PostgreSQL', () => {
     const { a, b, accounts, close } = await twoNodes();
     try {
       await accounts.ensureAccount('acct', 100);
-      const job = newJob('acct', 5);
+      const job = newJob('acct', { creditCost: 5 });
       await a.jobs.admit(job, OPEN);
       const running = (await b.jobs.claim('B', LIMITS, new Date(), 30_000))!;
       const heard = new Promise<string>((resolve) => b.jobs.onCancel(resolve));
@@ -334,8 +331,8 @@ describe('cluster backend on PostgreSQL', () => {
     const { a, accounts, close } = await twoNodes();
     try {
       await accounts.ensureAccount('acct', 100);
-      const ended = newJob('acct', 1, new Date(Date.now() - 2000));
-      const open = newJob('acct', 1, new Date(Date.now() - 1000));
+      const ended = newJob('acct', { createdAt: new Date(Date.now() - 2000).toISOString() });
+      const open = newJob('acct', { createdAt: new Date(Date.now() - 1000).toISOString() });
       await a.jobs.admit(ended, OPEN);
       await a.jobs.admit(open, OPEN);
       await a.jobs.claim('A', LIMITS, new Date(), 30_000);
@@ -413,8 +410,8 @@ describe('cluster backend on PostgreSQL', () => {
       const created = await cli('keys', 'create', '--account', 'team', '--credits', '40');
       const key = created.stdout.trim().split('\n').at(-1)!;
       // B's key cache reads this clock, which only the test moves.
-      let now = Date.now();
-      const onB = new PgAccountRegistry(b.pool, () => new Date(now));
+      const clock = new ManualClock();
+      const onB = new PgAccountRegistry(b.pool, clock.now);
       assert.deepEqual(await onB.authenticate(key, '127.0.0.1'), { account: 'team', keyId: key.split('_')[1], guest: false });
       assert.equal(await onB.authenticate(`${key.slice(0, -1)}x`, '127.0.0.1'), null);
       await cli('credits', 'add', '--account', 'team', '--amount', '10');
@@ -423,7 +420,7 @@ describe('cluster backend on PostgreSQL', () => {
       assert.match(listed.stdout, new RegExp(`^${key.split('_')[1]}\\tteam\\taccount\\tactive`, 'm'));
       await cli('keys', 'revoke', key);
       assert.notEqual(await onB.authenticate(key, '127.0.0.1'), null, 'B trusts what it read about the key for a second by its clock');
-      now += 1001;
+      clock.advance(1001);
       assert.equal(await onB.authenticate(key, '127.0.0.1'), null, 'a revoke reaches other nodes within a second');
       const migrated = await cli('migrate');
       assert.match(migrated.stdout, /up to date/);

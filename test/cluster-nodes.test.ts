@@ -15,6 +15,7 @@ import { openPool } from '../src/jobs/cluster/database.ts';
 import { s3ClientFromEnv } from '../src/storage/s3.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
 import { startPostgres, type TestPostgres } from './helpers/pg.ts';
+import { waitForJobStatus } from './helpers/poll.ts';
 import { CORPUS } from './helpers/server.ts';
 import { startSwift, type TestSwift } from './helpers/swift.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
@@ -116,15 +117,7 @@ describe('cluster mode: two nodes, one database, one bucket', () => {
     return api(node, key, '/compress', { method: 'POST', body: form, headers });
   }
   const status = async (node: Node, key: string, id: string) => (await (await api(node, key, `/compress/job/${id}`)).json()) as Record<string, any>;
-  async function waitFor(node: Node, key: string, id: string, until: string[], timeoutMs = 120_000): Promise<Record<string, any>> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const job = await status(node, key, id);
-      if (until.includes(job.status)) return job;
-      if (Date.now() > deadline) throw new Error(`job ${id} still ${job.status}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
+  const waitFor = (node: Node, key: string, id: string, until: string[], timeoutMs = 120_000) => waitForJobStatus(id, () => status(node, key, id), until, { timeoutMs, intervalMs: 50 });
 
   test('any node answers for any job; a key made by the CLI on one machine works on both at once', async () => {
     const a = await startNode('A');

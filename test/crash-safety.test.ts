@@ -5,7 +5,6 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openAsBlob } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -13,6 +12,8 @@ import { after, describe, it } from 'node:test';
 import { pino } from 'pino';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { fatalErrorHandler, inRequestScope } from '../src/ops/fatal.ts';
+import { freePort } from './helpers/daemons.ts';
+import { waitForJobStatus } from './helpers/poll.ts';
 import { CORPUS, startTestServer } from './helpers/server.ts';
 
 const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
@@ -72,15 +73,6 @@ describe('the fatal error handler', () => {
   });
 });
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 function serve(dataDir: string, port: number, preload: string[] = []) {
   const child = spawn(process.execPath, ['--import', 'tsx', ...preload, 'src/main.ts', 'serve', '--data-dir', dataDir, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -127,12 +119,8 @@ it('a real uncaught exception in a running server: logged, drained, exit 1, and 
   const second = serve(dataDir, port);
   assert.equal(await second.listening, null);
   for (const id of ids) {
-    let job: Record<string, any> = {};
-    for (let i = 0; i < 900; i++) {
-      job = (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
-      if (['Succeeded', 'Failed', 'Canceled'].includes(job.status)) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const read = async () => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
+    const job = await waitForJobStatus(id, read, ['Succeeded', 'Failed', 'Canceled'], { timeoutMs: 90_000 });
     assert.equal(job.status, 'Succeeded');
   }
   const me = (await (await fetch(`${base}/compress/entitlements/me`, { headers })).json()) as Record<string, any>;

@@ -1,13 +1,14 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { chownSync, mkdtempSync, openAsBlob, readdirSync, rmSync, statSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { EngineFailed, engineUnavailable, startEngine, type Engine } from '../scripts/docker-engine.ts';
+import { freePort } from './helpers/daemons.ts';
+import { waitForJobStatus, waitUntil } from './helpers/poll.ts';
 import { IMAGE, RELEASE_DIR, releaseFiles, sharedRelease } from './helpers/release.ts';
 import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
 
@@ -32,27 +33,8 @@ let engineFailure: string | undefined;
 let volume: string | undefined;
 const started = Date.now();
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 const seconds = (since: number) => `${((Date.now() - since) / 1000).toFixed(1)} s`;
 const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
-
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe().catch(() => undefined);
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
 
 before(async () => {
   if (unavailable) return;
@@ -102,12 +84,12 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
       '--health-interval', '2s', '--health-start-period', '60s', IMAGE,
     ]);
     const healthy = () =>
-      waitFor('the container to be healthy', 120_000, async () => ((await docker(['inspect', '-f', '{{.State.Health.Status}}', CONTAINER])).trim() === 'healthy' ? true : undefined));
+      waitUntil('the container to be healthy', async () => (await docker(['inspect', '-f', '{{.State.Health.Status}}', CONTAINER])).trim() === 'healthy', { timeoutMs: 120_000, intervalMs: 500, retryErrors: true });
     since = Date.now();
     await healthy();
     t.diagnostic(`healthy in ${seconds(since)}`);
     assert.equal((await fetch(`${base}/healthz`)).status, 200);
-    const key = await waitFor('the first API key in the data dir', 10_000, async () => firstKeyIn(volume!) ?? undefined);
+    const key = await waitUntil('the first API key in the data dir', () => firstKeyIn(volume!) ?? undefined, { timeoutMs: 10_000, intervalMs: 500, retryErrors: true });
     // The operator contract: the first start prints its key once (docs/security.md: how to keep it out of the log).
     assert.equal((await docker(['logs', CONTAINER])).split(key).length - 1, 1, 'the key is printed once');
     // The executable re-executed itself onto its bundled jemalloc and is still the container's PID 1.
@@ -131,10 +113,8 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
     }
     const outputs = new Map<string, string>();
     for (const [sample, { id, inputBytes }] of jobs) {
-      const job = await waitFor(`${sample} to finish`, 300_000, async () => {
-        const j = (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as { status: string; metrics: { outputBytes: number } };
-        return ['Succeeded', 'Failed', 'Canceled'].includes(j.status) ? j : undefined;
-      });
+      const read = async () => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as { status: string; metrics: { outputBytes: number } };
+      const job = await waitForJobStatus(id, read, ['Succeeded', 'Failed', 'Canceled'], { timeoutMs: 300_000, intervalMs: 500, retryErrors: true });
       assert.equal(job.status, 'Succeeded', `${sample}: ${JSON.stringify(job)}`);
       const body = new Uint8Array(await (await fetch(`${base}/compress/job/${id}/download`, { headers })).arrayBuffer());
       assert.equal(body.length, job.metrics.outputBytes, sample);

@@ -15,6 +15,8 @@ import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import { LocalSpool } from '../src/jobs/spool.ts';
 import type { Job, Submission } from '../src/jobs/types.ts';
 import { webhookNotifier } from '../src/webhooks/notify.ts';
+import { ManualClock } from './helpers/clock.ts';
+import { waitUntil } from './helpers/poll.ts';
 
 type Script = (req: RunRequest, signal: AbortSignal) => Promise<RunOutcome>;
 
@@ -60,7 +62,7 @@ interface Rig {
   ended: Job[];
   started: string[];
   /** The lifecycle's clock: tests move it forward instead of waiting. */
-  clock: { now: number };
+  clock: ManualClock;
   submit(account?: string, opts?: Partial<Submission>): Promise<Job>;
   /** Resolves once `n` jobs have ended (in all). */
   endings(n: number): Promise<Job[]>;
@@ -78,9 +80,9 @@ async function rig(
   // The journals' durability is the conformance suite's subject; here fsyncs would only cost time.
   const backend = await openFilesBackend(dir, { granted: (a) => grants[a] ?? 100, sync: false, step: (step) => opts.step?.(step) });
   const notifier = webhookNotifier({ site: 'test', downloadUrl: (id) => `https://c.example.com/api/compress/job/${id}/download?token=t` });
-  const clock = { now: Date.now() };
+  const clock = new ManualClock();
   const lifecycle = new Lifecycle(backend, notifier, {
-    clock: () => new Date(clock.now),
+    clock: clock.now,
     nodeId: 'local',
     retentionSeconds: 3600,
     admission: { maxOpenPerAccount: 18 },
@@ -124,9 +126,8 @@ async function rig(
 }
 
 const WEBHOOK = { url: 'https://hooks.example.com/in', secret: 'whsec_0123456789abcdef', events: ['succeeded', 'failed'] as ('succeeded' | 'failed')[] };
-const until = async (check: () => Promise<boolean> | boolean) => {
-  for (let i = 0; i < 500 && !(await check()); i++) await new Promise((r) => setTimeout(r, 2));
-};
+/** In process, a condition holds within moments: look often. */
+const SOON = { intervalMs: 2 };
 
 describe('engine moves', () => {
   it('requeue by an operator: a Running job goes back to the queue with its hold, the old attempt is fenced, it runs again', async () => {
@@ -134,7 +135,7 @@ describe('engine moves', () => {
     let release!: () => void;
     r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'small'))));
     const job = await r.submit('alice', { webhook: WEBHOOK, creditCost: 3 });
-    await until(() => r.runner.runs.length === 1);
+    await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
     const requeued = await r.engine.lifecycle.requeue(job.id);
     assert.ok('status' in requeued);
     assert.deepEqual([requeued.status, requeued.lease, requeued.attempts], ['Queued', null, 1]);
@@ -142,7 +143,7 @@ describe('engine moves', () => {
     assert.deepEqual(await r.engine.lifecycle.requeue('job-none'), { refusal: 'not_found' });
     assert.equal((await r.backend.ledger.summary('alice')).reserved, 3, 'the hold stays');
     release();
-    await until(() => r.runner.runs.length === 2);
+    await waitUntil('a second run started', () => r.runner.runs.length === 2, SOON);
     release();
     const [done] = await r.endings(1);
     assert.deepEqual([done!.status, done!.attempts], ['Succeeded', 2]);
@@ -156,20 +157,20 @@ describe('engine moves', () => {
     let release!: () => void;
     r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'small'))));
     const job = await r.submit('alice');
-    await until(() => r.runner.runs.length === 1);
+    await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
     const running = (await r.engine.get(job.id))!;
-    assert.equal(Date.parse(running.lease!.expiresAt), r.clock.now + 30_000, 'the lease runs from the clock');
-    r.clock.now += 30_001;
+    assert.equal(Date.parse(running.lease!.expiresAt), r.clock.at + 30_000, 'the lease runs from the clock');
+    r.clock.advance(30_001);
     const requeued = await r.engine.lifecycle.requeueInterrupted(false);
     assert.deepEqual(requeued.map((j) => [j.id, j.status, j.attempts]), [[job.id, 'Queued', 1]]);
     release();
-    await until(() => r.runner.runs.length === 2);
+    await waitUntil('a second run started', () => r.runner.runs.length === 2, SOON);
     release();
     const [done] = await r.endings(1);
     assert.equal(done!.attempts, 2, 'the requeued job ran again; the first attempt was fenced');
-    assert.equal(done!.completedAt, new Date(r.clock.now).toISOString());
+    assert.equal(done!.completedAt, r.clock.now().toISOString());
     assert.equal(await r.engine.isExpired(done!), false);
-    r.clock.now += 3_600_000;
+    r.clock.advance(3_600_000);
     assert.equal(await r.engine.isExpired(done!), true, 'retention is over by the clock');
     assert.equal((await r.engine.get(job.id))?.expired, true);
     assert.deepEqual(await r.backend.blobs.ids(), []);
@@ -212,7 +213,7 @@ describe('engine moves', () => {
     assert.equal(admitted.status, 'Queued', 'the answer is the admitted job, not the live one');
     assert.equal(admitted.startedAt, null);
     await r.engine.lifecycle.requeue(admitted.id);
-    await until(() => r.runner.runs.length === 1);
+    await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
     release();
     await r.endings(1);
     await r.close();
@@ -239,7 +240,7 @@ describe('engine moves', () => {
     r.runner.script = FakeRunner.untilAborted;
     const first = await r.submit();
     const second = await r.submit();
-    await until(() => r.started.length === 1);
+    await waitUntil('the job started', () => r.started.length === 1, SOON);
     const canceled = await r.engine.cancel(second.id);
     assert.equal(canceled?.status, 'Canceled');
     assert.equal(await r.backend.blobs.size(second.id, 'input'), null);
@@ -252,10 +253,10 @@ describe('engine moves', () => {
     const r = await rig();
     r.runner.script = FakeRunner.untilAborted;
     const job = await r.submit('alice', { webhook: WEBHOOK });
-    await until(() => r.runner.runs.length === 1);
+    await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
     assert.equal((await r.engine.cancel(job.id))?.status, 'Canceled');
     assert.equal(r.runner.runs[0]!.signal.reason, 'jobs.canceled');
-    await until(async () => (await r.backend.blobs.ids()).length === 0);
+    await waitUntil('no blobs left', async () => (await r.backend.blobs.ids()).length === 0, SOON);
     assert.deepEqual(await r.backend.blobs.ids(), []);
     assert.equal((await r.engine.get(job.id))?.status, 'Canceled');
     assert.deepEqual(await r.backend.ledger.summary('alice'), { granted: 100, spent: 0, reserved: 0, available: 100 });
@@ -314,12 +315,12 @@ describe('engine refusals', () => {
     let release!: () => void;
     r.runner.script = (req) => new Promise((resolve) => (release = () => resolve(FakeRunner.output(req, 'late'))));
     const job = await r.submit('alice', { webhook: WEBHOOK });
-    await until(() => r.runner.runs.length === 1);
+    await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
     const running = (await r.engine.get(job.id))!;
     await r.backend.jobs.move(job.id, { move: 'cancel', at: new Date() });
     assert.equal(await r.engine.lifecycle.fail(running, { code: 'jobs.internal_error', detail: 'x' }), undefined);
     release();
-    await until(async () => (await r.backend.blobs.ids()).length === 0);
+    await waitUntil('no blobs left', async () => (await r.backend.blobs.ids()).length === 0, SOON);
     assert.equal((await r.engine.get(job.id))?.status, 'Canceled');
     assert.deepEqual(await r.backend.ledger.summary('alice'), { granted: 100, spent: 0, reserved: 0, available: 100 });
     assert.equal(await r.backend.outbox.pendingCount(), 0);
@@ -340,11 +341,11 @@ describe('engine races, limits and ends', () => {
           signal.addEventListener('abort', () => resolve({ ok: false, failure: { code: 'jobs.aborted', detail: 'stopped' } }), { once: true });
         });
       const job = await r.submit('alice', { webhook: WEBHOOK });
-      await until(() => r.runner.runs.length === 1);
+      await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
       if (first === 'finish') release();
       const canceled = await r.engine.cancel(job.id);
       if (first === 'cancel') release();
-      await until(() => r.ended.length >= 1);
+      await waitUntil('the job ended', () => r.ended.length >= 1, SOON);
       await new Promise((res) => setTimeout(res, 20));
       const final = (await r.engine.get(job.id))!;
       assert.equal(r.ended.length, 1, 'one end');
@@ -376,7 +377,7 @@ describe('engine races, limits and ends', () => {
     const a = [await r.submit('alice'), await r.submit('alice'), await r.submit('alice')];
     const b = await r.submit('bob');
     for (let i = 0; i < 4; i++) {
-      await until(() => releases.length === i + 1);
+      await waitUntil('the run released', () => releases.length === i + 1, SOON);
       assert.equal(r.runner.runs.length, i + 1, 'one slot: one job at a time');
       releases[i]!();
     }
@@ -391,7 +392,7 @@ describe('engine races, limits and ends', () => {
     const r = await rig({ dir });
     r.runner.script = FakeRunner.untilAborted;
     const job = await r.submit('alice', { creditCost: 3 });
-    await until(() => r.runner.runs.length === 1);
+    await waitUntil('one run started', () => r.runner.runs.length === 1, SOON);
     await r.close();
     assert.equal(r.runner.runs[0]!.signal.reason, 'server.shutting_down');
     await assert.rejects(r.engine.submit({ id: 'late', account: 'alice', jobType: 'image.jpg-compress', format: 'jpg', fileName: 'x', options: {}, inputBytes: 1, creditCost: 1, webhook: null }), (e: unknown) => e instanceof ApiError && e.status === 503);

@@ -15,21 +15,15 @@ import { startService } from '../src/service.ts';
 import type { GoldenManifest, ModeManifest } from '../scripts/golden-data.ts';
 import { scratchDir } from './helpers/daemons.ts';
 import { pgBin, startPostgres, type TestPostgres } from './helpers/pg.ts';
+import { waitForJobStatus, waitUntil } from './helpers/poll.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
 const FIXTURES = new URL('./fixtures/', import.meta.url).pathname;
 const RELEASES = readdirSync(FIXTURES).filter((d) => existsSync(join(FIXTURES, d, 'manifest.json')));
 const sha256 = (b: ArrayBuffer) => createHash('sha256').update(Buffer.from(b)).digest('hex');
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 120_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const got = await probe();
-    if (got !== undefined) return got;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+/** The machine may be loaded: a generous deadline. */
+const LOADED = { timeoutMs: 120_000 };
 
 for (const release of RELEASES) {
   describe(`golden data of ${release}`, () => {
@@ -104,14 +98,12 @@ for (const release of RELEASES) {
       assert.equal(sha256(await link.arrayBuffer()), m.jobs.find((j) => j.id === m.presigned.jobId)!.output);
 
       for (const pending of m.webhooks.pending) {
-        const hit = await until(`webhook ${pending.eventId}`, () => received.find((r) => r.eventId === pending.eventId));
+        const hit = await waitUntil(`webhook ${pending.eventId}`, () => received.find((r) => r.eventId === pending.eventId), LOADED);
         assert.equal(hit.jobId, pending.jobId);
       }
       for (const job of m.inFlight) {
-        const ended = await until(`job ${job.id}`, async () => {
-          const s = (await (await api(`/compress/job/${job.id}`, keyOf(job.account))).json()) as { status: string };
-          return ['Succeeded', 'Failed', 'Canceled'].includes(s.status) ? s.status : undefined;
-        });
+        const read = async () => (await (await api(`/compress/job/${job.id}`, keyOf(job.account))).json()) as { status: string };
+        const ended = (await waitForJobStatus(job.id, read, ['Succeeded', 'Failed', 'Canceled'], LOADED)).status;
         assert.equal(ended, 'Succeeded', 'a job in flight at the upgrade finishes');
         assert.equal((await api(`/compress/job/${job.id}/download`, keyOf(job.account))).status, 200);
       }

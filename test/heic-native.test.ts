@@ -7,11 +7,11 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { JobError } from '../workers/contract.ts';
 import { decodeHeifWasm, useNativeHeif } from '../workers/decoders/heic.ts';
 import { decodeHeifNatively, probeNativeHeif, type NativeHeif } from '../workers/decoders/heic-native.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
 import type { RawPixels } from '../workers/decoders/pixels.ts';
+import { rejectsWithJobError } from './helpers/job-error.ts';
 import { tenBitAlphaHeic } from './helpers/made-files.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
@@ -82,26 +82,18 @@ describe('native HEIC decoding', () => {
 
   it("refuses a picture over the pixel budget from libheif's header, with the image door's error", async () => {
     const bytes = await readFile(join(corpus, 'heic/IMG_2682.heic'));
-    await assert.rejects(decodeHeifNatively(heif, bytes, limits(1_000_000)), (err: unknown) => {
-      assert.ok(err instanceof JobError);
-      assert.equal(err.code, 'image.too_many_pixels');
-      assert.match(err.message, /4032×3024/);
-      return true;
-    });
+    const failure = await rejectsWithJobError(decodeHeifNatively(heif, bytes, limits(1_000_000)), 'image.too_many_pixels');
+    assert.match(failure.message, /4032×3024/);
   });
 
   it('a file cut short fails as truncated (the WebAssembly decoder left the missing tiles grey); a broken one as undecodable', async () => {
     const whole = await readFile(join(corpus, 'heic/heic-iphone7.heic'));
-    const codeOf = (bytes: Buffer) =>
-      decodeHeifNatively(heif, bytes, limits()).then(
-        () => 'decoded',
-        (err: unknown) => (err instanceof JobError ? err.code : `not a JobError: ${String(err)}`),
-      );
-    assert.equal(await codeOf(whole.subarray(0, Math.floor(whole.length * 0.6))), 'image.truncated');
-    assert.equal(await codeOf(whole.subarray(0, 3000)), 'image.decode_failed');
+    const decode = (bytes: Buffer) => decodeHeifNatively(heif, bytes, limits());
+    await rejectsWithJobError(decode(whole.subarray(0, Math.floor(whole.length * 0.6))), 'image.truncated');
+    await rejectsWithJobError(decode(whole.subarray(0, 3000)), 'image.decode_failed');
     const damaged = Buffer.from(whole);
     damaged.fill(0x5a, 4096, 300_000);
-    assert.match(await codeOf(damaged), /^image\.(decode_failed|truncated)$/);
+    await rejectsWithJobError(decode(damaged), /^image\.(decode_failed|truncated)$/);
   });
 
   it('falls back to WebAssembly where the native libraries do not load', async () => {

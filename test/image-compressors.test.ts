@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { Worker } from 'node:worker_threads';
 import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
-import { type Compress, JobError } from '../workers/contract.ts';
+import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
 import { chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions } from '../workers/image/encode.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
@@ -25,6 +25,7 @@ import { ScreenSsim, luma, ssim, ssimOfLuma } from '../workers/image/ssim.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { compress as png } from '../workers/png.ts';
 import { screenRecordingGif } from '../bench/generated.ts';
+import { rejectsWithJobError } from './helpers/job-error.ts';
 import { screenshotPng } from './helpers/made-files.ts';
 import { perceived } from './helpers/perceived.ts';
 
@@ -495,7 +496,7 @@ describe('image.jpg-compress', () => {
       ['bad/empty.jpg', 'image.empty'],
     ];
     for (const [file, code] of cases) {
-      await assert.rejects(run(jpg, `${corpus}${file}`), (e: unknown) => e instanceof JobError && e.code === code, file);
+      await rejectsWithJobError(run(jpg, `${corpus}${file}`), code, file);
     }
   });
 });
@@ -586,9 +587,9 @@ describe('image.png-compress', () => {
 
   it('fails hostile files with clear codes', async () => {
     for (const mode of ['lossy', 'lossless'] as const) {
-      await assert.rejects(run(png, `${corpus}bad/bad-crc.png`, { compression: { mode } }), (e: unknown) => e instanceof JobError && e.code === 'image.decode_failed');
+      await rejectsWithJobError(run(png, `${corpus}bad/bad-crc.png`, { compression: { mode } }), 'image.decode_failed');
     }
-    await assert.rejects(run(png, `${corpus}bad/huge-dimensions.png`), (e: unknown) => e instanceof JobError && e.code === 'image.too_many_pixels');
+    await rejectsWithJobError(run(png, `${corpus}bad/huge-dimensions.png`), 'image.too_many_pixels');
   });
 });
 
@@ -668,7 +669,7 @@ describe('image.gif-compress', () => {
   });
 
   it('rejects a file that is not a GIF', async () => {
-    await assert.rejects(run(gif, `${corpus}png/density_plot.png`), (e: unknown) => e instanceof JobError && e.code === 'image.format_mismatch');
+    await rejectsWithJobError(run(gif, `${corpus}png/density_plot.png`), 'image.format_mismatch');
   });
 });
 

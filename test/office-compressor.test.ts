@@ -11,7 +11,6 @@ import yauzl from 'yauzl';
 import yazl from 'yazl';
 import type { JobOptions } from '../src/catalog/index.ts';
 import type { CompressResult } from '../src/catalog/contract.ts';
-import { JobError } from '../workers/contract.ts';
 import { compress } from '../workers/office.ts';
 import { parseRels, resolveTarget, sourceOfRels } from '../workers/office/opc.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
@@ -20,6 +19,7 @@ import { FULL_PROBES, REUSE_PROBES, SEARCHED_PER_CLASS, type DocumentPlan } from
 import { analyzePackage } from '../workers/office/analyze.ts';
 import { planPictures } from '../workers/office/plan.ts';
 import { openOfficePackage } from '../workers/office/package.ts';
+import { rejectsWithJobError } from './helpers/job-error.ts';
 import { albumPptx, cameraPhotos, inlineImagesDocx, photoAlbumPptx } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 
@@ -99,11 +99,7 @@ function wellFormed(xml: string, name: string): void {
 /** Fails with `code` and leaves nothing behind in the output directory. */
 async function expectFailure(inputPath: string, code: string): Promise<void> {
   const dir = await mkdtemp(join(work, 'job-'));
-  await assert.rejects(run(inputPath, {}, dir), (err: unknown) => {
-    assert.ok(err instanceof JobError, `a JobError, got ${String(err)}`);
-    assert.equal(err.code, code, err.message);
-    return true;
-  });
+  await rejectsWithJobError(run(inputPath, {}, dir), code);
   assert.deepEqual(await readdir(dir), []);
 }
 

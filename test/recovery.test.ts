@@ -3,12 +3,12 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { openAsBlob } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, it } from 'node:test';
 import sharp from 'sharp';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
+import { freePort } from './helpers/daemons.ts';
 import { CORPUS } from './helpers/server.ts';
 import { startTestHttpsServer } from './helpers/tls.ts';
 
@@ -16,15 +16,6 @@ const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
 const SMALL = join(CORPUS, 'jpg/jpeg420exif.jpg');
 const children: ChildProcess[] = [];
 after(() => children.forEach((c) => c.kill('SIGKILL')));
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const srv = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `compressd serve` as a real process; resolves once it listens, with the first API key if this start made one. */
 function serve(dataDir: string, port: number, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; key: string | null }> {

@@ -12,6 +12,7 @@ import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import { LocalSpool } from '../src/jobs/spool.ts';
 import { queuedJob, type Job } from '../src/jobs/types.ts';
 import { webhookNotifier } from '../src/webhooks/notify.ts';
+import { ManualClock } from './helpers/clock.ts';
 
 const dirs: string[] = [];
 after(() => Promise.all(dirs.map((d) => rm(d, { recursive: true, force: true }))));
@@ -25,7 +26,7 @@ const SECONDS = 600;
 it(`expiry keeps up at ${RATE} jobs/s: after every sweep nothing is past its retention, and what is held stays flat`, async () => {
   const dir = await mkdtemp(join(tmpdir(), 'compressd-retention-'));
   dirs.push(dir);
-  let now = Date.UTC(2026, 0, 1);
+  const clock = new ManualClock(Date.UTC(2026, 0, 1));
   const backend = await openFilesBackend(dir, { granted: () => 1e9, sync: false });
   const settings = { retentionSeconds: RETENTION, recordRetentionSeconds: RECORD_RETENTION, jobTimeoutSeconds: 60 };
   const lifecycle = new Lifecycle(backend, webhookNotifier({ site: 't', downloadUrl: (id) => `https://c.example.com/${id}` }), {
@@ -34,7 +35,7 @@ it(`expiry keeps up at ${RATE} jobs/s: after every sweep nothing is past its ret
     admission: { maxOpenPerAccount: 18 },
     claim: { maxRunningPerAccount: 6, maxRunningPerJobType: {} },
     leaseMs: 30_000,
-    clock: () => new Date(now),
+    clock: clock.now,
   });
   const idle: Runner = { slots: 0, run: () => Promise.reject(new Error('not used')) };
   const engine = new JobEngine({ lifecycle, backend, runner: idle, spool: new LocalSpool(backend.blobs.root) }, settings);
@@ -42,25 +43,25 @@ it(`expiry keeps up at ${RATE} jobs/s: after every sweep nothing is past its ret
   try {
     let seq = 0;
     for (let second = 1; second <= SECONDS; second++) {
-      now += 1000;
+      clock.advance(1000);
       for (let i = 0; i < RATE; i++) {
         const job = queuedJob(
           { id: `job-${++seq}`, account: `acct-${seq % 3}`, jobType: 'image.jpg-compress', format: 'jpg', fileName: 'a.jpg', options: {}, inputBytes: 10, creditCost: 1, webhook: null },
-          new Date(now),
+          clock.now(),
         );
         assert.ok((await backend.jobs.admit(job, { maxOpenPerAccount: 18 })).ok);
-        const at = new Date(now);
+        const at = clock.now();
         const claimed = (await backend.jobs.claim('local', { maxRunningPerAccount: 6, maxRunningPerJobType: {} }, at, 30_000)) as Job;
-        const ending = { status: 'Succeeded' as const, completedAt: at.toISOString(), expiresAt: new Date(now + RETENTION * 1000).toISOString(), output: { format: 'jpg', contentType: 'image/jpeg', bytes: 5 }, progress: { percent: 100, phase: 'done' as const } };
+        const ending = { status: 'Succeeded' as const, completedAt: at.toISOString(), expiresAt: new Date(clock.at + RETENTION * 1000).toISOString(), output: { format: 'jpg', contentType: 'image/jpeg', bytes: 5 }, progress: { percent: 100, phase: 'done' as const } };
         assert.ok((await backend.jobs.move(claimed.id, { move: 'succeed', nodeId: 'local', attempt: claimed.attempts, ending, owed: null })).ok);
       }
       if (second % SWEEP_EVERY !== 0) continue;
       await engine.sweep();
       const all = backend.jobs.all();
       held.push(all.length);
-      const late = all.filter((j) => !j.expired && Date.parse(j.completedAt!) < now - RETENTION * 1000);
+      const late = all.filter((j) => !j.expired && Date.parse(j.completedAt!) < clock.at - RETENTION * 1000);
       assert.equal(late.length, 0, `at ${second} s, ${late.length} outputs are past their retention`);
-      const stale = all.filter((j) => Date.parse(j.completedAt!) < now - (RETENTION + RECORD_RETENTION) * 1000);
+      const stale = all.filter((j) => Date.parse(j.completedAt!) < clock.at - (RETENTION + RECORD_RETENTION) * 1000);
       assert.equal(stale.length, 0, `at ${second} s, ${stale.length} records are past their retention`);
     }
     // Held records plateau at what the two retentions hold: no growth once they have filled.

@@ -14,6 +14,7 @@ import { openPool } from '../src/jobs/cluster/database.ts';
 import { RELEASES, releaseTree } from '../scripts/release-tree.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
 import { startPostgres, type TestPostgres } from './helpers/pg.ts';
+import { waitForJobStatus, waitUntil } from './helpers/poll.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
 const PREVIOUS = Object.keys(RELEASES).at(-1)!;
@@ -145,12 +146,9 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
     };
     const load = Promise.all([submitter(0), submitter(1)]);
     /** Waits until `n` submissions to the node named `name` (any node: undefined) were accepted. */
-    const waitAccepted = async (n: number, name?: string) => {
+    const waitAccepted = (n: number, name?: string) => {
       const count = () => accepted.filter((a) => name === undefined || a.node === name).length;
-      for (const deadline = Date.now() + 180_000; count() < n; ) {
-        assert.ok(Date.now() < deadline, `only ${count()} of ${n} submissions accepted${name ? ` by ${name}` : ''}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      return waitUntil(() => `only ${count()} of ${n} submissions accepted${name ? ` by ${name}` : ''}`, () => count() >= n, { timeoutMs: 180_000 });
     };
 
     await waitAccepted(4, old.name);
@@ -170,13 +168,8 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
     const api = (path: string) => fetch(current.url + path, { headers: { 'x-service-api-key': key } });
     let spent = 0;
     for (const { id } of accepted) {
-      let job: Record<string, any>;
-      for (const deadline = Date.now() + 180_000; ; ) {
-        job = (await (await api(`/compress/job/${id}`)).json()) as Record<string, any>;
-        if (ENDED.includes(job.status)) break;
-        assert.ok(Date.now() < deadline, `job ${id} still ${job.status}`);
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      const read = async () => (await (await api(`/compress/job/${id}`)).json()) as Record<string, any>;
+      const job = await waitForJobStatus(id, read, ENDED, { timeoutMs: 180_000, intervalMs: 200 });
       assert.equal(job.status, 'Succeeded', `job ${id}`);
       assert.equal((await api(`/compress/job/${id}/download`)).status, 200);
       spent += job.metrics.creditCost;
@@ -186,10 +179,7 @@ describe(`rolling upgrade from ${PREVIOUS} to the current tree`, () => {
     assert.equal(me.balance, CREDITS - spent, 'each job charged once');
 
     for (const { id } of accepted) {
-      for (const deadline = Date.now() + 60_000; !received.some((r) => r.jobId === id); ) {
-        assert.ok(Date.now() < deadline, `no webhook for ${id}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      await waitUntil(`a webhook for ${id}`, () => received.some((r) => r.jobId === id), { timeoutMs: 60_000 });
     }
     for (const { id } of accepted) {
       const ids = new Set(received.filter((r) => r.jobId === id).map((r) => r.eventId));

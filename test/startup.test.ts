@@ -11,6 +11,8 @@ import { openFilesBackend } from '../src/jobs/files/index.ts';
 import { Lifecycle } from '../src/jobs/lifecycle.ts';
 import type { Job } from '../src/jobs/types.ts';
 import { webhookNotifier } from '../src/webhooks/notify.ts';
+import { ManualClock } from './helpers/clock.ts';
+import { waitUntil } from './helpers/poll.ts';
 import { startTestServer } from './helpers/server.ts';
 
 const dirs: string[] = [];
@@ -24,18 +26,18 @@ async function rememberedJobs(dir: string, agesMs: Record<string, number>): Prom
   registry.ensureAccount('default');
   registry.close();
   const backend = await openFilesBackend(dir, { granted: () => 1e6, sync: false });
-  let now = 0;
+  const clock = new ManualClock(0);
   const lifecycle = new Lifecycle(backend, webhookNotifier({ site: 't', downloadUrl: (id) => `https://c.example.com/${id}` }), {
     nodeId: 'local',
     retentionSeconds: 3600,
     admission: { maxOpenPerAccount: 18 },
     claim: { maxRunningPerAccount: 6, maxRunningPerJobType: {} },
     leaseMs: 30_000,
-    clock: () => new Date(now),
+    clock: clock.now,
   });
   try {
     for (const [id, age] of Object.entries(agesMs).sort((a, b) => b[1] - a[1])) {
-      now = Date.now() - age;
+      clock.at = Date.now() - age;
       await lifecycle.admit({ id, account: 'default', jobType: 'image.jpg-compress', format: 'jpg', fileName: id, options: {}, inputBytes: 10, creditCost: 1, webhook: null });
       const job = (await lifecycle.start()) as Job;
       const out = join(dir, `${id}.out`);
@@ -46,14 +48,6 @@ async function rememberedJobs(dir: string, agesMs: Record<string, number>): Prom
     await backend.close();
   }
 }
-
-const poll = async (what: string, check: () => Promise<boolean>) => {
-  for (let i = 0; i < 1000; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  assert.fail(`never: ${what}`);
-};
 
 it('from the first answer after a start, remembered jobs read right; the first sweep, run after it, expires and forgets what is due', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'compressd-startup-'));
@@ -73,9 +67,9 @@ it('from the first answer after a start, remembered jobs read right; the first s
     const freshStatus = (await (await server.api('/compress/job/fresh')).json()) as { status: string; expired: boolean };
     assert.deepEqual([freshStatus.status, freshStatus.expired], ['Succeeded', false]);
 
-    await poll('the first sweep forgets the job past its record retention', async () => (await server.api('/compress/job/forgotten')).status === 404);
-    await poll('the first sweep expires the overdue job nobody asked for', async () => ((await (await server.api('/compress/job/overdue-untouched')).json()) as { expired: boolean }).expired);
-    await poll('only the output within its retention is left', async () => (await readdir(join(dir, 'spool'))).join() === 'fresh');
+    await waitUntil('the first sweep forgets the job past its record retention', async () => (await server.api('/compress/job/forgotten')).status === 404);
+    await waitUntil('the first sweep expires the overdue job nobody asked for', async () => ((await (await server.api('/compress/job/overdue-untouched')).json()) as { expired: boolean }).expired);
+    await waitUntil('only the output within its retention is left', async () => (await readdir(join(dir, 'spool'))).join() === 'fresh');
   } finally {
     await server.stop();
   }

@@ -5,6 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import { waitUntil } from './helpers/poll.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 
 let s: TestServer;
@@ -314,13 +315,7 @@ describe('before the body', () => {
     };
   };
   const spooled = async (server: TestServer) => (await readdir(join(server.dataDir, 'spool')).catch(() => [])).length;
-  const until = async (what: string, probe: () => Promise<boolean>) => {
-    for (let i = 0; i < 600; i++) {
-      if (await probe()) return;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`${what}: not within 60 s`);
-  };
+  const withinAMinute = { timeoutMs: 60_000 };
 
   it('answers 402 to an account that cannot pay before a byte of the body is sent', async () => {
     const key = s.newKey('penniless', { credits: 0 });
@@ -343,7 +338,7 @@ describe('before the body', () => {
     try {
       const key = busy.newKey('eager', { credits: 100 });
       for (let i = 0; i < 18; i++) uploads.push(openUpload(busy, key, 10 * 1024 * 1024, true));
-      await until('18 uploads streaming to the spool', async () => (await spooled(busy)) === 18);
+      await waitUntil('18 uploads streaming to the spool', async () => (await spooled(busy)) === 18, withinAMinute);
       const extra = openUpload(busy, key, 10 * 1024 * 1024);
       const { status, headers, body } = await extra.reply();
       extra.close();
@@ -354,7 +349,7 @@ describe('before the body', () => {
       assert.equal((await busy.api('/compress', { method: 'POST', body: await fileForm(JPG) })).status, 202, 'another account is not held up');
 
       for (const upload of uploads) upload.close();
-      await until('abandoned uploads cleaned up', async () => (await spooled(busy)) === 1);
+      await waitUntil('abandoned uploads cleaned up', async () => (await spooled(busy)) === 1, withinAMinute);
       assert.equal((await busy.api('/compress', { method: 'POST', body: await fileForm(JPG), key })).status, 202);
     } finally {
       for (const upload of uploads) upload.close();
@@ -377,7 +372,7 @@ describe('before the body', () => {
       const hoarder = tight.newKey('hoarder', { credits: 100 });
       // Chunked, so no length is declared: before, each held the whole 8 GiB size limit.
       for (let i = 0; i < 2; i++) uploads.push(openUpload(tight, hoarder, null, true, 500));
-      await until('two slow uploads streaming', async () => (await spooled(tight)) === 2);
+      await waitUntil('two slow uploads streaming', async () => (await spooled(tight)) === 2, withinAMinute);
       const third = openUpload(tight, hoarder, null, true);
       uploads.push(third);
       const refused = await third.reply();
@@ -395,7 +390,7 @@ describe('before the body', () => {
       assert.match(headers, /retry-after: \d+/i);
       const big = openUpload(tight, tight.key, 3 * GiB, true);
       uploads.push(big);
-      await until('a 3 GiB upload streaming beside them', async () => (await spooled(tight)) === 4);
+      await waitUntil('a 3 GiB upload streaming beside them', async () => (await spooled(tight)) === 4, withinAMinute);
     } finally {
       for (const upload of uploads) upload.close();
       await tight.stop();
@@ -414,11 +409,11 @@ describe('before the body', () => {
         assert.equal(body.error, 'request.timeout');
         assert.match(String(body.detail), /slower than 1000 bytes per second/);
       }
-      await until('the cut uploads cleaned up', async () => (await spooled(tight)) === 0);
+      await waitUntil('the cut uploads cleaned up', async () => (await spooled(tight)) === 0, withinAMinute);
       assert.equal((await tight.api('/compress/entitlements/me').then(json)).credits.reserved, 0);
       // Their steps are free again: the account's share has room for two more.
       for (let i = 0; i < 2; i++) uploads.push(openUpload(tight, tight.key, null, true));
-      await until('two new uploads streaming', async () => (await spooled(tight)) === 2);
+      await waitUntil('two new uploads streaming', async () => (await spooled(tight)) === 2, withinAMinute);
     } finally {
       for (const upload of uploads) upload.close();
       await tight.stop();

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import type { CompressResult } from '../src/catalog/contract.ts';
-import { JobError } from '../workers/contract.ts';
 import { decodeBmp } from '../workers/decoders/bmp.ts';
 import { detectFamily } from '../workers/decoders/detect.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
@@ -19,6 +18,7 @@ import { jpegOrigin } from '../workers/image/jpeg-mark.ts';
 import { lumaQuantTable, ourQualityOf } from '../workers/image/jpeg-quant.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { compress, encodeJpegWithin, JPEG_FLOOR, outputFormat } from '../workers/universal.ts';
+import { rejectsWithJobError } from './helpers/job-error.ts';
 import { ditheredPaletteBmp, ditheredPaletteTiff, rangeMismatchAvif } from './helpers/made-files.ts';
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 import { perceived } from './helpers/perceived.ts';
@@ -47,11 +47,7 @@ async function run(rel: string, options = {}): Promise<{ result: CompressResult;
 }
 
 async function failsWith(rel: string, code: RegExp): Promise<void> {
-  await assert.rejects(run(rel), (err: unknown) => {
-    assert.ok(err instanceof JobError, `expected a JobError, got ${String(err)}`);
-    assert.match(err.code, code);
-    return true;
-  });
+  await rejectsWithJobError(run(rel), code);
 }
 
 /** [file, output format, displayed width, height] — formats by the spec table, alpha judged by content. RAW: below. */
@@ -324,7 +320,7 @@ describe('detection and hostile input', () => {
   it('empty file', () => failsWith('bad/empty.jpg', /^image\.empty$/));
   it('the image door refuses an empty file on every path', async () => {
     for (const as of [{ declared: 'png', signal: limits.signal }, { kind: 'png' as const }, { embedded: true as const, memory: 'reserve' as const }]) {
-      await assert.rejects(openImage(Buffer.alloc(0), as), (err: unknown) => err instanceof JobError && err.code === 'image.empty');
+      await rejectsWithJobError(openImage(Buffer.alloc(0), as), 'image.empty');
     }
   });
   it('a PDF named .jpg', () => failsWith('bad/actually-pdf.jpg', /^image\.format_mismatch$/));

@@ -12,6 +12,7 @@ import { buildConnector } from 'undici';
 import { ApiError } from '../src/errors.ts';
 import { FETCH_DEFAULTS, type FetchConfig } from '../src/fetch/config.ts';
 import { UrlFetcher } from '../src/fetch/fetch-input.ts';
+import { waitUntil } from './helpers/poll.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
 const JPG = '/work/shared/corpus/jpg/baiona_cmyk.jpg';
@@ -440,7 +441,7 @@ describe('failures', () => {
     const ac = new AbortController();
     const destPath = dest();
     const p = fetcher.fetchToFile(U('slow.files.test', '/hold/abort'), { destPath, maxBytes: 1e7, accountId: 'abort', sourceFormat: 'jpg', signal: ac.signal });
-    await waitFor(() => held.has('/hold/abort'));
+    await waitUntil('the file server holds the request', () => held.has('/hold/abort'), { intervalMs: 10 });
     ac.abort(new Error('client went away'));
     await assert.rejects(p, /client went away/);
     assert.equal(existsSync(destPath), false);
@@ -452,7 +453,7 @@ describe('limits', () => {
     const f = new UrlFetcher(config({ maxConcurrentPerAccount: 1, bodyTimeoutMs: 5000 }));
     try {
       const first = get(U('slow.files.test', '/hold/rate'), { accountId: 'busy' }, f);
-      await waitFor(() => held.has('/hold/rate'));
+      await waitUntil('the file server holds the request', () => held.has('/hold/rate'), { intervalMs: 10 });
       const e = await expectCode(get(U('files.test'), { accountId: 'busy' }, f), 'url_fetch.rate_limited', true, 429);
       assert.equal(e.headers['Retry-After'], String(FETCH_DEFAULTS.rateLimitRetryAfterSeconds));
       assert.equal((await get(U('files.test'), { accountId: 'calm' }, f)).bytes, jpg.length);
@@ -518,7 +519,3 @@ describe('NODE_EXTRA_CA_CERTS', () => {
   });
 });
 
-async function waitFor(cond: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(cond(), 'condition never became true');
-}

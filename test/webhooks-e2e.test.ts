@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Stripe from 'stripe';
+import { waitUntil } from './helpers/poll.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 import { startTestHttpsServer, type TestHttpsServer } from './helpers/tls.ts';
 
@@ -32,13 +33,9 @@ after(async () => {
   await new Promise((r) => hooks.server.close(r));
 });
 
-async function delivery(jobId: string, attempt = 1) {
-  for (let i = 0; i < 100; i++) {
-    const hit = received.find((r) => JSON.parse(r.body).jobId === jobId && r.headers['x-service-delivery-attempt'] === String(attempt));
-    if (hit) return hit;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`no webhook attempt ${attempt} for ${jobId}`);
+function delivery(jobId: string, attempt = 1) {
+  const hit = () => received.find((r) => JSON.parse(r.body).jobId === jobId && r.headers['x-service-delivery-attempt'] === String(attempt));
+  return waitUntil(`webhook attempt ${attempt} for ${jobId}`, hit, { timeoutMs: 10_000 });
 }
 
 describe('webhooks', () => {

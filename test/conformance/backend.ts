@@ -8,7 +8,8 @@ import { after, describe, it } from 'node:test';
 import type { CreditSummary } from '../../src/accounts/credits.ts';
 import type { Backend, ClaimLimits, MoveResult } from '../../src/jobs/backend.ts';
 import { TRANSITIONS, type AdmissionLimits, type AdmissionRefusal, type Ending, type MoveName, type OwedWebhook } from '../../src/jobs/moves.ts';
-import { queuedJob, type Job, type JobStatus, type Submission } from '../../src/jobs/types.ts';
+import type { Job, JobStatus } from '../../src/jobs/types.ts';
+import { newJob } from '../helpers/job-records.ts';
 import { cancel, expire, finish, forget, until } from './moves.ts';
 
 export interface BackendHarness {
@@ -32,25 +33,6 @@ const OTHER = 'node-b';
 const LEASE = 60_000;
 const LIMITS: ClaimLimits = { maxRunningPerAccount: 6, maxRunningPerJobType: {} };
 const GRANTS = { alice: 500, bob: 500, carol: 500, poor: 3 };
-let seq = 0;
-
-function newJob(account: string, opts: Partial<Job> = {}): Job {
-  seq++;
-  const submission: Submission = {
-    id: `job-${process.pid}-${seq}`,
-    account,
-    jobType: 'image.jpg-compress',
-    format: 'jpg',
-    fileName: `photo${seq}`,
-    options: {},
-    inputBytes: 1000,
-    creditCost: 1,
-    webhook: { url: 'https://hooks.example.com/in', secret: 'whsec_0123456789abcdef', events: ['succeeded', 'failed'] },
-  };
-  // Distinct, increasing creation times: FIFO order is by createdAt.
-  return { ...queuedJob(submission, new Date(Date.UTC(2026, 0, 1) + seq)), ...opts };
-}
-
 function owedFor(job: Job, event = 'job.succeeded'): OwedWebhook {
   return { eventId: `evt_${job.id}_${event}`, jobId: job.id, url: job.webhook!.url, secret: job.webhook!.secret, payload: { event, jobId: job.id } };
 }

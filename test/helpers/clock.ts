@@ -19,3 +19,18 @@ export class TestClock {
     this.offset = Math.max(this.offset, at - Date.now());
   }
 }
+
+/**
+ * A clock that stands still at `at` (epoch ms) until the test moves or sets it: for in-process
+ * tests that compare stamped times exactly or start at a fixed date. A running server needs
+ * `TestClock`, since the system's own stamps would overtake this one.
+ */
+export class ManualClock {
+  constructor(public at = Date.now()) {}
+
+  readonly now: Clock = () => new Date(this.at);
+
+  advance(ms: number): void {
+    this.at += ms;
+  }
+}

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { createServer } from 'node:net';
 import type { Readable } from 'node:stream';
 import { firstKeyIn } from '../../src/accounts/first-key.ts';
+import { waitUntil } from './poll.ts';
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
 export function freePort(): Promise<number> {
@@ -16,22 +17,6 @@ export function freePort(): Promise<number> {
     });
     srv.once('error', reject);
   });
-}
-
-/** Polls `probe` until it returns true; throws with `what` after `timeoutMs` or as soon as `gone()` names a reason. */
-export async function waitUntil(what: string, probe: () => Promise<boolean> | boolean, timeoutMs = 30_000, gone: () => string | undefined = () => undefined): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch {
-      // not ready yet
-    }
-    const reason = gone();
-    if (reason) throw new Error(`${what}: ${reason}`);
-    if (Date.now() > deadline) throw new Error(`${what}: not ready after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 const live = new Set<ChildProcess>();
@@ -89,7 +74,7 @@ export class Daemon {
 
   /** Waits until `probe` says the server answers; fails at once if the process exits. */
   async ready(probe: () => Promise<boolean> | boolean, timeoutMs = 30_000): Promise<void> {
-    await waitUntil(this.name, probe, timeoutMs, () => (this.running ? undefined : 'exited')).catch((err: Error) => {
+    await waitUntil(this.name, probe, { timeoutMs, retryErrors: true, gone: () => (this.running ? undefined : 'exited') }).catch((err: Error) => {
       throw new Error(`${err.message}\n${this.log()}`);
     });
   }

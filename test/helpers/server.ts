@@ -12,6 +12,7 @@ import { openApiDocument } from '../../src/server/openapi/document.ts';
 import { startService, type RunningService } from '../../src/service.ts';
 import { TestClock } from './clock.ts';
 import { contractSummary, contractStats, takeMismatches, watchContract } from './contract.ts';
+import { waitForJobStatus } from './poll.ts';
 
 export const CORPUS = new URL('../../../shared/corpus/', import.meta.url).pathname;
 
@@ -92,11 +93,5 @@ export async function json<T = Record<string, any>>(res: Response): Promise<T> {
 
 /** Polls a job until its status is one of `until` (default: any terminal status). */
 export async function waitForJob(s: TestServer, id: string, until = ['Succeeded', 'Failed', 'Canceled'], timeoutMs = 60_000, key?: string): Promise<Record<string, any>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const job = await json(await s.api(`/compress/job/${id}`, { key }));
-    if (until.includes(job.status)) return job;
-    if (Date.now() > deadline) throw new Error(`job ${id} still ${job.status} after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return waitForJobStatus(id, async () => json(await s.api(`/compress/job/${id}`, { key })), until, { timeoutMs });
 }
