@@ -370,7 +370,7 @@ describe('LZW', () => {
     const indices = Uint8Array.from({ length: 200_000 }, (_, i) => ((i * 7919) >> 5) % 16 ^ (i % 3));
     const palette = { rgb: new Uint8Array(768), transparent: -1 };
     const cleared = lzwEncode(indices, 4, palette);
-    const deferred = lzwEncode(indices, 4, palette, 0, undefined, undefined, true);
+    const deferred = lzwEncode(indices, 4, palette, { deferClear: true });
     assert.equal(cleared.filled, true);
     assert.equal(deferred.filled, true);
     assert.notDeepEqual(deferred, cleared);
@@ -381,7 +381,7 @@ describe('LZW', () => {
     const indices = Uint8Array.from({ length: 50_000 }, (_, i) => ((i >> 3) + ((i * 7) % 3)) % 16);
     const rgb = Uint8Array.from({ length: 48 }, (_, k) => (k % 3) * 40 + Math.floor(k / 3) * 8);
     const shows = new Uint8Array(indices.length);
-    const data = lzwEncode(indices, 4, { rgb, transparent: -1 }, 20, undefined, shows);
+    const data = lzwEncode(indices, 4, { rgb, transparent: -1 }, { threshold: 20, shows });
     assert.deepEqual(lzwDecode(data, 4, indices.length), shows);
     assert.ok(data.length < lzwEncode(indices, 4, { rgb, transparent: -1 }).length);
     let traded = 0;
