@@ -164,7 +164,7 @@ describe('ssim', () => {
     // Rectangles at odd offsets, on the edges, and past the last whole 4×4 block.
     for (const [x0, y0, x1, y1] of [[3, 5, 40, 33], [width - 7, height - 9, width, height], [0, 0, width, 2], [100, 50, 101, 51]]) {
       for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) yb[y * width + x] = (yb[y * width + x] * 7 + x * y) % 256;
-      assert.ok(Math.abs(score.update(ya, yb, x0, y0, x1, y1) - ssimOfLuma(ya, yb, width, height)) < 1e-9);
+      assert.ok(Math.abs(score.update(ya, yb, { x0, y0, x1, y1 }) - ssimOfLuma(ya, yb, width, height)) < 1e-9);
     }
   });
 });

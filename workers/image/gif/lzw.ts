@@ -307,11 +307,25 @@ class LossySearch {
     child[d] = first;
   }
 
-  /** Moves to the next child of depth `d` that fits (filling depth d + 1's frame), if any is left. */
+  /**
+   * Moves to the next child of depth `d` that may stand for the wanted pixel, filling depth
+   * d + 1's frame, if any is left.
+   */
   private descend(d: number, pos: number): boolean {
-    const { child, nextSibling, node } = scratch;
+    const { child, nextSibling, node, symbol, errSum, er, eg, eb, wantIndex, nothing } = scratch;
+    const { tr, rgb } = this;
     for (let c = child[d]; c >= 0; c = nextSibling[c]) {
-      if (!this.fits(c, d, pos)) continue;
+      const s = symbol[c];
+      if (s === wantIndex[d]) {
+        errSum[d + 1] = errSum[d];
+        er[d + 1] = (er[d] * 3) >> 2;
+        eg[d + 1] = (eg[d] * 3) >> 2;
+        eb[d + 1] = (eb[d] * 3) >> 2;
+      } else if (s === tr) {
+        if (!this.transparentFits(d, pos)) continue;
+      } else if (nothing[d] || !this.traded(d, rgb[s * 3], rgb[s * 3 + 1], rgb[s * 3 + 2])) {
+        continue;
+      }
       child[d] = nextSibling[c];
       node[d + 1] = c;
       return true;
@@ -319,41 +333,28 @@ class LossySearch {
     return false;
   }
 
-  /** Whether child `c` of depth `d` may stand for the wanted pixel; if so depth d + 1's errors are set. */
-  private fits(c: number, d: number, pos: number): boolean {
-    const { symbol, errSum, er, eg, eb, wr, wg, wb, wantIndex, nothing } = scratch;
-    const { tr, under, at, rgb } = this;
-    const s = symbol[c];
-    if (s === wantIndex[d]) {
-      errSum[d + 1] = errSum[d];
-      er[d + 1] = (er[d] * 3) >> 2;
-      eg[d + 1] = (eg[d] * 3) >> 2;
-      eb[d + 1] = (eb[d] * 3) >> 2;
-      return true;
-    }
-    if (s === tr && under && at && under[at[pos + 1 + d]] < 0) {
+  /** Whether the transparent index may stand for the wanted pixel at depth `d` (it shows what is under it); if so depth d + 1's errors are set. */
+  private transparentFits(d: number, pos: number): boolean {
+    const { under, at } = this;
+    const { errSum, er, eg, eb, nothing } = scratch;
+    if (!under || !at) return false;
+    const o = at[pos + 1 + d];
+    if (under[o] < 0) {
       // Transparent over nothing: fits only where nothing is wanted either.
       if (!nothing[d]) return false;
       errSum[d + 1] = errSum[d];
       er[d + 1] = eg[d + 1] = eb[d + 1] = 0;
       return true;
     }
-    let sr, sg, sb;
-    if (s === tr) {
-      if (!under || !at) return false;
-      const p2 = at[pos + 1 + d];
-      sr = under[p2];
-      sg = under[p2 + 1];
-      sb = under[p2 + 2];
-    } else {
-      sr = rgb[s * 3];
-      sg = rgb[s * 3 + 1];
-      sb = rgb[s * 3 + 2];
-    }
-    if (nothing[d]) return false;
-    const dr = wr[d] - sr;
-    const dg = wg[d] - sg;
-    const db = wb[d] - sb;
+    return !nothing[d] && this.traded(d, under[o], under[o + 1], under[o + 2]);
+  }
+
+  /** Whether colour (r, g, b) is within the threshold of the wanted one at depth `d`; if so depth d + 1's errors are set. */
+  private traded(d: number, r: number, g: number, b: number): boolean {
+    const { errSum, er, eg, eb, wr, wg, wb } = scratch;
+    const dr = wr[d] - r;
+    const dg = wg[d] - g;
+    const db = wb[d] - b;
     const dist = (dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9;
     if (dist > this.limit) return false;
     errSum[d + 1] = errSum[d] + dist;

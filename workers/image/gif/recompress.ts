@@ -117,7 +117,7 @@ export class GifRecompressor {
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent: best.transparent, data: best.data, local: best.local });
       shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
       // Threshold 0 shows exactly the input: nothing to score.
-      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes.x0, changes.y0, changes.x1, changes.y1);
+      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes);
       wanted.dispose(f);
       shown.dispose(frame);
     });
