@@ -207,7 +207,7 @@ describe('JPEG quality search', () => {
 
   it('a guided search (quarter-size proxy first) answers what the full search alone answers', async () => {
     for (const file of ['jpg/craft-beer.jpg', 'jpg/jpeg420exif.jpg', 'jpg/phone-IMG_20180725_163423.jpg']) {
-      assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), undefined, 'full', unguided), file);
+      assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), { judgedAt: 'full', search: unguided }), file);
     }
   });
 

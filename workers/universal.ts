@@ -214,7 +214,7 @@ export async function encodeJpegWithin(
   // whose proxy score reaches the floor is above the floor's quality (scores rise with quality), which
   // its probe, usually made by the target's search already, tells.
   let floor: number | undefined;
-  const floorQuality = async (): Promise<number> => (floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR, judgedAt, IMAGE_SEARCH, { table, chroma }));
+  const floorQuality = async (): Promise<number> => (floor ??= await chooseJpegQuality(pixels, { target: JPEG_FLOOR, judgedAt, search: IMAGE_SEARCH, form: { table, chroma } }));
   onStep?.(0.6);
   let best: number | null = null;
   let lo = MIN_QUALITY;
