@@ -124,26 +124,18 @@ function blockRow({ ya, yb, width }: LumaPair, by: number, out: Float64Array, bx
   }
 }
 
-/** The five sums of a window: Σa, Σb, Σa², Σb², Σab (one buffer, reused). */
-const sums = new Float64Array(5);
-
-/** SSIM of the 8×8 window made of the blocks at `i` and the next in two block rows (blockRow's sums). */
-function windowOfBlocks(prev: Float64Array, cur: Float64Array, i: number): number {
+/**
+ * SSIM of the window made of blocks `i` and `i` + 1 (offsets into blockRow's sums) of two block
+ * rows, `n` pixels in all: the four blocks' sums added, then the SSIM of the means, variances
+ * and covariance.
+ */
+function windowOfBlocks(prev: Float64Array, cur: Float64Array, i: number, n = 64): number {
   const j = i + 5;
-  sums[0] = prev[i] + prev[j] + cur[i] + cur[j];
-  sums[1] = prev[i + 1] + prev[j + 1] + cur[i + 1] + cur[j + 1];
-  sums[2] = prev[i + 2] + prev[j + 2] + cur[i + 2] + cur[j + 2];
-  sums[3] = prev[i + 3] + prev[j + 3] + cur[i + 3] + cur[j + 3];
-  sums[4] = prev[i + 4] + prev[j + 4] + cur[i + 4] + cur[j + 4];
-  return fromSums(sums, 64);
-}
-
-function fromSums(s: Float64Array, n: number): number {
-  const ma = s[0] / n;
-  const mb = s[1] / n;
-  const va = Math.max(0, s[2] / n - ma * ma);
-  const vb = Math.max(0, s[3] / n - mb * mb);
-  const cov = s[4] / n - ma * mb;
+  const ma = (prev[i] + prev[j] + cur[i] + cur[j]) / n;
+  const mb = (prev[i + 1] + prev[j + 1] + cur[i + 1] + cur[j + 1]) / n;
+  const va = Math.max(0, (prev[i + 2] + prev[j + 2] + cur[i + 2] + cur[j + 2]) / n - ma * ma);
+  const vb = Math.max(0, (prev[i + 3] + prev[j + 3] + cur[i + 3] + cur[j + 3]) / n - mb * mb);
+  const cov = (prev[i + 4] + prev[j + 4] + cur[i + 4] + cur[j + 4]) / n - ma * mb;
   return ((2 * ma * mb + C1) * (2 * cov + C2)) / ((ma * ma + mb * mb + C1) * (va + vb + C2));
 }
 
@@ -161,8 +153,9 @@ function wholeSsim({ ya, yb, width }: LumaPair, height: number): number {
       sab += p * q;
     }
   }
-  sums.set([s1, s2, saa, sbb, sab]);
-  return fromSums(sums, width * height);
+  // The image is one block, the other three of the window empty (adding zeros leaves each sum exact).
+  const sums = Float64Array.of(s1, s2, saa, sbb, sab, 0, 0, 0, 0, 0);
+  return windowOfBlocks(sums, new Float64Array(10), 0, width * height);
 }
 
 /**
