@@ -135,16 +135,15 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   let next = eoi + 1;
   const n = indices.length;
   const limit = threshold * threshold;
-  const search = limit === 0 && !backdrop ? undefined : new LossySearch(indices, palette, limit, backdrop);
-  const exact = search ? undefined : new ExactStrings(indices);
+  const exact = limit === 0 && !backdrop ? new ExactStrings(indices) : undefined;
+  const choice: StringChoice = exact ?? new LossySearch(indices, palette, limit, backdrop);
   firstChild.fill(-1);
   writer.write(clear, codeSize);
   let pos = 0;
   let filled = false;
   while (pos < n) {
-    const end = search ? search.longest(pos) : exact!.longest(pos);
-    const code = search ? search.code : exact!.code;
-    const len = end - pos;
+    const len = choice.longest(pos) - pos;
+    const code = choice.code;
     writer.write(code, codeSize);
     if (shows) for (let c = code, k = pos + len - 1; k >= pos; k--, c = parent[c]) shows[k] = c < clear ? c : symbol[c];
     pos += len;
@@ -177,12 +176,18 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   return Object.assign(writer.bytes(), { filled });
 }
 
+/** How the next string is chosen: `longest` answers where it ends and leaves its code in `code`. */
+interface StringChoice {
+  code: number;
+  longest(pos: number): number;
+}
+
 /**
  * The plain encoder's choice: the longest dictionary string that is exactly the next pixels,
  * found through a lookup table of (string code, next pixel) -> code, which `forget` sets back
  * to all -1 (it is shared between calls).
  */
-class ExactStrings {
+class ExactStrings implements StringChoice {
   /** The code of the string `longest` found. */
   code = 0;
   private readonly used: number[] = [];
@@ -226,7 +231,7 @@ class ExactStrings {
  * error. Without a backdrop transparent pixels are never traded; with one, a pixel is judged by
  * the colour it shows on screen (see Backdrop).
  */
-class LossySearch {
+class LossySearch implements StringChoice {
   /** The code of the string `longest` found. */
   code = 0;
   private readonly rgb = new Int32Array(768);
