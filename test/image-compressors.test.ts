@@ -165,7 +165,7 @@ describe('ssim', () => {
     // Rectangles at odd offsets, on the edges, and past the last whole 4×4 block.
     for (const [x0, y0, x1, y1] of [[3, 5, 40, 33], [width - 7, height - 9, width, height], [0, 0, width, 2], [100, 50, 101, 51]]) {
       for (let y = y0; y < y1; y++) for (let x = x0; x < x1; x++) yb[y * width + x] = (yb[y * width + x] * 7 + x * y) % 256;
-      assert.ok(Math.abs(score.update(ya, yb, x0, y0, x1, y1) - ssimOfLuma(ya, yb, width, height)) < 1e-9);
+      assert.ok(Math.abs(score.update(ya, yb, { x0, y0, x1, y1 }) - ssimOfLuma(ya, yb, width, height)) < 1e-9);
     }
   });
 });
@@ -208,7 +208,7 @@ describe('JPEG quality search', () => {
 
   it('a guided search (quarter-size proxy first) answers what the full search alone answers', async () => {
     for (const file of ['jpg/craft-beer.jpg', 'jpg/jpeg420exif.jpg', 'jpg/phone-IMG_20180725_163423.jpg']) {
-      assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), undefined, 'full', unguided), file);
+      assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), { judgedAt: 'full', search: unguided }), file);
     }
   });
 
@@ -371,7 +371,7 @@ describe('LZW', () => {
     const indices = Uint8Array.from({ length: 200_000 }, (_, i) => ((i * 7919) >> 5) % 16 ^ (i % 3));
     const palette = { rgb: new Uint8Array(768), transparent: -1 };
     const cleared = lzwEncode(indices, 4, palette);
-    const deferred = lzwEncode(indices, 4, palette, 0, undefined, undefined, true);
+    const deferred = lzwEncode(indices, 4, palette, { deferClear: true });
     assert.equal(cleared.filled, true);
     assert.equal(deferred.filled, true);
     assert.notDeepEqual(deferred, cleared);
@@ -382,7 +382,7 @@ describe('LZW', () => {
     const indices = Uint8Array.from({ length: 50_000 }, (_, i) => ((i >> 3) + ((i * 7) % 3)) % 16);
     const rgb = Uint8Array.from({ length: 48 }, (_, k) => (k % 3) * 40 + Math.floor(k / 3) * 8);
     const shows = new Uint8Array(indices.length);
-    const data = lzwEncode(indices, 4, { rgb, transparent: -1 }, 20, undefined, shows);
+    const data = lzwEncode(indices, 4, { rgb, transparent: -1 }, { threshold: 20, shows });
     assert.deepEqual(lzwDecode(data, 4, indices.length), shows);
     assert.ok(data.length < lzwEncode(indices, 4, { rgb, transparent: -1 }).length);
     let traded = 0;

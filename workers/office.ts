@@ -25,7 +25,7 @@ export const compress: Compress = async (job, out, ctx) => {
   try {
     const analysis = await analyzePackage(pkg, ctx.signal);
     const budget = await planPictures(pkg, analysis, job.options.resize, ctx.signal);
-    ({ perceived } = await writePackage(pkg, analysis, outPath, job.options.resize, budget, ctx));
+    ({ perceived } = await writePackage(pkg, analysis, { outPath, resize: job.options.resize, budget, ctx }));
   } catch (err) {
     await rm(outPath, { force: true });
     throw err;

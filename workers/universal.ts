@@ -275,7 +275,7 @@ class SizeFit {
   private async floorQuality(): Promise<number> {
     const { pixels, how } = this.files;
     const { table, chroma } = this.files.at(this.files.target);
-    return (this.floor ??= await chooseJpegQuality(pixels, JPEG_FLOOR, how.judgedAt, IMAGE_SEARCH, { table, chroma }));
+    return (this.floor ??= await chooseJpegQuality(pixels, { target: JPEG_FLOOR, judgedAt: how.judgedAt, search: IMAGE_SEARCH, form: { table, chroma } }));
   }
 
   /** The highest quality in [lo, hi] whose predicted size fits (proxy sizes grow with quality). */

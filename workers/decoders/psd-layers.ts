@@ -80,13 +80,13 @@ function drawLayers(layers: Layer[], target: Composite, budget: Budget): void {
       drawLayers(layer.children, { ...target, data: group }, budget);
       const placed: Placed = { data: group, left: 0, top: 0, width: target.width, height: target.height, max: ONE };
       if (passThrough) mix(placed, target, layer.opacity ?? 1, mask);
-      else blend(placed, target, layer.blendMode ?? 'normal', layer.opacity ?? 1, mask, null, null);
+      else blend(placed, target, { mode: layer.blendMode ?? 'normal', opacity: layer.opacity ?? 1, mask, clip: null, keep: null });
       continue;
     }
     const pixels = pixelsOf(layer, budget);
     if (!pixels) continue;
     const keep = nextClipped ? new Float32Array(target.width * target.height) : null;
-    blend(pixels, target, layer.blendMode ?? 'normal', opacity, mask, clipped ? clipBase : null, keep);
+    blend(pixels, target, { mode: layer.blendMode ?? 'normal', opacity, mask, clip: clipped ? clipBase : null, keep });
     if (keep) clipBase = keep;
   }
 }
@@ -126,12 +126,21 @@ function maskAt(m: Mask | null, x: number, y: number): number {
   return m.data[(my * m.width + mx) * 4] / m.max;
 }
 
+/** How a layer is drawn: its blend mode, opacity and mask, the alpha it is clipped to, and where its own alpha is kept. */
+interface Blending {
+  mode: BlendMode;
+  opacity: number;
+  mask: Mask | null;
+  clip: Float32Array | null;
+  keep: Float32Array | null;
+}
+
 /**
  * Source-over compositing of `src` onto `dst` with a blend mode (W3C compositing: the blended
  * colour weighs in where the backdrop is opaque). `clip` limits the layer to its clipping base's
  * alpha; `keep` receives this layer's own alpha for the layers clipped to it.
  */
-function blend(src: Placed, dst: Composite, mode: BlendMode, opacity: number, mask: Mask | null, clip: Float32Array | null, keep: Float32Array | null): void {
+function blend(src: Placed, dst: Composite, { mode, opacity, mask, clip, keep }: Blending): void {
   const fn = BLEND[mode] ?? null;
   const x0 = Math.max(0, src.left);
   const y0 = Math.max(0, src.top);

@@ -195,7 +195,7 @@ async function searchJpeg(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const full = search.probes === Infinity;
   const { form, guide } = full && search.forms ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
   const guided = guide && hasGuide(pixels, search) ? guide : undefined;
-  const found = await searchQuality(pixels, target, judgedAt, form, search, guided ?? (full ? undefined : null));
+  const found = await searchQuality(pixels, { target, judgedAt, form, search }, guided ?? (full ? undefined : null));
   return { quality: found.quality, ...form, score: fromProxy(found.score, probes.exact) };
 }
 
@@ -212,7 +212,7 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const probes = probesOf(pixels, quarter);
   const aim = aimOnProxy(target, probes.exact);
   const guideSearch: SearchBudget = { ...search, proxyTiles: quarter };
-  const base = await searchQuality(pixels, target, judgedAt, DEFAULT_FORM, guideSearch, null);
+  const base = await searchQuality(pixels, { target, judgedAt, form: DEFAULT_FORM, search: guideSearch }, null);
   const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
   const slope = await sizeSlope(probes, base.seen);
   // A grey picture is one component: its chroma subsampling is no choice.
@@ -271,12 +271,17 @@ const TYPICAL_SIZE_SLOPE = 0.04;
  */
 export async function chooseJpegQuality(
   pixels: Pixels,
-  target = PERCEIVED_TARGET,
-  judgedAt: JudgedAt = 'full',
-  search: SearchBudget = IMAGE_SEARCH,
-  form: JpegForm = DEFAULT_FORM,
+  { target = PERCEIVED_TARGET, judgedAt = 'full', search = IMAGE_SEARCH, form = DEFAULT_FORM }: Partial<Sought> = {},
 ): Promise<number> {
-  return phase('search', async () => (await searchQuality(pixels, target, judgedAt, form, search)).quality);
+  return phase('search', async () => (await searchQuality(pixels, { target, judgedAt, search, form })).quality);
+}
+
+/** What a quality search looks for: a full-resolution `target` judged at `judgedAt`, in a form, within a search budget. */
+export interface Sought {
+  target: number;
+  judgedAt: JudgedAt;
+  form: JpegForm;
+  search: SearchBudget;
 }
 
 /** Whether a setting's proxy probe reaches a full-resolution target, as chooseJpegQuality judges it. */
@@ -317,9 +322,9 @@ function hasGuide(pixels: Pixels, search: SearchBudget): boolean {
  * failing, so it is the unguided search's own wherever the score rises with quality. No guide
  * for a search under a document budget, or where the full proxy is small already.
  */
-async function guideOf(pixels: Pixels, target: number, judgedAt: JudgedAt, form: JpegForm, search: SearchBudget): Promise<Guide | undefined> {
-  if (!hasGuide(pixels, search)) return undefined;
-  return searchQuality(pixels, target, judgedAt, form, { ...search, proxyTiles: GUIDE_TILES }, null);
+async function guideOf(pixels: Pixels, sought: Sought): Promise<Guide | undefined> {
+  if (!hasGuide(pixels, sought.search)) return undefined;
+  return searchQuality(pixels, { ...sought, search: { ...sought.search, proxyTiles: GUIDE_TILES } }, null);
 }
 
 /**
@@ -328,77 +333,116 @@ async function guideOf(pixels: Pixels, target: number, judgedAt: JudgedAt, form:
  * guide's answer (guideOf; `null`: none, as for the guide's own search, which also skips the
  * noisy check), else at `search.start`.
  */
-async function searchQuality(
-  pixels: Pixels,
-  target: number,
-  judgedAt: JudgedAt,
-  form: JpegForm,
-  search: SearchBudget = IMAGE_SEARCH,
-  guided?: Guide | null,
-): Promise<{ quality: number; score: number; seen: Scored[] }> {
+async function searchQuality(pixels: Pixels, sought: Sought, guided?: Guide | null): Promise<{ quality: number; score: number; seen: Scored[] }> {
+  const { target, judgedAt, form, search } = sought;
   const probes = probesOf(pixels, search.proxyTiles);
   const aim = aimOnProxy(target, probes.exact);
-  const guide = guided === undefined ? await guideOf(pixels, target, judgedAt, form, search) : (guided ?? undefined);
+  const guide = guided === undefined ? await guideOf(pixels, sought) : (guided ?? undefined);
   const start = guide?.quality ?? search.start ?? PROBE_QUALITY;
   const score = (q: number): Promise<number> => probes.score({ quality: q, ...form }, judgedAt);
   // Probe two typical qualities (after a guide: its answer, then where its curve points), then
-  // aim at the target along the secant of log(100 - score), which is nearly linear in quality:
-  // through the bracket [lo fails, hi passes] once both ends are measured, through the two
-  // measurements nearest the target before that. A bracket end that moves twice in a row pulls
-  // the next probe halfway to the middle (the Illinois safeguard against creeping one quality at
-  // a time along a curved stretch). 3-5 proxy encodes in practice, 2-3 after a guide.
-  let lo = MIN_QUALITY - 1;
-  let hi = MAX_QUALITY;
-  const seen: Scored[] = [];
-  let sameSide = 0;
-  let left = search.probes;
-  const probe = async (q: number): Promise<void> => {
-    left--;
-    const s = await score(q);
-    seen.push({ q, s });
-    const pass = s >= aim;
-    sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= aim ? sameSide + 1 : 0;
-    if (pass) hi = q;
-    else lo = q;
-  };
-  const goal = logLoss(aim);
+  // aim at the target along the secant of log(100 - score) (secantProbe). 3-5 proxy encodes in
+  // practice, 2-3 after a guide.
+  const bracket = new Bracket(score, aim, search.probes);
   const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start));
   // With a spare core the probes a guided search most likely asks for next are encoded and
   // decoded at once (by libvips's threads): its answer, the qualities either side, and the noisy
   // check below it. Scoring them stays on demand: it runs on this thread.
   if (guide && search.ahead && spareCore()) for (const q of [first, first - 1, first + 1, first - NOISY_CHECK]) if (q >= MIN_QUALITY && q <= MAX_QUALITY) probes.prefetch({ quality: q, ...form });
-  await probe(first);
-  if (left > 0 && !searchDone(lo, hi, left)) {
-    const pass = seen[0].s >= aim;
-    let second = pass ? first - PROBE_STEP : first + PROBE_STEP;
-    if (guide) {
-      const shift = logLoss(seen[0].s) - logLossAt(guide.seen, first);
-      let q = first;
-      if (pass) while (q - 1 > lo && logLossAt(guide.seen, q - 1) + shift <= goal) q--;
-      else while (q + 1 < hi && logLossAt(guide.seen, q) + shift > goal) q++;
-      second = q !== first ? q : pass ? first - 1 : first + 1;
-    }
-    await probe(Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, second)));
+  await bracket.probe(first);
+  if (bracket.hasLeft && !bracket.done) await bracket.probe(secondProbe(bracket, first, guide));
+  while (!bracket.done) await bracket.probe(secantProbe(bracket));
+  const found = guided === null ? Math.max(MIN_QUALITY, bracket.hi) : await noisyFloor(pixels, sought, { hi: bracket.hi, aim, score, guide });
+  return { quality: found, score: await score(found), seen: bracket.seen };
+}
+
+/** The probes of one quality search: the bracket [lo fails, hi passes] they close, within a budget of probes. */
+class Bracket {
+  lo = MIN_QUALITY - 1;
+  hi = MAX_QUALITY;
+  readonly seen: Scored[] = [];
+  /** How many probes in a row before the last landed on the same side of the aim as it. */
+  sameSide = 0;
+  private left: number;
+
+  constructor(
+    private readonly score: (q: number) => Promise<number>,
+    readonly aim: number,
+    probes: number,
+  ) {
+    this.left = probes;
   }
-  while (!searchDone(lo, hi, left)) {
-    const ends = seen.filter((p) => p.q === lo || p.q === hi);
-    const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
-    const la = logLoss(a.s);
-    const lb = logLoss(b.s);
-    let q = la !== lb ? Math.round(a.q + ((la - goal) / (la - lb)) * (b.q - a.q)) : Math.round((lo + hi) / 2);
-    if (ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
-    await probe(Math.min(hi - 1, Math.max(lo + 1, Math.min(q, seen[seen.length - 1].q + MAX_JUMP), seen[seen.length - 1].q - MAX_JUMP)));
+
+  async probe(q: number): Promise<void> {
+    this.left--;
+    const s = await this.score(q);
+    const { seen, aim } = this;
+    seen.push({ q, s });
+    const pass = s >= aim;
+    this.sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= aim ? this.sameSide + 1 : 0;
+    if (pass) this.hi = q;
+    else this.lo = q;
   }
-  // The score rises with quality on ordinary images, but not where the signal is mostly noise a
-  // few code values deep (nearly black or flat images): there whether trellis keeps that noise
-  // flips from one quality to the next. One probe well below the answer tells; when it passes,
-  // scan the qualities below it for the lowest that passes. After a guide the check is made on
-  // its quarter-size proxy first, a quarter of the cost: the same noise shows in both.
+
+  get hasLeft(): boolean {
+    return this.left > 0;
+  }
+
+  get done(): boolean {
+    return searchDone(this.lo, this.hi, this.left);
+  }
+}
+
+/** The second probe: a typical step from the first, or after a guide where its curve, shifted by the first probe, reaches the aim. */
+function secondProbe({ seen, aim, lo, hi }: Bracket, first: number, guide: Guide | undefined): number {
+  const pass = seen[0].s >= aim;
+  let second = pass ? first - PROBE_STEP : first + PROBE_STEP;
+  if (guide) {
+    const goal = logLoss(aim);
+    const shift = logLoss(seen[0].s) - logLossAt(guide.seen, first);
+    let q = first;
+    if (pass) while (q - 1 > lo && logLossAt(guide.seen, q - 1) + shift <= goal) q--;
+    else while (q + 1 < hi && logLossAt(guide.seen, q) + shift > goal) q++;
+    second = q !== first ? q : pass ? first - 1 : first + 1;
+  }
+  return Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, second));
+}
+
+/**
+ * The next probe along the secant of log(100 - score), which is nearly linear in quality:
+ * through the bracket [lo fails, hi passes] once both ends are measured, through the two
+ * measurements nearest the target before that. A bracket end that moves twice in a row pulls
+ * the next probe halfway to the middle (the Illinois safeguard against creeping one quality at
+ * a time along a curved stretch).
+ */
+function secantProbe({ seen, aim, lo, hi, sameSide }: Bracket): number {
+  const goal = logLoss(aim);
+  const ends = seen.filter((p) => p.q === lo || p.q === hi);
+  const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
+  const la = logLoss(a.s);
+  const lb = logLoss(b.s);
+  let q = la !== lb ? Math.round(a.q + ((la - goal) / (la - lb)) * (b.q - a.q)) : Math.round((lo + hi) / 2);
+  if (ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
+  return Math.min(hi - 1, Math.max(lo + 1, Math.min(q, seen[seen.length - 1].q + MAX_JUMP), seen[seen.length - 1].q - MAX_JUMP));
+}
+
+/**
+ * The score rises with quality on ordinary images, but not where the signal is mostly noise a
+ * few code values deep (nearly black or flat images): there whether trellis keeps that noise
+ * flips from one quality to the next. One probe well below the search's answer `hi` tells; when
+ * it passes, the qualities below it are scanned for the lowest that passes. After a guide the
+ * check is made on its quarter-size proxy first, a quarter of the cost: the same noise shows in both.
+ */
+async function noisyFloor(
+  pixels: Pixels,
+  { target, judgedAt, form }: Sought,
+  { hi, aim, score, guide }: { hi: number; aim: number; score: (q: number) => Promise<number>; guide: Guide | undefined },
+): Promise<number> {
   const check = hi - NOISY_CHECK;
   let found = Math.max(MIN_QUALITY, hi);
   const quarter = guide ? probesOf(pixels, GUIDE_TILES) : undefined;
   const quarterPasses = async () => !quarter || (await quarter.score({ quality: check, ...form }, judgedAt)) >= aimOnProxy(target, quarter.exact);
-  if (guided !== null && check >= MIN_QUALITY && (await quarterPasses()) && (await score(check)) >= aim) {
+  if (check >= MIN_QUALITY && (await quarterPasses()) && (await score(check)) >= aim) {
     found = check;
     for (let q = MIN_QUALITY; q < check; q += NOISY_STEP) {
       if ((await score(q)) >= aim) {
@@ -408,7 +452,7 @@ async function searchQuality(
     }
     for (let q = found - 1; q > found - NOISY_STEP && q >= MIN_QUALITY; q--) if ((await score(q)) >= aim) found = q;
   }
-  return { quality: found, score: await score(found), seen };
+  return found;
 }
 
 /** A probe's quality and the proxy score it reached. */

@@ -134,7 +134,7 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
   const score = async (i: number) => {
     let r = scored.get(i);
     if (!r) {
-      r = await paletteScore(proxy, reference, LOSSY_QUALITIES[i], aim);
+      r = await paletteScore(proxy, LOSSY_QUALITIES[i], { reference, aim });
       scored.set(i, r);
     }
     return r;
@@ -155,17 +155,24 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
   if (best === undefined) return undefined;
   if (exact) return found(scored.get(best)!);
   for (const quality of LOSSY_QUALITIES.slice(best)) {
-    const r = await paletteScore(p, reference, quality, aim, proxyOf);
+    const r = await paletteScore(p, quality, { reference, aim, view: proxyOf });
     if (pass(r)) return found(r);
   }
   return undefined;
 }
 
+/** How a palette PNG is judged: against `reference`, through `view` (the tiles the reference was made of), with `aim` the score that passes. */
+interface PaletteJudge {
+  reference: Ssimulacra2Reference;
+  aim: number;
+  view?: (q: Pixels) => Pixels;
+}
+
 /**
- * A palette PNG of `p` and the score of its decode (through `view`: the tiles the reference was
- * made of); a score under `aim` is only known to be under it (Ssimulacra2Reference.score).
+ * A palette PNG of `p` at a quantisation quality and the score of its decode; a score under
+ * `aim` is only known to be under it (Ssimulacra2Reference.score).
  */
-async function paletteScore(p: Pixels, reference: Ssimulacra2Reference, quality: number, aim: number, view: (q: Pixels) => Pixels = (q) => q): Promise<{ score: number; png: Buffer }> {
+async function paletteScore(p: Pixels, quality: number, { reference, aim, view = (q) => q }: PaletteJudge): Promise<{ score: number; png: Buffer }> {
   // A middle deflate level: enough to rank the candidates by size; oxipng compresses the one kept.
   const png = await fromRaw(p).png({ palette: true, quality, effort: quantiseEffort(p.width * p.height), dither: 1, compressionLevel: 6 }).toBuffer();
   const decoded = await decodeAs(png, p.channels);

@@ -67,26 +67,20 @@ export function bin2x2(y: Float32Array, width: number, height: number): Float32A
 }
 
 export function ssimOfLuma(ya: Float32Array, yb: Float32Array, width: number, height: number): number {
+  const pair: LumaPair = { ya, yb, width };
   const bw = width >> 2;
   const bh = height >> 2;
-  if (bw < 2 || bh < 2) return windowSsim(ya, yb, width, 0, 0, width, height);
+  if (bw < 2 || bh < 2) return wholeSsim(pair, height);
   // Five sums per 4×4 block: Σa, Σb, Σa², Σb², Σab; two block rows are kept at a time.
   let prev = new Float64Array(bw * 5);
   let cur = new Float64Array(bw * 5);
-  blockRow(ya, yb, width, 0, bw, prev);
+  blockRow(pair, 0, prev);
   let total = 0;
   let count = 0;
   for (let by = 1; by < bh; by++) {
-    blockRow(ya, yb, width, by, bw, cur);
+    blockRow(pair, by, cur);
     for (let bx = 0; bx + 1 < bw; bx++) {
-      const i = bx * 5;
-      const j = i + 5;
-      const s1 = prev[i] + prev[j] + cur[i] + cur[j];
-      const s2 = prev[i + 1] + prev[j + 1] + cur[i + 1] + cur[j + 1];
-      const saa = prev[i + 2] + prev[j + 2] + cur[i + 2] + cur[j + 2];
-      const sbb = prev[i + 3] + prev[j + 3] + cur[i + 3] + cur[j + 3];
-      const sab = prev[i + 4] + prev[j + 4] + cur[i + 4] + cur[j + 4];
-      total += fromSums(s1, s2, saa, sbb, sab, 64);
+      total += windowOfBlocks(prev, cur, bx * 5);
       count++;
     }
     const t = prev;
@@ -96,8 +90,16 @@ export function ssimOfLuma(ya: Float32Array, yb: Float32Array, width: number, he
   return total / count;
 }
 
-/** The five sums of `bw` blocks of block row `by`, from block column `bx0` on. */
-function blockRow(ya: Float32Array, yb: Float32Array, width: number, by: number, bw: number, out: Float64Array, bx0 = 0): void {
+/** Two luma planes of the same size and their row length. */
+interface LumaPair {
+  ya: Float32Array;
+  yb: Float32Array;
+  width: number;
+}
+
+/** The five sums of the blocks of block row `by` from block column `bx0` on, as many as `out` holds. */
+function blockRow({ ya, yb, width }: LumaPair, by: number, out: Float64Array, bx0 = 0): void {
+  const bw = (out.length / 5) | 0;
   out.fill(0);
   for (let dy = 0; dy < 4; dy++) {
     const row = (by * 4 + dy) * width + bx0 * 4;
@@ -122,19 +124,26 @@ function blockRow(ya: Float32Array, yb: Float32Array, width: number, by: number,
   }
 }
 
-function fromSums(s1: number, s2: number, saa: number, sbb: number, sab: number, n: number): number {
-  const ma = s1 / n;
-  const mb = s2 / n;
-  const va = Math.max(0, saa / n - ma * ma);
-  const vb = Math.max(0, sbb / n - mb * mb);
-  const cov = sab / n - ma * mb;
+/**
+ * SSIM of the window made of blocks `i` and `i` + 1 (offsets into blockRow's sums) of two block
+ * rows, `n` pixels in all: the four blocks' sums added, then the SSIM of the means, variances
+ * and covariance.
+ */
+function windowOfBlocks(prev: Float64Array, cur: Float64Array, i: number, n = 64): number {
+  const j = i + 5;
+  const ma = (prev[i] + prev[j] + cur[i] + cur[j]) / n;
+  const mb = (prev[i + 1] + prev[j + 1] + cur[i + 1] + cur[j + 1]) / n;
+  const va = Math.max(0, (prev[i + 2] + prev[j + 2] + cur[i + 2] + cur[j + 2]) / n - ma * ma);
+  const vb = Math.max(0, (prev[i + 3] + prev[j + 3] + cur[i + 3] + cur[j + 3]) / n - mb * mb);
+  const cov = (prev[i + 4] + prev[j + 4] + cur[i + 4] + cur[j + 4]) / n - ma * mb;
   return ((2 * ma * mb + C1) * (2 * cov + C2)) / ((ma * ma + mb * mb + C1) * (va + vb + C2));
 }
 
-function windowSsim(ya: Float32Array, yb: Float32Array, width: number, x0: number, y0: number, w: number, h: number): number {
+/** SSIM of the whole image as one window: for images under two blocks either way. */
+function wholeSsim({ ya, yb, width }: LumaPair, height: number): number {
   let s1 = 0, s2 = 0, saa = 0, sbb = 0, sab = 0;
-  for (let y = y0; y < y0 + h; y++) {
-    for (let x = x0; x < x0 + w; x++) {
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
       const p = ya[y * width + x];
       const q = yb[y * width + x];
       s1 += p;
@@ -144,7 +153,9 @@ function windowSsim(ya: Float32Array, yb: Float32Array, width: number, x0: numbe
       sab += p * q;
     }
   }
-  return fromSums(s1, s2, saa, sbb, sab, w * h);
+  // The image is one block, the other three of the window empty (adding zeros leaves each sum exact).
+  const sums = Float64Array.of(s1, s2, saa, sbb, sab, 0, 0, 0, 0, 0);
+  return windowOfBlocks(sums, new Float64Array(10), 0, width * height);
 }
 
 /**
@@ -174,9 +185,10 @@ export class ScreenSsim {
   }
 
   /** SSIM of `ya` against `yb` now that only pixels in [x0, x1) × [y0, y1) may have changed. */
-  update(ya: Float32Array, yb: Float32Array, x0: number, y0: number, x1: number, y1: number): number {
+  update(ya: Float32Array, yb: Float32Array, { x0, y0, x1, y1 }: { x0: number; y0: number; x1: number; y1: number }): number {
     const { bw, bh, width, windows } = this;
-    if (windows.length === 0) return windowSsim(ya, yb, width, 0, 0, width, this.height);
+    const pair: LumaPair = { ya, yb, width };
+    if (windows.length === 0) return wholeSsim(pair, this.height);
     // Windows (wx, wy) cover blocks wx..wx+1 × wy..wy+1; pixels past the last whole block count nowhere.
     const wx0 = Math.max(0, (x0 >> 2) - 1);
     const wy0 = Math.max(0, (y0 >> 2) - 1);
@@ -186,20 +198,11 @@ export class ScreenSsim {
     const span = wx1 - wx0 + 2;
     let prev = new Float64Array(span * 5);
     let cur = new Float64Array(span * 5);
-    blockRow(ya, yb, width, wy0, span, prev, wx0);
+    blockRow(pair, wy0, prev, wx0);
     for (let wy = wy0; wy <= wy1; wy++) {
-      blockRow(ya, yb, width, wy + 1, span, cur, wx0);
+      blockRow(pair, wy + 1, cur, wx0);
       for (let k = 0; k + 1 < span; k++) {
-        const i = k * 5;
-        const j = i + 5;
-        const s = fromSums(
-          prev[i] + prev[j] + cur[i] + cur[j],
-          prev[i + 1] + prev[j + 1] + cur[i + 1] + cur[j + 1],
-          prev[i + 2] + prev[j + 2] + cur[i + 2] + cur[j + 2],
-          prev[i + 3] + prev[j + 3] + cur[i + 3] + cur[j + 3],
-          prev[i + 4] + prev[j + 4] + cur[i + 4] + cur[j + 4],
-          64,
-        );
+        const s = windowOfBlocks(prev, cur, k * 5);
         const w = wy * (bw - 1) + wx0 + k;
         this.total += s - windows[w];
         windows[w] = s;

@@ -48,90 +48,111 @@ interface Frame {
  * and tiled fills — has an unknown display size (need null), which keeps that image at its size.
  */
 export async function scanImageUses(stream: Readable, imageRels: Map<string, string>): Promise<ImageUse[]> {
-  const uses: ImageUse[] = [];
-  const root: Frame = { local: '#document', scale: [1, 1], childScale: [1, 1], pending: [], blips: [] };
-  const stack: Frame[] = [root];
+  const scan = new UseScan(imageRels);
   const parser = new SaxesParser({ xmlns: true });
-  const container = (): Frame => {
-    for (let i = stack.length - 1; i > 0; i--) if (CONTAINERS.has(stack[i].local)) return stack[i];
-    return root;
-  };
-
   parser.on('opentag', (tag) => {
+    scan.open(tag.local, tag.attributes as Record<string, SaxesAttributeNS>);
+    if (tag.isSelfClosing) scan.close();
+  });
+  parser.on('closetag', (tag) => {
+    if (!tag.isSelfClosing) scan.close();
+  });
+  for await (const text of xmlText(stream)) parser.write(text);
+  parser.close();
+  return scan.finish();
+}
+
+/** The state of scanImageUses: the open elements and the uses found so far. */
+class UseScan {
+  private readonly uses: ImageUse[] = [];
+  private readonly root: Frame = { local: '#document', scale: [1, 1], childScale: [1, 1], pending: [], blips: [] };
+  private readonly stack: Frame[] = [this.root];
+
+  constructor(private readonly imageRels: Map<string, string>) {}
+
+  open(local: string, attrs: Record<string, SaxesAttributeNS>): void {
+    const { stack } = this;
     const parent = stack[stack.length - 1];
-    const grand = stack[stack.length - 2];
-    const local = tag.local;
-    const attrs = tag.attributes as Record<string, SaxesAttributeNS>;
     const frame: Frame = { local, scale: parent.childScale, childScale: parent.childScale, pending: [], blips: [] };
     const value = (name: string): number | undefined => {
       const a = Object.values(attrs).find((x) => x.local === name && x.uri === '');
       const n = a ? Number(a.value) : NaN;
       return Number.isFinite(n) ? n : undefined;
     };
-
     for (const attr of Object.values(attrs)) {
-      const part = isRelationshipAttr(attr) ? imageRels.get(attr.value) : undefined;
+      const part = isRelationshipAttr(attr) ? this.imageRels.get(attr.value) : undefined;
       if (!part) continue;
       if (local === 'blip' && attr.local === 'embed' && parent.local === 'blipFill') {
         const blip: Blip = { part, crop: { l: 0, t: 0, r: 0, b: 0 }, tiled: false };
         parent.blips.push(blip);
-        container().pending.push(blip);
+        this.container().pending.push(blip);
       } else {
-        uses.push({ part, need: null });
+        this.uses.push({ part, need: null });
       }
     }
-
     if (local === 'srcRect' && parent.local === 'blipFill') {
       for (const b of parent.blips) b.crop = { l: value('l') ?? 0, t: value('t') ?? 0, r: value('r') ?? 0, b: value('b') ?? 0 };
     } else if (local === 'tile' && parent.local === 'blipFill') {
       for (const b of parent.blips) b.tiled = true;
-    } else if (local === 'extent') {
+    } else if (local === 'extent' || local === 'ext' || local === 'chExt') {
       const cx = value('cx');
       const cy = value('cy');
-      const c = container();
-      if (cx !== undefined && cy !== undefined && c !== root && c.ext === undefined) c.ext = [cx * c.scale[0], cy * c.scale[1]];
-    } else if ((local === 'ext' || local === 'chExt') && parent.local === 'xfrm' && grand) {
-      const cx = value('cx');
-      const cy = value('cy');
-      if (cx !== undefined && cy !== undefined) {
-        if (grand.local === 'spPr' && local === 'ext') {
-          const c = container();
-          if (c !== root) c.ext = [cx * c.scale[0], cy * c.scale[1]];
-        } else if (grand.local === 'grpSpPr') {
-          const group = stack[stack.length - 3];
-          if (group) {
-            if (local === 'ext') group.ext = [cx, cy];
-            else group.chExt = [cx, cy];
-            if (group.ext && group.chExt && group.chExt[0] > 0 && group.chExt[1] > 0) {
-              group.childScale = [group.scale[0] * (group.ext[0] / group.chExt[0]), group.scale[1] * (group.ext[1] / group.chExt[1])];
-            }
-          }
-        }
-      }
+      if (cx !== undefined && cy !== undefined) this.extent(local, cx, cy);
     }
     stack.push(frame);
-    if (tag.isSelfClosing) close();
-  });
+  }
 
-  const close = (): void => {
-    const frame = stack.pop();
+  /**
+   * A `wp:extent`, or an `a:ext`/`a:chExt` inside an `xfrm`: the extent of the shape around it,
+   * or of the group whose `grpSpPr` holds it (which scales the group's children).
+   */
+  private extent(local: string, cx: number, cy: number): void {
+    const { stack } = this;
+    const parent = stack[stack.length - 1];
+    const grand = stack[stack.length - 2];
+    if (local === 'extent') {
+      const c = this.container();
+      if (c !== this.root && c.ext === undefined) c.ext = [cx * c.scale[0], cy * c.scale[1]];
+      return;
+    }
+    if (parent.local !== 'xfrm' || !grand) return;
+    if (grand.local === 'spPr' && local === 'ext') {
+      const c = this.container();
+      if (c !== this.root) c.ext = [cx * c.scale[0], cy * c.scale[1]];
+    } else if (grand.local === 'grpSpPr') {
+      const group = stack[stack.length - 3];
+      if (!group) return;
+      if (local === 'ext') group.ext = [cx, cy];
+      else group.chExt = [cx, cy];
+      if (group.ext && group.chExt && group.chExt[0] > 0 && group.chExt[1] > 0) {
+        group.childScale = [group.scale[0] * (group.ext[0] / group.chExt[0]), group.scale[1] * (group.ext[1] / group.chExt[1])];
+      }
+    }
+  }
+
+  close(): void {
+    const frame = this.stack.pop();
     if (!frame || frame.pending.length === 0) return;
     if (CONTAINERS.has(frame.local) && frame.ext) {
-      for (const blip of frame.pending) uses.push({ part: blip.part, need: needOf(blip, frame.ext) });
+      for (const blip of frame.pending) this.uses.push({ part: blip.part, need: needOf(blip, frame.ext) });
     } else {
-      const outer = container();
-      if (outer === root) for (const blip of frame.pending) uses.push({ part: blip.part, need: null });
+      const outer = this.container();
+      if (outer === this.root) for (const blip of frame.pending) this.uses.push({ part: blip.part, need: null });
       else outer.pending.push(...frame.pending);
     }
-  };
-  parser.on('closetag', (tag) => {
-    if (!tag.isSelfClosing) close();
-  });
+  }
 
-  for await (const text of xmlText(stream)) parser.write(text);
-  parser.close();
-  for (const blip of root.pending) uses.push({ part: blip.part, need: null });
-  return uses;
+  finish(): ImageUse[] {
+    for (const blip of this.root.pending) this.uses.push({ part: blip.part, need: null });
+    return this.uses;
+  }
+
+  /** The innermost open shape whose extent is a picture's displayed size, or the root. */
+  private container(): Frame {
+    const { stack } = this;
+    for (let i = stack.length - 1; i > 0; i--) if (CONTAINERS.has(stack[i].local)) return stack[i];
+    return this.root;
+  }
 }
 
 function isRelationshipAttr(attr: SaxesAttributeNS): boolean {

@@ -25,52 +25,14 @@ const PROGRESS_TO = 95;
  * few parts at most are in memory. Every entry is deflated at level 9 (no stored entries: a stored entry with a
  * data descriptor is unreadable to some streaming zip readers).
  */
-export async function writePackage(
-  pkg: OpenPackage,
-  analysis: Analysis,
-  outPath: string,
-  resize: ResizeOptions | undefined,
-  budget: PicturePlan,
-  ctx: CompressContext,
-): Promise<{ perceived?: number }> {
+export async function writePackage(pkg: OpenPackage, analysis: Analysis, { outPath, resize, budget, ctx }: WriteOptions): Promise<{ perceived?: number }> {
   const order = [analysis.contentTypesEntry, ...pkg.entries.filter((e) => e !== analysis.contentTypesEntry)];
   const isImage = (e: PackageEntry): boolean => analysis.images.has(e.name.toLowerCase()) && e.uncompressedSize <= LIMITS.maxMediaBytes && !budget.carried.has(e.name);
   const weight = (e: PackageEntry): number => 1 + e.uncompressedSize * (isImage(e) ? IMAGE_WEIGHT : 1);
   const total = order.reduce((sum, e) => sum + weight(e), 0);
   let done = 0;
-  // Pictures are recompressed a few at a time ahead of the writer (lanes.ts), each taken in entry order.
-  const images = order.filter(isImage);
-  // The lowest perceived quality of the pictures encoded lossily.
-  let perceived: number | undefined;
-  const imageIndex = new Map(images.map((e, k) => [e, k]));
-  const recompressed = new Lanes(
-    images.length,
-    async (k): Promise<Buffer> => {
-      const entry = images[k];
-      const need = analysis.images.get(entry.name.toLowerCase()) ?? null;
-      const recompress = async (picture?: BudgetedPicture): Promise<Buffer> => {
-        const original = await readEntry(pkg.zip, entry);
-        const smaller = await recompressImage(original, need, resize, picture);
-        if (smaller?.score !== undefined) perceived = Math.min(perceived ?? 100, smaller.score);
-        return smaller?.data ?? original;
-      };
-      // A planned picture counts as done however it ends (a part that cannot be read included),
-      // so the pictures whose searches wait for it never wait for ever.
-      const planned = budget.pictures.get(entry.name);
-      return planned === undefined ? recompress() : budget.classes.run(planned, recompress);
-    },
-    // A picture whose header did not read counts as a large one: it runs alone.
-    (k) => budget.pixels.get(images[k].name) ?? LANE_PIXELS,
-    budget.lanes,
-  );
-
-  const zip = new yazl.ZipFile();
-  let failed: (err: unknown) => void = () => {};
-  const failure = new Promise<never>((_, reject) => (failed = reject));
-  failure.catch(() => {});
-  zip.on('error', (err) => failed(err));
-
-  const produce = async (entry: PackageEntry): Promise<Readable> => {
+  const pictures = new PicturesAhead(pkg, analysis, order.filter(isImage), { resize, budget });
+  const produce = async (entry: PackageEntry, failed: (err: unknown) => void): Promise<Readable> => {
     ctx.signal.throwIfAborted();
     const image = isImage(entry);
     ctx.progress(PROGRESS_FROM + ((PROGRESS_TO - PROGRESS_FROM) * done) / total, image ? 'images' : 'writing');
@@ -80,9 +42,75 @@ export async function writePackage(
       stream.on('error', (err) => failed(damaged(err, entry.name)));
       return stream;
     }
-    return Readable.from([await recompressed.take(imageIndex.get(entry)!)]);
+    return Readable.from([await pictures.take(entry)]);
   };
+  await writeZip(order, produce, outPath);
+  return { perceived: pictures.perceived };
+}
 
+/** Where and how writePackage writes: the output path, the resize asked for, the document's picture plan, the job's context. */
+export interface WriteOptions {
+  outPath: string;
+  resize: ResizeOptions | undefined;
+  budget: PicturePlan;
+  ctx: CompressContext;
+}
+
+/** The package's pictures recompressed a few at a time ahead of the writer (lanes.ts), each taken in entry order. */
+class PicturesAhead {
+  /** The lowest perceived quality of the pictures encoded lossily. */
+  perceived: number | undefined;
+  private readonly index: Map<PackageEntry, number>;
+  private readonly lanes: Lanes<Buffer>;
+
+  constructor(
+    private readonly pkg: OpenPackage,
+    private readonly analysis: Analysis,
+    images: PackageEntry[],
+    private readonly plan: { resize: ResizeOptions | undefined; budget: PicturePlan },
+  ) {
+    const { budget } = plan;
+    this.index = new Map(images.map((e, k) => [e, k]));
+    this.lanes = new Lanes(
+      images.length,
+      async (k): Promise<Buffer> => {
+        const entry = images[k];
+        // A planned picture counts as done however it ends (a part that cannot be read included),
+        // so the pictures whose searches wait for it never wait for ever.
+        const planned = budget.pictures.get(entry.name);
+        const recompress = (picture?: BudgetedPicture) => this.recompress(entry, picture);
+        return planned === undefined ? recompress() : budget.classes.run(planned, recompress);
+      },
+      // A picture whose header did not read counts as a large one: it runs alone.
+      (k) => budget.pixels.get(images[k].name) ?? LANE_PIXELS,
+      budget.lanes,
+    );
+  }
+
+  take(entry: PackageEntry): Promise<Buffer> {
+    return this.lanes.take(this.index.get(entry)!);
+  }
+
+  private async recompress(entry: PackageEntry, picture?: BudgetedPicture): Promise<Buffer> {
+    const need = this.analysis.images.get(entry.name.toLowerCase()) ?? null;
+    const original = await readEntry(this.pkg.zip, entry);
+    const smaller = await recompressImage(original, need, this.plan.resize, picture);
+    if (smaller?.score !== undefined) this.perceived = Math.min(this.perceived ?? 100, smaller.score);
+    return smaller?.data ?? original;
+  }
+}
+
+/**
+ * The entries as a zip at `outPath`, each produced when yazl reaches it. A failure reported to
+ * `produce`'s callback (a damaged source entry) fails the whole write; the half-written output
+ * is closed so the caller can remove it.
+ */
+async function writeZip(order: PackageEntry[], produce: (entry: PackageEntry, failed: (err: unknown) => void) => Promise<Readable>, outPath: string): Promise<void> {
+  const zip = new yazl.ZipFile();
+  let failed: (err: unknown) => void = () => {};
+  const failure = new Promise<never>((_, reject) => (failed = reject));
+  failure.catch(() => {});
+  zip.on('error', (err) => failed(err));
   for (const entry of order) {
     const options = { mtime: entry.mtime, forceDosTimestamp: true };
     if (entry.isDirectory) {
@@ -90,7 +118,7 @@ export async function writePackage(
       continue;
     }
     zip.addReadStreamLazy(entry.name, { ...options, compressionLevel: 9 }, (cb) => {
-      produce(entry).then(
+      produce(entry, failed).then(
         (stream) => cb(null, stream),
         (err) => cb(err, Readable.from([])),
       );
@@ -106,5 +134,4 @@ export async function writePackage(
     await writing.catch(() => {});
     throw err;
   }
-  return { perceived };
 }

@@ -12,12 +12,20 @@ export interface FlateImage {
   predictor?: { Predictor: number; Colors: number; BitsPerComponent: number; Columns: number };
 }
 
+/** How image samples are laid out: pixels per row, components per pixel, bits per component, and whether they are palette indices. */
+export interface SampleLayout {
+  width: number;
+  colors: number;
+  bitsPerComponent: number;
+  palette: boolean;
+}
+
 /**
  * Deflates image samples. 8-bit continuous-tone rows get per-row adaptive PNG filters (the
  * libpng minimum-sum-of-absolute-differences choice, signalled as Predictor 15); palette
  * indices and sub-byte samples are stored unfiltered, where filters only add noise.
  */
-export function encodeFlateImage(samples: Uint8Array, width: number, colors: number, bitsPerComponent: number, palette: boolean): FlateImage {
+export function encodeFlateImage(samples: Uint8Array, { width, colors, bitsPerComponent, palette }: SampleLayout): FlateImage {
   if (palette || bitsPerComponent !== 8) return { data: deflateMax(samples) };
   const rowBytes = width * colors;
   const rows = Math.floor(samples.length / rowBytes);

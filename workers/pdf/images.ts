@@ -2,7 +2,7 @@ import { PDFName, PDFNumber, PDFRawStream } from 'pdf-lib';
 import type { PDFContext, PDFObject, PDFRef } from 'pdf-lib';
 import type { Pixels } from '../image/ssim.ts';
 import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
-import { encodeFlateImage } from './flate.ts';
+import { encodeFlateImage, type FlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
 import { isGrey, toGrey } from '../image/door.ts';
 import { encodePhoto } from './jpeg.ts';
@@ -61,11 +61,10 @@ export async function optimizeImages(
   const lanes = new Lanes(
     images.length,
     async (i): Promise<Outcome | undefined> => {
-      const { stream, info, placement, isSoftMask } = images[i];
       try {
         return await classes.run(i, (budget) => {
           signal.throwIfAborted();
-          return recompress(ctx, stream, info, placement, isSoftMask, budget);
+          return recompress(ctx, images[i], budget);
         });
       } catch {
         // An image we cannot decode (corrupt data, over the memory bound) is kept byte for byte.
@@ -153,42 +152,67 @@ interface Placement {
   ppi?: number;
 }
 
-async function recompress(
-  ctx: PDFContext,
-  stream: PDFRawStream,
-  info: ImageInfo,
-  placement: Placement,
-  isSoftMask: boolean,
-  budget: BudgetedPicture,
-): Promise<Outcome | undefined> {
-  const { search, known } = budget;
-  const reduced = search.probes !== Infinity;
-  const { filters } = info;
+async function recompress(ctx: PDFContext, image: DocumentImage, budget: BudgetedPicture): Promise<Outcome | undefined> {
+  const { filters } = image.info;
   if (filters.some((f) => UNTOUCHED_FILTERS.has(f.name))) return undefined;
-  const old = stream.contents.length;
-  const last = filters[filters.length - 1];
-  if (last?.name === 'DCTDecode') {
-    if (!filters.slice(0, -1).every(isGeneric) || info.bitsPerComponent !== 8) return undefined;
-    if (info.components !== 1 && info.components !== 3) return undefined;
-    // A ColorTransform that overrides the JPEG's own markers is not something sharp can honour.
-    if (info.components === 3 && last.parms?.get(name('ColorTransform')) !== undefined) return undefined;
-    const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
-    // Under a reduced budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain: not even decoded.
-    if (reduced && !placement.size && known.quality !== undefined && (await alreadyAsCoarse(jpeg, known.quality))) return undefined;
-    let pixels = await decodeJpeg(jpeg, info.components);
-    if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
-    // A grey picture stored as a colour JPEG becomes a one-component JPEG (image/door.ts).
-    const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels);
-    if (grey) pixels = toGrey(pixels);
-    const fitted = await fitInClass(pixels, placement, budget);
-    const { data, quality, score } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.target, search);
-    budget.found({ quality, loss: fitted.loss });
-    if (data.length >= old * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
-    const out = { ...jpegOutcome(data, fitted.pixels), score };
-    return grey ? withColourSpace(out, PDFName.of('DeviceGray')) : out;
-  }
+  if (filters[filters.length - 1]?.name === 'DCTDecode') return recompressJpeg(ctx, image, budget);
   if (!filters.every(isGeneric)) return undefined;
+  const samples = decodedSamples(ctx, image);
+  if (!samples) return undefined;
+  const { info, stream } = image;
+  let pixels: Pixels | undefined;
+  let colourSpace: PDFObject | undefined;
+  const { palette } = info;
+  if (palette && image.placement.size && !info.hasDecode && (palette.base === 'gray' || palette.base === 'rgb')) {
+    // Indices cannot be averaged: resampling an Indexed image goes through its base colours.
+    pixels = expandPalette(samples, info, palette);
+    colourSpace = palette.baseSpace;
+  } else if (info.bitsPerComponent === 8 && !info.imageMask && (info.colour === 'gray' || info.colour === 'rgb')) {
+    pixels = { data: samples, width: info.width, height: info.height, channels: info.components };
+  }
+  if (!pixels) {
+    const flate = encodeFlateImage(samples, { width: info.width, colors: info.components, bitsPerComponent: info.bitsPerComponent, palette: palette !== undefined });
+    if (flate.data.length >= stream.contents.length) return undefined;
+    return flateOutcome(ctx, flate, info);
+  }
+  // Samples stored losslessly have no decoder rounding: grey means exactly R = G = B here.
+  if (pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels, 0)) {
+    pixels = toGrey(pixels);
+    colourSpace = PDFName.of('DeviceGray');
+  }
+  const out = await encodePixels(ctx, { image, pixels, budget });
+  if (!out || out.contents.length >= stream.contents.length) return undefined;
+  return colourSpace ? withColourSpace(out, colourSpace) : out;
+}
 
+/** A DCTDecode image decoded and encoded again as JPEG (smaller, or resampled to its placement). */
+async function recompressJpeg(ctx: PDFContext, { stream, info, placement }: DocumentImage, budget: BudgetedPicture): Promise<Outcome | undefined> {
+  const { search, known } = budget;
+  const { filters } = info;
+  const last = filters[filters.length - 1];
+  if (!filters.slice(0, -1).every(isGeneric) || info.bitsPerComponent !== 8) return undefined;
+  if (info.components !== 1 && info.components !== 3) return undefined;
+  // A ColorTransform that overrides the JPEG's own markers is not something sharp can honour.
+  if (info.components === 3 && last.parms?.get(name('ColorTransform')) !== undefined) return undefined;
+  const jpeg = undoFilters(ctx, filters.slice(0, -1), stream.contents, MAX_IMAGE_BYTES);
+  // Under a reduced budget, a JPEG kept at its size and already as coarse as its class's quality cannot gain: not even decoded.
+  if (search.probes !== Infinity && !placement.size && known.quality !== undefined && (await alreadyAsCoarse(jpeg, known.quality))) return undefined;
+  let pixels = await decodeJpeg(jpeg, info.components);
+  if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
+  // A grey picture stored as a colour JPEG becomes a one-component JPEG (image/door.ts).
+  const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels);
+  if (grey) pixels = toGrey(pixels);
+  const fitted = await fitInClass(pixels, placement, budget);
+  const { data, quality, score } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.target, search);
+  budget.found({ quality, loss: fitted.loss });
+  if (data.length >= stream.contents.length * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
+  const out = { ...jpegOutcome(data, fitted.pixels), score };
+  return grey ? withColourSpace(out, PDFName.of('DeviceGray')) : out;
+}
+
+/** The samples of a generically filtered image, predictors undone, or undefined when they are too large or too short. */
+function decodedSamples(ctx: PDFContext, { stream, info }: DocumentImage): Uint8Array | undefined {
+  const { filters } = info;
   const rowBytes = Math.ceil((info.width * info.components * info.bitsPerComponent) / 8);
   const expected = rowBytes * info.height;
   if (expected > MAX_IMAGE_BYTES) return undefined;
@@ -196,44 +220,28 @@ async function recompress(
   const predictor = predictorOf(ctx, filters);
   if (predictor) samples = unpredict(samples, predictor);
   if (samples.length < expected) return undefined;
-  samples = samples.subarray(0, expected);
+  return samples.subarray(0, expected);
+}
 
-  let pixels: Pixels | undefined;
-  let colourSpace: PDFObject | undefined;
-  const { palette } = info;
-  if (palette && placement.size && !info.hasDecode && (palette.base === 'gray' || palette.base === 'rgb')) {
-    // Indices cannot be averaged: resampling an Indexed image goes through its base colours.
-    pixels = expandPalette(samples, info, palette);
-    colourSpace = palette.baseSpace;
-  } else if (info.bitsPerComponent === 8 && !info.imageMask && (info.colour === 'gray' || info.colour === 'rgb')) {
-    pixels = { data: samples, width: info.width, height: info.height, channels: info.components };
-  }
-
-  if (!pixels) {
-    const flate = encodeFlateImage(samples, info.width, info.components, info.bitsPerComponent, palette !== undefined);
-    if (flate.data.length >= old) return undefined;
-    return flateOutcome(ctx, flate.data, flate.predictor, info.width, info.height);
-  }
-  // Samples stored losslessly have no decoder rounding: grey means exactly R = G = B here.
-  if (pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels, 0)) {
-    pixels = toGrey(pixels);
-    colourSpace = PDFName.of('DeviceGray');
-  }
-  const fitted = await fitInClass(pixels, placement, budget);
+/**
+ * 8-bit grey or RGB pixels fitted to their placement and stored as Flate or JPEG, whichever
+ * suits: photos as JPEG, artwork as Flate unless JPEG is far smaller; soft masks and
+ * colour-keyed images only losslessly.
+ */
+async function encodePixels(ctx: PDFContext, { image, pixels, budget }: { image: DocumentImage; pixels: Pixels; budget: BudgetedPicture }): Promise<Outcome | undefined> {
+  const fitted = await fitInClass(pixels, image.placement, budget);
   pixels = fitted.pixels;
-  const lossyAllowed = !isSoftMask && !info.colourKey;
+  const lossyAllowed = !image.isSoftMask && !image.info.colourKey;
   const photo = lossyAllowed && looksPhotographic(pixels);
-  const flate = photo ? undefined : encodeFlateImage(pixels.data, pixels.width, pixels.channels, 8, false);
+  const flate = photo ? undefined : encodeFlateImage(pixels.data, { width: pixels.width, colors: pixels.channels, bitsPerComponent: 8, palette: false });
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
-  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.target, search) : undefined;
+  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.target, budget.search) : undefined;
   budget.found({ quality: photoJpeg?.quality, loss: fitted.loss });
   const jpeg = photoJpeg?.data;
   // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
   const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
-  const out = useJpeg ? { ...jpegOutcome(jpeg, pixels), score: photoJpeg?.score } : flate && flateOutcome(ctx, flate.data, flate.predictor, pixels.width, pixels.height);
-  if (!out || out.contents.length >= old) return undefined;
-  return colourSpace ? withColourSpace(out, colourSpace) : out;
+  return useJpeg ? { ...jpegOutcome(jpeg, pixels), score: photoJpeg?.score } : flate && flateOutcome(ctx, flate, pixels);
 }
 
 interface Fitted {
@@ -275,7 +283,7 @@ function jpegOutcome(data: Buffer, p: Pixels): Outcome {
   };
 }
 
-function flateOutcome(ctx: PDFContext, data: Buffer, predictor: Record<string, number> | undefined, width: number, height: number): Outcome {
+function flateOutcome(ctx: PDFContext, { data, predictor }: FlateImage, { width, height }: { width: number; height: number }): Outcome {
   const set: Outcome['set'] = { Filter: PDFName.of('FlateDecode'), Width: PDFNumber.of(width), Height: PDFNumber.of(height) };
   if (predictor) set.DecodeParms = ctx.obj(predictor);
   return { contents: data, set, drop: predictor ? [] : ['DecodeParms'] };

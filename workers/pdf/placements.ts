@@ -36,7 +36,8 @@ export function displaySizes(ctx: PDFContext, pages: PageLeaf[]): Map<PDFRef, Di
     return xobjects;
   };
 
-  const walk = (content: Uint8Array, resources: PDFDict | undefined, start: Matrix, page: DisplaySize, forms: Set<PDFRef>): void => {
+  /** `forms`: the forms being drawn around this content (a form drawing itself is not followed). */
+  const walk = (content: Uint8Array, resources: PDFDict | undefined, { start, page, forms }: { start: Matrix; page: DisplaySize; forms: Set<PDFRef> }): void => {
     const xobjects = list(resources, page);
     if (!xobjects) return;
     for (const draw of findDraws(content, start)) {
@@ -53,7 +54,7 @@ export function displaySizes(ctx: PDFContext, pages: PageLeaf[]): Map<PDFRef, Di
         const m = numbersOf(ctx, target.dict.get(name('Matrix')));
         const matrix = m?.length === 6 ? (m as Matrix) : IDENTITY;
         const own = dictOf(ctx, target.dict.get(name('Resources')));
-        walk(bytes, own ?? resources, multiply(matrix, draw.ctm), page, new Set([...forms, ref]));
+        walk(bytes, own ?? resources, { start: multiply(matrix, draw.ctm), page, forms: new Set([...forms, ref]) });
       }
     }
   };
@@ -64,7 +65,7 @@ export function displaySizes(ctx: PDFContext, pages: PageLeaf[]): Map<PDFRef, Di
     const content = pageContent(ctx, page.dict);
     const resources = dictOf(ctx, inherited(ctx, page.dict, 'Resources'));
     list(resources, size);
-    if (content) walk(content, resources, [unit, 0, 0, unit, 0, 0], size, new Set());
+    if (content) walk(content, resources, { start: [unit, 0, 0, unit, 0, 0], page: size, forms: new Set() });
   }
   for (const [ref, size] of listed) if (!sizes.has(ref)) sizes.set(ref, size);
   return sizes;

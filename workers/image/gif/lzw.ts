@@ -107,160 +107,43 @@ export interface LossyPalette {
   transparent: number;
 }
 
+/** How lzwEncode may trade pixels, and what it reports. */
+export interface LzwOptions {
+  /** 0 (the default): lossless. Above 0: the largest weighted RGB distance a traded pixel may be off by. */
+  threshold?: number;
+  /** What the screen shows around the frame (see Backdrop); makes the encode lossy even at threshold 0. */
+  backdrop?: Backdrop;
+  /** Receives the indices the result decodes to. */
+  shows?: Uint8Array;
+  /** When the code table fills, keep it as it is to the end instead of clearing it. */
+  deferClear?: boolean;
+}
+
 /**
  * Encodes palette indices as GIF LZW (not yet split into sub-blocks). With threshold 0 the
  * result decodes to exactly `indices`. Above 0, each code is chosen as gifsicle's `--lossy`
- * does: a depth-first search through every dictionary string that starts with the exact next
- * pixel and whose later pixels each stay within `threshold` (weighted RGB distance) of the
- * wanted ones, the error of each traded pixel diffused (3/4) onto the next; the longest string
- * wins, then the one with the least total error. Without a backdrop transparent pixels are
- * never traded; with one, a pixel is judged by the colour it shows on screen (see Backdrop).
- * `shows`, when given, receives the indices the result decodes to. When the code table fills,
- * it is cleared and rebuilt, or with `deferClear` kept as it is to the end.
+ * does (LossySearch). `shows`, when given, receives the indices the result decodes to. When the
+ * code table fills, it is cleared and rebuilt, or with `deferClear` kept as it is to the end.
  */
-export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, threshold = 0, backdrop?: Backdrop, shows?: Uint8Array, deferClear = false): LzwEncoded {
+export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, options: LzwOptions = {}): LzwEncoded {
+  const { threshold = 0, backdrop, shows, deferClear = false } = options;
   const clear = 1 << minCodeSize;
   const eoi = clear + 1;
-  const { firstChild, nextSibling, symbol, parent, exact } = scratch;
+  const { firstChild, nextSibling, symbol, parent } = scratch;
   const writer = new BitWriter(indices.length);
   let codeSize = minCodeSize + 1;
   let next = eoi + 1;
-  const limit = threshold * threshold;
-  const lossless = limit === 0 && !backdrop;
   const n = indices.length;
-  const rgb = new Int32Array(768);
-  for (let k = 0; k < 768 && k < palette.rgb.length; k++) rgb[k] = palette.rgb[k];
-  const tr = palette.transparent;
-  const target = backdrop?.target;
-  const under = backdrop?.under;
-  const at = backdrop?.at;
-  // The depth-first search keeps one frame per string length: the node, the next child to try,
-  // the error so far and the error diffused onto the next pixel, and the colour wanted there.
-  const { node, child, errSum, er, eg, eb, wr, wg, wb, wantIndex, nothing } = scratch;
-
-  const used: number[] = [];
-  const reset = (): void => {
-    for (const k of used) exact[k] = -1;
-    used.length = 0;
-    firstChild.fill(-1);
-    codeSize = minCodeSize + 1;
-    next = eoi + 1;
-  };
+  const limit = threshold * threshold;
+  const exact = limit === 0 && !backdrop ? new ExactStrings(indices) : undefined;
+  const choice: StringChoice = exact ?? new LossySearch(indices, palette, limit, backdrop);
   firstChild.fill(-1);
   writer.write(clear, codeSize);
   let pos = 0;
   let filled = false;
   while (pos < n) {
-    let code = indices[pos];
-    let len = 1;
-    if (lossless) {
-      while (pos + len < n) {
-        const c = exact[code * 256 + indices[pos + len]];
-        if (c < 0) break;
-        code = c;
-        len++;
-      }
-    } else {
-      // Strings starting at `pos`: the one at depth d ends before pixel pos + 1 + d.
-      let bestCode = code;
-      let bestEnd = pos + 1;
-      let bestErr = 0;
-      let d = 0;
-      node[0] = code;
-      errSum[0] = 0;
-      er[0] = eg[0] = eb[0] = 0;
-      for (;;) {
-        // Entering depth d: score the string, then prepare the search of its children.
-        const p = pos + 1 + d;
-        const e = errSum[d];
-        if (p > bestEnd || (p === bestEnd && e < bestErr)) {
-          bestCode = node[d];
-          bestEnd = p;
-          bestErr = e;
-        }
-        const first = firstChild[node[d]];
-        if (p < n && first >= 0) {
-          const want = indices[p];
-          let r, g, b;
-          if (target && at) {
-            const o = at[p];
-            r = target[o];
-            g = target[o + 1];
-            b = target[o + 2];
-          } else {
-            r = rgb[want * 3];
-            g = rgb[want * 3 + 1];
-            b = rgb[want * 3 + 2];
-          }
-          // Nothing shown here: only what shows nothing (the exact index, or transparent over nothing) fits.
-          nothing[d] = r < 0 || (!target && want === tr) ? 1 : 0;
-          wantIndex[d] = want;
-          wr[d] = r + er[d];
-          wg[d] = g + eg[d];
-          wb[d] = b + eb[d];
-          child[d] = first;
-        } else {
-          child[d] = -1;
-        }
-        // Find the next child to descend into, backing up while a depth has none left.
-        let descended = false;
-        while (d >= 0) {
-          let c = child[d];
-          for (; c >= 0; c = nextSibling[c]) {
-            const s = symbol[c];
-            let fer, feg, feb, fe;
-            if (s === wantIndex[d]) {
-              fe = errSum[d];
-              fer = (er[d] * 3) >> 2;
-              feg = (eg[d] * 3) >> 2;
-              feb = (eb[d] * 3) >> 2;
-            } else if (s === tr && under && at && under[at[pos + 1 + d]] < 0) {
-              // Transparent over nothing: fits only where nothing is wanted either.
-              if (!nothing[d]) continue;
-              fe = errSum[d];
-              fer = feg = feb = 0;
-            } else {
-              let sr, sg, sb;
-              if (s === tr) {
-                if (!under || !at) continue;
-                const p2 = at[pos + 1 + d];
-                sr = under[p2];
-                sg = under[p2 + 1];
-                sb = under[p2 + 2];
-              } else {
-                sr = rgb[s * 3];
-                sg = rgb[s * 3 + 1];
-                sb = rgb[s * 3 + 2];
-              }
-              if (nothing[d]) continue;
-              const dr = wr[d] - sr;
-              const dg = wg[d] - sg;
-              const db = wb[d] - sb;
-              const dist = (dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9;
-              if (dist > limit) continue;
-              fe = errSum[d] + dist;
-              fer = (dr * 3) >> 2;
-              feg = (dg * 3) >> 2;
-              feb = (db * 3) >> 2;
-            }
-            child[d] = nextSibling[c];
-            node[d + 1] = c;
-            errSum[d + 1] = fe;
-            er[d + 1] = fer;
-            eg[d + 1] = feg;
-            eb[d + 1] = feb;
-            descended = true;
-            break;
-          }
-          if (descended) break;
-          d--;
-        }
-        if (!descended) break;
-        d++;
-      }
-      code = bestCode;
-      len = bestEnd - pos;
-    }
+    const len = choice.longest(pos) - pos;
+    const code = choice.code;
     writer.write(code, codeSize);
     if (shows) for (let c = code, k = pos + len - 1; k >= pos; k--, c = parent[c]) shows[k] = c < clear ? c : symbol[c];
     pos += len;
@@ -271,16 +154,15 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
       // whole frame repeats the strings it began with (a steady screen, a flat picture).
       if (!deferClear) {
         writer.write(clear, codeSize);
-        reset();
+        exact?.forget();
+        firstChild.fill(-1);
+        codeSize = minCodeSize + 1;
+        next = eoi + 1;
       }
     } else {
       if (next >= 1 << codeSize) codeSize++;
       const px = indices[pos];
-      if (lossless) {
-        const key = code * 256 + px;
-        exact[key] = next;
-        used.push(key);
-      }
+      exact?.add(code, px, next);
       symbol[next] = px;
       parent[next] = code;
       nextSibling[next] = firstChild[code];
@@ -289,9 +171,203 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
       next++;
     }
   }
-  for (const k of used) exact[k] = -1;
+  exact?.forget();
   writer.write(eoi, codeSize);
   return Object.assign(writer.bytes(), { filled });
+}
+
+/** How the next string is chosen: `longest` answers where it ends and leaves its code in `code`. */
+interface StringChoice {
+  code: number;
+  longest(pos: number): number;
+}
+
+/**
+ * The plain encoder's choice: the longest dictionary string that is exactly the next pixels,
+ * found through a lookup table of (string code, next pixel) -> code, which `forget` sets back
+ * to all -1 (it is shared between calls).
+ */
+class ExactStrings implements StringChoice {
+  /** The code of the string `longest` found. */
+  code = 0;
+  private readonly used: number[] = [];
+  constructor(private readonly indices: Uint8Array) {}
+
+  /** The end of the longest known string starting at `pos`. */
+  longest(pos: number): number {
+    const { indices } = this;
+    const { exact } = scratch;
+    const n = indices.length;
+    let code = indices[pos];
+    let len = 1;
+    while (pos + len < n) {
+      const c = exact[code * 256 + indices[pos + len]];
+      if (c < 0) break;
+      code = c;
+      len++;
+    }
+    this.code = code;
+    return pos + len;
+  }
+
+  /** Records that `code` followed by `px` is the string `next`. */
+  add(code: number, px: number, next: number): void {
+    const key = code * 256 + px;
+    scratch.exact[key] = next;
+    this.used.push(key);
+  }
+
+  forget(): void {
+    for (const k of this.used) scratch.exact[k] = -1;
+    this.used.length = 0;
+  }
+}
+
+/**
+ * The lossy encoder's choice, as gifsicle's `--lossy` makes it: a depth-first search through
+ * every dictionary string that starts with the exact next pixel and whose later pixels each stay
+ * within the threshold (weighted RGB distance) of the wanted ones, the error of each traded
+ * pixel diffused (3/4) onto the next; the longest string wins, then the one with the least total
+ * error. Without a backdrop transparent pixels are never traded; with one, a pixel is judged by
+ * the colour it shows on screen (see Backdrop).
+ */
+class LossySearch implements StringChoice {
+  /** The code of the string `longest` found. */
+  code = 0;
+  private readonly rgb = new Int32Array(768);
+  private readonly tr: number;
+  private readonly target: Int16Array | undefined;
+  private readonly under: Int16Array | undefined;
+  private readonly at: Int32Array | undefined;
+
+  /** `limit`: the threshold squared. */
+  constructor(private readonly indices: Uint8Array, palette: LossyPalette, private readonly limit: number, backdrop: Backdrop | undefined) {
+    for (let k = 0; k < 768 && k < palette.rgb.length; k++) this.rgb[k] = palette.rgb[k];
+    this.tr = palette.transparent;
+    this.target = backdrop?.target;
+    this.under = backdrop?.under;
+    this.at = backdrop?.at;
+  }
+
+  /**
+   * The end of the best string starting at `pos`. The search keeps one frame per string length
+   * (scratch): the node, the next child to try, the error so far and the error diffused onto the
+   * next pixel, and the colour wanted there. The string at depth d ends before pixel pos + 1 + d.
+   */
+  longest(pos: number): number {
+    const { node, errSum, er, eg, eb } = scratch;
+    let bestCode = this.indices[pos];
+    let bestEnd = pos + 1;
+    let bestErr = 0;
+    let d = 0;
+    node[0] = bestCode;
+    errSum[0] = 0;
+    er[0] = eg[0] = eb[0] = 0;
+    for (;;) {
+      // Entering depth d: score the string, then prepare the search of its children.
+      const p = pos + 1 + d;
+      const e = errSum[d];
+      if (p > bestEnd || (p === bestEnd && e < bestErr)) {
+        bestCode = node[d];
+        bestEnd = p;
+        bestErr = e;
+      }
+      this.enter(d, p);
+      // Find the next child to descend into, backing up while a depth has none left.
+      while (d >= 0 && !this.descend(d, pos)) d--;
+      if (d < 0) break;
+      d++;
+    }
+    this.code = bestCode;
+    return bestEnd;
+  }
+
+  /** Prepares the search of the children of the string at depth `d`, whose next pixel is `p`. */
+  private enter(d: number, p: number): void {
+    const { node, child, er, eg, eb, wr, wg, wb, wantIndex, nothing, firstChild } = scratch;
+    const { indices, target, at, rgb } = this;
+    const first = firstChild[node[d]];
+    if (p >= indices.length || first < 0) {
+      child[d] = -1;
+      return;
+    }
+    const want = indices[p];
+    let r, g, b;
+    if (target && at) {
+      const o = at[p];
+      r = target[o];
+      g = target[o + 1];
+      b = target[o + 2];
+    } else {
+      r = rgb[want * 3];
+      g = rgb[want * 3 + 1];
+      b = rgb[want * 3 + 2];
+    }
+    // Nothing shown here: only what shows nothing (the exact index, or transparent over nothing) fits.
+    nothing[d] = r < 0 || (!target && want === this.tr) ? 1 : 0;
+    wantIndex[d] = want;
+    wr[d] = r + er[d];
+    wg[d] = g + eg[d];
+    wb[d] = b + eb[d];
+    child[d] = first;
+  }
+
+  /**
+   * Moves to the next child of depth `d` that may stand for the wanted pixel, filling depth
+   * d + 1's frame, if any is left.
+   */
+  private descend(d: number, pos: number): boolean {
+    const { child, nextSibling, node, symbol, errSum, er, eg, eb, wantIndex, nothing } = scratch;
+    const { tr, rgb } = this;
+    for (let c = child[d]; c >= 0; c = nextSibling[c]) {
+      const s = symbol[c];
+      if (s === wantIndex[d]) {
+        errSum[d + 1] = errSum[d];
+        er[d + 1] = (er[d] * 3) >> 2;
+        eg[d + 1] = (eg[d] * 3) >> 2;
+        eb[d + 1] = (eb[d] * 3) >> 2;
+      } else if (s === tr) {
+        if (!this.transparentFits(d, pos)) continue;
+      } else if (nothing[d] || !this.traded(d, rgb[s * 3], rgb[s * 3 + 1], rgb[s * 3 + 2])) {
+        continue;
+      }
+      child[d] = nextSibling[c];
+      node[d + 1] = c;
+      return true;
+    }
+    return false;
+  }
+
+  /** Whether the transparent index may stand for the wanted pixel at depth `d` (it shows what is under it); if so depth d + 1's errors are set. */
+  private transparentFits(d: number, pos: number): boolean {
+    const { under, at } = this;
+    const { errSum, er, eg, eb, nothing } = scratch;
+    if (!under || !at) return false;
+    const o = at[pos + 1 + d];
+    if (under[o] < 0) {
+      // Transparent over nothing: fits only where nothing is wanted either.
+      if (!nothing[d]) return false;
+      errSum[d + 1] = errSum[d];
+      er[d + 1] = eg[d + 1] = eb[d + 1] = 0;
+      return true;
+    }
+    return !nothing[d] && this.traded(d, under[o], under[o + 1], under[o + 2]);
+  }
+
+  /** Whether colour (r, g, b) is within the threshold of the wanted one at depth `d`; if so depth d + 1's errors are set. */
+  private traded(d: number, r: number, g: number, b: number): boolean {
+    const { errSum, er, eg, eb, wr, wg, wb } = scratch;
+    const dr = wr[d] - r;
+    const dg = wg[d] - g;
+    const db = wb[d] - b;
+    const dist = (dr * dr * 3 + dg * dg * 4 + db * db * 2) / 9;
+    if (dist > this.limit) return false;
+    errSum[d + 1] = errSum[d] + dist;
+    er[d + 1] = (dr * 3) >> 2;
+    eg[d + 1] = (dg * 3) >> 2;
+    eb[d + 1] = (db * 3) >> 2;
+    return true;
+  }
 }
 
 /** LZW data, and whether the code table filled up while writing it (so a deferred clear could differ). */

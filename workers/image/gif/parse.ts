@@ -30,33 +30,31 @@ export interface GifFile {
   frames: GifFrame[];
 }
 
+/** What the graphic control extension before an image says of it (GifFrame's fields of the same names). */
+type Control = Pick<GifFrame, 'transparent' | 'disposal' | 'control'>;
+const NO_CONTROL: Control = { transparent: -1, disposal: 0, control: -1 };
+
 /** Parses a GIF and decodes the LZW data of every frame. Throws on malformed structure. */
 export function parseGif(gif: Uint8Array): GifFile {
-  let p = 0;
-  const need = (n: number): void => {
-    if (p + n > gif.length) throw new Error('GIF: unexpected end of file');
-  };
-  need(13);
+  need(gif, 0, 13);
   const signature = Buffer.from(gif.subarray(0, 6)).toString('latin1');
   if (signature !== 'GIF87a' && signature !== 'GIF89a') throw new Error('GIF: bad signature');
   const width = gif[6] | (gif[7] << 8);
   const height = gif[8] | (gif[9] << 8);
   const screenFlags = gif[10];
   let globalPalette: Uint8Array | undefined;
-  p = 13;
+  let p = 13;
   if (screenFlags & 0x80) {
     const size = 3 << ((screenFlags & 7) + 1);
-    need(size);
+    need(gif, p, size);
     globalPalette = gif.subarray(13, 13 + size);
     p += size;
   }
   const parts: (Uint8Array | GifFrame)[] = [gif.subarray(0, p)];
   const frames: GifFrame[] = [];
-  let transparent = -1;
-  let disposal = 0;
-  let control = -1;
+  let control = NO_CONTROL;
   for (;;) {
-    need(1);
+    need(gif, p, 1);
     const block = gif[p];
     if (block === 0x3b) {
       parts.push(gif.subarray(p, p + 1));
@@ -64,60 +62,66 @@ export function parseGif(gif: Uint8Array): GifFile {
     }
     if (block === 0x21) {
       const start = p;
-      need(2);
+      need(gif, p, 2);
       const label = gif[p + 1];
       p += 2;
       if (label === 0xf9 && p + 5 <= gif.length && gif[p] === 4) {
-        transparent = gif[p + 1] & 1 ? gif[p + 4] : -1;
-        disposal = (gif[p + 1] >> 2) & 7;
-        control = parts.length;
+        control = { transparent: gif[p + 1] & 1 ? gif[p + 4] : -1, disposal: (gif[p + 1] >> 2) & 7, control: parts.length };
       }
       p = skipSubBlocks(gif, p);
       parts.push(gif.subarray(start, p));
       continue;
     }
     if (block !== 0x2c) throw new Error(`GIF: unknown block 0x${block.toString(16)}`);
-    const start = p;
-    need(11);
-    const left = gif[p + 1] | (gif[p + 2] << 8);
-    const top = gif[p + 3] | (gif[p + 4] << 8);
-    const w = gif[p + 5] | (gif[p + 6] << 8);
-    const h = gif[p + 7] | (gif[p + 8] << 8);
-    const flags = gif[p + 9];
-    p += 10;
-    let palette = globalPalette;
-    if (flags & 0x80) {
-      const size = 3 << ((flags & 7) + 1);
-      need(size);
-      palette = gif.subarray(p, p + size);
-      p += size;
-    }
-    need(1);
-    const minCodeSize = gif[p];
-    if (minCodeSize < 2 || minCodeSize > 11) throw new Error('GIF: bad LZW code size');
-    const dataEnd = skipSubBlocks(gif, p + 1);
-    const frame: GifFrame = {
-      descriptor: gif.subarray(start, p),
-      left,
-      top,
-      width: w,
-      height: h,
-      interlaced: (flags & 0x40) !== 0,
-      palette: palette ?? new Uint8Array(768),
-      transparent,
-      disposal,
-      control,
-      minCodeSize,
-      indices: lzwDecode(joinSubBlocks(gif, p + 1, dataEnd), minCodeSize, w * h),
-    };
+    const { frame, end } = readImage(gif, p, globalPalette, control);
     parts.push(frame);
     frames.push(frame);
-    p = dataEnd;
-    transparent = -1;
-    disposal = 0;
-    control = -1;
+    p = end;
+    control = NO_CONTROL;
   }
   return { width, height, parts, frames };
+}
+
+function need(gif: Uint8Array, p: number, n: number): void {
+  if (p + n > gif.length) throw new Error('GIF: unexpected end of file');
+}
+
+/** The image whose descriptor starts at `p`, its pixels decoded, and where its data ends. */
+function readImage(gif: Uint8Array, p: number, globalPalette: Uint8Array | undefined, control: Control): { frame: GifFrame; end: number } {
+  const start = p;
+  need(gif, p, 11);
+  const left = gif[p + 1] | (gif[p + 2] << 8);
+  const top = gif[p + 3] | (gif[p + 4] << 8);
+  const w = gif[p + 5] | (gif[p + 6] << 8);
+  const h = gif[p + 7] | (gif[p + 8] << 8);
+  const flags = gif[p + 9];
+  p += 10;
+  let palette = globalPalette;
+  if (flags & 0x80) {
+    const size = 3 << ((flags & 7) + 1);
+    need(gif, p, size);
+    palette = gif.subarray(p, p + size);
+    p += size;
+  }
+  need(gif, p, 1);
+  const minCodeSize = gif[p];
+  if (minCodeSize < 2 || minCodeSize > 11) throw new Error('GIF: bad LZW code size');
+  const end = skipSubBlocks(gif, p + 1);
+  const frame: GifFrame = {
+    descriptor: gif.subarray(start, p),
+    left,
+    top,
+    width: w,
+    height: h,
+    interlaced: (flags & 0x40) !== 0,
+    palette: palette ?? new Uint8Array(768),
+    transparent: control.transparent,
+    disposal: control.disposal,
+    control: control.control,
+    minCodeSize,
+    indices: lzwDecode(joinSubBlocks(gif, p + 1, end), minCodeSize, w * h),
+  };
+  return { frame, end };
 }
 
 /** A frame as written: possibly cropped, possibly given a transparent index, LZW data not yet in sub-blocks. */

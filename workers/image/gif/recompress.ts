@@ -1,5 +1,5 @@
 import { Canvas } from './compose.ts';
-import { lzwEncode, type Backdrop } from './lzw.ts';
+import { lzwEncode, type Backdrop, type LzwOptions } from './lzw.ts';
 import { parseGif, writeGif, type EncodedFrame, type GifFile, type GifFrame } from './parse.ts';
 import { ScreenSsim } from '../ssim.ts';
 
@@ -11,6 +11,9 @@ export interface Recompressed {
 
 /** A rectangle of the screen: [x0, x1) × [y0, y1). */
 type Rect = { x0: number; y0: number; x1: number; y1: number };
+
+/** The screen as the input shows it once a frame is drawn, and as the recompression showed it before. */
+type Screens = { wanted: Canvas; shown: Canvas };
 
 /**
  * A GIF prepared for recompression: parsed once. Each recompression composites the input's
@@ -78,7 +81,7 @@ export class GifRecompressor {
       wanted.draw(f, f.indices);
       const { transparent, changes } = this.plan[i];
       let frame: GifFrame = f;
-      if (transparent >= 0 && f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, wanted, shown, threshold * threshold);
+      if (transparent >= 0 && f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, { wanted, shown }, threshold * threshold);
       const backdrop = transparent >= 0 ? this.backdrop(frame, wanted, shown) : undefined;
       // The lossy encoder only ever writes indices the frame uses (its strings are made of them)
       // or the transparent one, so a table of just those loses nothing and may code the pixels
@@ -98,7 +101,7 @@ export class GifRecompressor {
       for (let v = 0; v < variants.length; v++) {
         const { local: useLocal, defer } = variants[v];
         const input = useLocal && local ? { ...frame, indices: local.indices, palette: local.palette, minCodeSize: local.minCodeSize } : frame;
-        const encodedFrame = this.encodeFrame(input, useLocal && local ? local.transparent : transparent, threshold, backdrop, bestSize === Infinity ? 0 : 1 - bestSlot, defer);
+        const encodedFrame = this.encodeFrame(input, bestSize === Infinity ? 0 : 1 - bestSlot, { transparent: useLocal && local ? local.transparent : transparent, threshold, backdrop, deferClear: defer });
         const size = encodedFrame.data.length + (useLocal && local ? local.palette.length : 0);
         if (size < bestSize) {
           best = useLocal && local ? { ...encodedFrame, local: { palette: local.palette, minCodeSize: local.minCodeSize } } : encodedFrame;
@@ -114,7 +117,7 @@ export class GifRecompressor {
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent: best.transparent, data: best.data, local: best.local });
       shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
       // Threshold 0 shows exactly the input: nothing to score.
-      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes.x0, changes.y0, changes.x1, changes.y1);
+      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes);
       wanted.dispose(f);
       shown.dispose(frame);
     });
@@ -122,10 +125,11 @@ export class GifRecompressor {
   }
 
   /** One frame's LZW data, and the indices it decodes to (in scratch buffer `slot`, 0 or 1). */
-  private encodeFrame(frame: GifFrame, transparent: number, threshold: number, backdrop: Backdrop | undefined, slot: number, deferClear: boolean) {
+  private encodeFrame(frame: GifFrame, slot: number, how: { transparent: number } & Omit<LzwOptions, 'shows'>) {
     if (this.shows[slot].length < frame.indices.length) this.shows[slot] = new Uint8Array(frame.indices.length);
     const indices = this.shows[slot].subarray(0, frame.indices.length);
-    const data = lzwEncode(frame.indices, frame.minCodeSize, { rgb: frame.palette, transparent }, threshold, backdrop, indices, deferClear);
+    const { transparent, ...lossy } = how;
+    const data = lzwEncode(frame.indices, frame.minCodeSize, { rgb: frame.palette, transparent }, { ...lossy, shows: indices });
     return { frame, transparent, data, indices, slot, local: undefined as EncodedFrame['local'] };
   }
 
@@ -195,7 +199,7 @@ function freeIndex(f: GifFrame): number {
  * (`shown`, before this frame) differ in showing nothing or something, or by a colour farther
  * than `limit` (squared weighted RGB distance, as in lzwEncode). At least one pixel stays.
  */
-function cropped(f: GifFrame, transparent: number, wanted: Canvas, shown: Canvas, limit: number): GifFrame {
+function cropped(f: GifFrame, transparent: number, { wanted, shown }: Screens, limit: number): GifFrame {
   const target = wanted.rgb;
   const under = shown.rgb;
   const screenWidth = wanted.width;
