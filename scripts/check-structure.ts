@@ -83,7 +83,9 @@ function checkFile(path: string, root: string): Finding[] {
     if ((node.type === 'ImportDeclaration' || node.type === 'ExportNamedDeclaration' || node.type === 'ExportAllDeclaration') && isNode(node.source)) {
       importOf(node, String(node.source.value));
     }
-    if (node.type === 'ImportExpression' && isNode(node.source) && node.source.type === 'StringLiteral') importOf(node, String(node.source.value));
+    // Babel 7 gives a dynamic import as a call of `Import`.
+    const dynamic = node.type === 'CallExpression' && isNode(node.callee) && node.callee.type === 'Import' ? (node.arguments as Node[])[0] : undefined;
+    if (dynamic?.type === 'StringLiteral') importOf(node, String(dynamic.value));
     if (clocked) {
       const callee = node.callee as Node | undefined;
       const nowCall = node.type === 'CallExpression' && callee?.type === 'MemberExpression' && isDate(callee.object) && keyName(callee.property) === 'now';

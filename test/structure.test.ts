@@ -79,6 +79,18 @@ const CASES: Case[] = [
     finds: [['sharp-outside-image', 1, 'sharp']],
   },
   {
+    name: "import('sharp') in workers/preview/",
+    file: 'workers/preview/lazy.ts',
+    source: "export const open = async (path: string) => (await import('sharp')).default(path);\n",
+    finds: [['sharp-outside-image', 1, 'sharp']],
+  },
+  {
+    name: 'a dynamic import from src into workers',
+    file: 'src/jobs/late.ts',
+    source: "export const load = () => import('../../workers/jpg.ts');\n",
+    finds: [['src-imports-workers', 1, '../../workers/jpg.ts']],
+  },
+  {
     name: 'import sharp in workers/image/ is fine',
     file: 'workers/image/door.ts',
     source: "import sharp from 'sharp';\nexport const open = (path: string) => sharp(path);\n",
