@@ -7,6 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import { MB } from '../catalog/index.ts';
 import { ApiError } from '../errors.ts';
 import { insufficientStorage } from '../ops/disk.ts';
+import { inIoScope } from '../ops/io-counts.ts';
 
 export interface ReceivedUpload {
   fields: Record<string, string>;
@@ -120,7 +121,9 @@ class Reception {
       if (info.valueTruncated) this.end(new ApiError('request.invalid_body', 400, `The form field "${name}" exceeds 64 KB.`));
       else this.fields[name] = value;
     });
-    bb.on('file', (_field, stream, info) => this.receiveFile(stream, info.filename ?? ''));
+    // The parser's events arrive from the socket, outside the request's scope: the file's store
+    // (a PutObject in cluster mode) is counted under the request's I/O path only when bound to it.
+    bb.on('file', inIoScope((_field: string, stream: Readable, info: { filename?: string }) => this.receiveFile(stream, info.filename ?? '')));
     bb.on('filesLimit', () => this.fail(new ApiError('request.multiple_files', 400, 'Exactly one file per request.')));
     bb.on('partsLimit', () => this.fail(new ApiError('request.invalid_body', 400, 'Too many form parts.')));
     bb.on('fieldsLimit', () => this.fail(new ApiError('request.invalid_body', 400, 'Too many form fields.')));
