@@ -14,6 +14,7 @@ import { ENVIRONMENT_ONLY, SETTINGS } from '../src/config.ts';
 import NODE_OPTIONS from '../src/runtime/node-options.json' with { type: 'json' };
 import { systemJemalloc } from '../src/runtime/source-start.ts';
 import { freePort } from './helpers/daemons.ts';
+import { waitUntil } from './helpers/poll.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
@@ -259,11 +260,7 @@ async function serveFromSource(command: string, args: string[], signalled: 'npm'
   child.stdout.on('data', (b: Buffer) => (output += b));
   child.stderr.on('data', (b: Buffer) => (output += b));
   try {
-    const started = Date.now();
-    while (!(await listening(port))) {
-      assert.ok(Date.now() - started < 30_000, `not listening after 30 s:\n${output}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await waitUntil(() => `listening on ${port}:\n${output}`, () => listening(port), { timeoutMs: 30_000, intervalMs: 200 });
     assert.match(output, /^API key: cpd_/m, 'the first start prints its key once (the operator contract)');
     assert.match(output, /"workers":1,/);
     assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
@@ -279,14 +276,8 @@ async function serveFromSource(command: string, args: string[], signalled: 'npm'
     else process.kill(server, 'SIGTERM');
     const stopping = Date.now();
     assert.equal(await exited, 0, output);
-    while (await listening(port)) {
-      assert.ok(Date.now() - stopping < 5_000, `still listening 5 s after SIGTERM:\n${output}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    while (groupAlive(child.pid!)) {
-      assert.ok(Date.now() - stopping < 5_000, `a process of ${command} outlived it`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitUntil(() => `nothing listening on ${port} 5 s after SIGTERM:\n${output}`, async () => !(await listening(port)), { timeoutMs: 5_000 - (Date.now() - stopping) });
+    await waitUntil(`every process of ${command} to end`, () => !groupAlive(child.pid!), { timeoutMs: 5_000 - (Date.now() - stopping) });
     assert.match(output, /"signal":"SIGTERM".*shutting down/);
   } finally {
     if (groupAlive(child.pid!)) process.kill(-child.pid!, 'SIGKILL');

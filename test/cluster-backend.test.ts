@@ -25,6 +25,7 @@ import { ManualClock } from './helpers/clock.ts';
 import { scratchDir } from './helpers/daemons.ts';
 import { newJob } from './helpers/job-records.ts';
 import { startPostgres, type TestPostgres } from './helpers/pg.ts';
+import { waitUntil } from './helpers/poll.ts';
 import { startSwift, type TestSwift } from './helpers/swift.ts';
 
 const run = promisify(execFile);
@@ -366,7 +367,7 @@ describe('cluster backend on PostgreSQL', () => {
         ran.push('A');
         await held;
       });
-      while (ran.length === 0) await new Promise((r) => setTimeout(r, 10));
+      await waitUntil('A to hold the lock', () => ran.length > 0, { intervalMs: 10 });
       await b.exclusive!('retention', async () => void ran.push('B'));
       release();
       await onA;

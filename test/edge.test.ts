@@ -9,6 +9,7 @@ import { FIRST_KEY_FILE, firstKeyIn } from '../src/accounts/first-key.ts';
 import { ConfigError, resolveConfig } from '../src/config.ts';
 import { clientAddress, parseProxyTrust, type ProxyTrust } from '../src/server/proxy-trust.ts';
 import { Daemon, freePort, scratchDir } from './helpers/daemons.ts';
+import { waitForJobStatus } from './helpers/poll.ts';
 import { CORPUS, fileForm, json, startTestServer, type TestServer } from './helpers/server.ts';
 
 describe('client address behind proxies', () => {
@@ -180,11 +181,7 @@ describe('private files', () => {
       const key = firstKeyIn(dir.path)!;
       const headers = { 'x-service-api-key': key };
       const accepted = await json(await fetch(`${url}/compress`, { method: 'POST', headers, body: await fileForm(join(CORPUS, 'jpg/jpeg420exif.jpg')) }));
-      let job: Record<string, unknown> = {};
-      for (let i = 0; i < 600 && job.status !== 'Succeeded' && job.status !== 'Failed'; i++) {
-        await new Promise((r) => setTimeout(r, 100));
-        job = await json(await fetch(`${url}/compress/job/${accepted.id}`, { headers }));
-      }
+      const job = await waitForJobStatus(accepted.id, async () => json(await fetch(`${url}/compress/job/${accepted.id}`, { headers })), ['Succeeded', 'Failed'], { timeoutMs: 60_000 });
       assert.equal(job.status, 'Succeeded');
       const found = await modes(dir.path);
       assert.ok(found.some((e) => e.path.endsWith('/output')), 'the job left its output in the data dir');

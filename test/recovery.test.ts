@@ -9,6 +9,7 @@ import { after, it } from 'node:test';
 import sharp from 'sharp';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { freePort } from './helpers/daemons.ts';
+import { waitForJobStatus, waitUntil } from './helpers/poll.ts';
 import { CORPUS } from './helpers/server.ts';
 import { startTestHttpsServer } from './helpers/tls.ts';
 
@@ -51,23 +52,16 @@ it('recovers queued and running jobs after SIGKILL, charging each exactly once',
   const status = async (id: string) => (await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as Record<string, any>;
 
   const done = await post(SMALL);
-  while ((await status(done)).status !== 'Succeeded') await new Promise((r) => setTimeout(r, 50));
+  await waitForJobStatus(done, () => status(done), ['Succeeded'], { timeoutMs: 120_000 });
   const ids = [await post(PHONE), await post(PHONE), await post(PHONE)];
-  while ((await status(ids[0])).status !== 'Running') await new Promise((r) => setTimeout(r, 20));
+  await waitForJobStatus(ids[0]!, () => status(ids[0]!), ['Running'], { timeoutMs: 120_000, intervalMs: 20 });
   first.child.kill('SIGKILL');
   await new Promise((r) => first.child.once('exit', r));
 
   const second = await serve(dataDir, port);
   assert.equal(second.key, null, 'a restart must not create another first key');
   const final = [];
-  for (const id of ids) {
-    let job = await status(id);
-    for (let i = 0; i < 600 && !['Succeeded', 'Failed', 'Canceled'].includes(job.status); i++) {
-      await new Promise((r) => setTimeout(r, 100));
-      job = await status(id);
-    }
-    final.push(job);
-  }
+  for (const id of ids) final.push(await waitForJobStatus(id, () => status(id), ['Succeeded', 'Failed', 'Canceled'], { timeoutMs: 60_000 }).catch(() => status(id)));
   assert.deepEqual(final.map((j) => j.status), ['Succeeded', 'Succeeded', 'Succeeded']);
   const download = await fetch(`${base}/compress/job/${done}/download`, { headers });
   assert.equal(download.status, 200, 'a job finished before the crash stays downloadable');
@@ -109,11 +103,10 @@ it('a job whose runs end with their process fails with jobs.crashed at the third
   assert.equal(accepted.status, 202);
   const { id } = (await accepted.json()) as { id: string };
   const untilRunning = async () => {
-    let job = await status(id);
-    while (job.status === 'Queued') {
-      await new Promise((r) => setTimeout(r, 20));
-      job = await status(id);
-    }
+    const job = await waitUntil(`job ${id} to leave Queued`, async () => {
+      const j = await status(id);
+      return j.status !== 'Queued' && j;
+    }, { timeoutMs: 120_000, intervalMs: 20 });
     assert.equal(job.status, 'Running', 'the job runs again after every restart');
   };
   const stop = async (signal: NodeJS.Signals) => {
@@ -134,7 +127,7 @@ it('a job whose runs end with their process fails with jobs.crashed at the third
     assert.equal(failed.error.code, 'jobs.crashed');
     const me = (await (await fetch(`${base}/compress/entitlements/me`, { headers })).json()) as Record<string, any>;
     assert.deepEqual(me.credits, { granted: 500, spent: 0, reserved: 0, available: 500 }, 'its credits are released');
-    for (let i = 0; i < 200 && hooks.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    await waitUntil('the job.failed webhook', () => hooks.length > 0, { timeoutMs: 10_000, intervalMs: 50 }).catch(() => undefined);
     assert.deepEqual(hooks.map((h) => [h.event, h.jobId, h.error?.code]), [['job.failed', id, 'jobs.crashed']]);
     await stop('SIGTERM');
   } finally {

@@ -189,7 +189,7 @@ describe('stalled upload', () => {
       assert.equal((await quick.api('/compress/entitlements/me').then(json)).credits.reserved, 0);
       // The app hears of the ended body after the socket closed; its clean-up follows within moments.
       const spool = () => readdir(join(quick.dataDir, 'spool')).catch(() => []);
-      for (let i = 0; i < 40 && (await spool()).length > 0; i++) await new Promise((r) => setTimeout(r, 50));
+      await waitUntil('the spool to empty', async () => (await spool()).length === 0, { timeoutMs: 2_000, intervalMs: 50 }).catch(() => undefined);
       assert.deepEqual(await spool(), []);
       const res = await quick.api('/compress', { method: 'POST', body: await fileForm(JPG) });
       assert.equal(res.status, 202, 'the server still takes uploads');

@@ -10,6 +10,7 @@ import type { Backend, ClaimLimits, MoveResult } from '../../src/jobs/backend.ts
 import { TRANSITIONS, type AdmissionLimits, type AdmissionRefusal, type Ending, type MoveName, type OwedWebhook } from '../../src/jobs/moves.ts';
 import type { Job, JobStatus } from '../../src/jobs/types.ts';
 import { newJob } from '../helpers/job-records.ts';
+import { waitUntil } from '../helpers/poll.ts';
 import { cancel, expire, finish, forget, until } from './moves.ts';
 
 export interface BackendHarness {
@@ -374,7 +375,7 @@ export function backendConformance(name: string, harness: BackendHarness): void 
       assert.equal(await b.jobs.renew(runningJob.id, NODE, 1, until(LEASE)), false, 'the running node learns at its next renew');
       const late = await finish(b, runningJob.id, NODE, 1, succeeded(), owedFor(runningJob));
       assert.deepEqual([late.ok, !late.ok && late.refusal], [false, 'not_running']);
-      for (let i = 0; i < 500 && heard.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      await waitUntil('both cancels heard', () => heard.length >= 2, { timeoutMs: 10_000, intervalMs: 20 }).catch(() => undefined);
       assert.deepEqual(heard.sort(), [queued.id, runningJob.id].sort());
       off();
       assert.deepEqual(await b.ledger.summary('alice'), { granted: 500, spent: 0, reserved: 0, available: 500 });
