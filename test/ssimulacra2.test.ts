@@ -49,6 +49,9 @@ describe('SSIMULACRA2 in use', () => {
     const again = distorted.map((d) => reference.score(d));
     assert.deepEqual(again, distorted.map((d) => ssimulacra2(original, d)));
     assert.deepEqual(distorted.map((d) => reference.score(d)), again, 'a reference scores the same every time');
+    const early = new Ssimulacra2Reference(original);
+    early.prepare();
+    assert.deepEqual(distorted.map((d) => early.score(d)), again, 'a reference prepared ahead scores like one prepared at its first score');
     assert.ok(again[0] < again[1]);
   });
 
@@ -81,6 +84,10 @@ describe('SSIMULACRA2 in use', () => {
     const clear = { ...opaque, data: Uint8Array.from(opaque.data) };
     for (let o = 3; o < clear.data.length; o += 4) clear.data[o] = 0;
     assert.ok(ssimulacra2(opaque, clear) < 50);
+    // Prepared ahead, only the first background is made; the second still is when scored.
+    const early = new Ssimulacra2Reference(clear);
+    early.prepare();
+    assert.equal(early.score(opaque), ssimulacra2(clear, opaque));
   });
 
   it('scores a 24 MP picture whole (its planes lie past 2 GiB of the module\'s memory)', () => {

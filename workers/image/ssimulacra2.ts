@@ -351,6 +351,15 @@ export class Ssimulacra2Reference {
     return phaseSync('score', () => this.worstOver(distorted, below));
   }
 
+  /**
+   * Prepares the reference now (its first background; a second one stays on demand) instead of
+   * at the first score: a search starts a probe's encode, which libvips runs on its own threads,
+   * then prepares the reference while it waits for it. Counted as scoring, which it is part of.
+   */
+  prepare(): void {
+    phaseSync('score', () => (this.prepared[0] ??= new Prepared(this.backgrounds[0], this.original)));
+  }
+
   private worstOver(distorted: Pixels, below: number): number {
     if (distorted.width !== this.width || distorted.height !== this.height) {
       throw new RangeError(`ssimulacra2: sizes differ (${this.width}×${this.height} vs ${distorted.width}×${distorted.height})`);
