@@ -3,6 +3,7 @@ import type { SharpOptions } from 'sharp';
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { JobError } from '../contract.ts';
 import { peakBytes, reserveMemory } from '../shared/memory.ts';
+import { endsComplete, kindOf } from './signatures.ts';
 
 // libvips's operation cache is process-wide and outlives the worker threads: it kept the pictures of
 // past jobs (users' data) and their decoded pixels, 233 MB above a fresh start after 60 JPEG searches,
@@ -72,15 +73,13 @@ function lacksClosingMarker(path: string): boolean {
     const size = fstatSync(fd).size;
     const head = Buffer.alloc(8);
     readSync(fd, head, 0, 8, 0);
+    const kind = kindOf(head);
+    if (!kind) return false;
     const tail = Buffer.alloc(Math.min(size, TAIL_BYTES));
     readSync(fd, tail, 0, tail.length, size - tail.length);
     let length = tail.length;
     while (length > 0 && tail[length - 1] === 0) length--;
-    const end = tail.subarray(0, length);
-    if (head[0] === 0xff && head[1] === 0xd8) return end.lastIndexOf(Buffer.from([0xff, 0xd9])) < 0;
-    if (head.toString('latin1', 1, 4) === 'PNG') return end.lastIndexOf('IEND') < 0;
-    if (head.toString('latin1', 0, 3) === 'GIF') return end.at(-1) !== 0x3b;
-    return false;
+    return !endsComplete(kind, tail.subarray(0, length));
   } catch {
     return false;
   } finally {

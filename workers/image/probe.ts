@@ -3,17 +3,12 @@ import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
 import { FAIL_ON, imageError } from './decode-policy.ts';
+import { hasSignature, kindOf, type ImageKind } from './signatures.ts';
 
-export type ImageKind = 'jpeg' | 'png' | 'gif';
+export type { ImageKind };
 
 /** A picture as a file path or as its bytes, as sharp takes either. */
 export type ImageSource = string | Uint8Array;
-
-const SIGNATURES: Record<ImageKind, number[]> = {
-  jpeg: [0xff, 0xd8, 0xff],
-  png: [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a],
-  gif: [0x47, 0x49, 0x46, 0x38],
-};
 
 /** What a header says, read before any pixel is decoded. */
 export interface HeaderFacts {
@@ -48,8 +43,7 @@ export async function firstBytes(source: ImageSource, n: number): Promise<Buffer
 
 /** `image.format_mismatch` unless the first bytes are `kind`'s signature (e.g. a PDF named .jpg). */
 export function checkSignature(head: Buffer, kind: ImageKind): void {
-  const sig = SIGNATURES[kind];
-  if (head.length < sig.length || sig.some((b, i) => head[i] !== b)) {
+  if (!hasSignature(head, kind)) {
     throw new JobError('image.format_mismatch', `The file is not a ${kind.toUpperCase()} image${describe(head)}.`);
   }
 }
@@ -73,6 +67,6 @@ function describe(head: Buffer): string {
   const ascii = head.toString('latin1');
   if (ascii.startsWith('%PDF')) return ' (it is a PDF document)';
   if (ascii.startsWith('PK')) return ' (it is a ZIP archive)';
-  for (const [k, sig] of Object.entries(SIGNATURES)) if (sig.every((b, i) => head[i] === b)) return ` (it is a ${k.toUpperCase()} image)`;
-  return '';
+  const kind = kindOf(head);
+  return kind ? ` (it is a ${kind.toUpperCase()} image)` : '';
 }
