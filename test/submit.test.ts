@@ -5,6 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
 import { waitUntil } from './helpers/poll.ts';
 import { CORPUS, fileForm, json, startTestServer, waitForJob, type TestServer } from './helpers/server.ts';
 
@@ -46,6 +47,10 @@ const cases: Case[] = [
     400,
     'request.multiple_files',
   ],
+  // The part's name says what it is, not its filename attribute: `curl -F options=@o.json` sends options as a file part.
+  ['a file under another field name than "file"', async () => multipart({}, [['image', new Blob([await readFile(JPG)]), 'photo.jpg']]), 400, 'request.no_files'],
+  ['options sent as a file part that are not JSON', async () => multipart({}, [['file', new Blob([await readFile(JPG)]), 'photo.jpg'], ['options', new Blob(['{nope']), 'options.json']]), 400, 'compress.invalid_options'],
+  ['options sent as a file part before the file, over 64 KB', async () => multipart({}, [['options', new Blob(['{' + ' '.repeat(70 * 1024) + '}']), 'options.json'], ['file', new Blob([await readFile(JPG)]), 'photo.jpg']]), 400, 'request.invalid_body'],
   [
     'an unsupported extension',
     async () => multipart({}, [['file', new Blob(['MZ']), 'setup.exe']]),
@@ -234,6 +239,18 @@ describe('accepted submission', () => {
     assert.equal(body.status, 'Queued');
     assert.equal(body.fileName, 'holiday photo');
     assert.equal(body.format, 'jpg');
+  });
+
+  it('reads a text field sent as a file part as that field (curl -F options=@options.json): the options apply', async () => {
+    const options = JSON.stringify({ resize: { enabled: true, mode: 'pixels', preset: 'custom', value: 64 } });
+    const res = await s.api('/compress', { method: 'POST', body: multipart({}, [['options', new Blob([options]), 'options.json'], ['file', new Blob([await readFile(JPG)]), 'photo.jpg']]).body });
+    const body = await json(res);
+    assert.equal(res.status, 202, JSON.stringify(body));
+    assert.equal(body.fileName, 'photo');
+    assert.equal((await waitForJob(s, body.id)).status, 'Succeeded');
+    const output = Buffer.from(await (await s.api(`/compress/job/${body.id}/download`)).arrayBuffer());
+    const { width, height } = await sharp(output).metadata();
+    assert.equal(Math.max(width!, height!), 64);
   });
 
   it('never uses the client file name as a path', async () => {

@@ -30,6 +30,12 @@ export interface UploadRules {
   destination(): Promise<string | Writable | null>;
   /** Hash the file's bytes (sha256) as they stream. */
   digest?: boolean;
+  /**
+   * Text fields whose value may come as a file part (`curl -F options=@options.json`): the part's
+   * name, not its filename attribute, says what it is. A file part under any other name than
+   * FILE_FIELD is skipped, as unknown fields are.
+   */
+  textFields?: ReadonlySet<string>;
   /** Told the file's bytes so far as they arrive; what it returns is awaited, and what it throws fails the upload. */
   received?(bytes: number): Promise<void> | undefined;
 }
@@ -39,6 +45,15 @@ export function tooLarge(maxBytes: number): ApiError {
   return new ApiError('request.file_too_large', 413, `The file exceeds the ${megabytes} MB limit.`, { megabytes });
 }
 
+/** The form field whose file part is the upload. */
+const FILE_FIELD = 'file';
+/** A text field's size limit, whether sent as a plain field or as a file part. */
+const FIELD_SIZE = 64 * 1024;
+/** File parts beside the upload that busboy lets through: those of `UploadRules.textFields`, read as text. */
+const MAX_TEXT_FILES = 8;
+
+const fieldTooLarge = (name: string) => new ApiError('request.invalid_body', 400, `The form field "${name}" exceeds 64 KB.`);
+const multipleFiles = () => new ApiError('request.multiple_files', 400, 'Exactly one file per request.');
 const malformed = (why: string) => new ApiError('request.invalid_body', 400, `Malformed multipart request: ${why}`);
 const aborted = () => new ApiError('request.aborted', 400, 'The upload was interrupted.');
 
@@ -54,7 +69,7 @@ function openParser(req: IncomingMessage, rules: UploadRules): busboy.Busboy {
   if (length > 70) throw malformed(`the boundary has ${length} characters; at most 70 are allowed`);
   try {
     // Browsers and HTTP clients send file names as raw UTF-8 (the WHATWG form encoding), not latin1.
-    return busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1, fileSize: rules.maxBytes, fields: 32, fieldSize: 64 * 1024, parts: 40 } });
+    return busboy({ headers: req.headers, defParamCharset: 'utf8', limits: { files: 1 + MAX_TEXT_FILES, fileSize: rules.maxBytes, fields: 32, fieldSize: FIELD_SIZE, parts: 40 } });
   } catch (err) {
     throw malformed((err as Error).message);
   }
@@ -102,6 +117,8 @@ class Reception {
   readonly fields: Record<string, string> = {};
   file: ReceivedUpload['file'] = null;
   private part: Readable | null = null;
+  /** File parts being read as text fields (receiveText). */
+  private readonly texts: Readable[] = [];
   private failure: ApiError | null = null;
   private writing: Promise<void> = Promise.resolve();
   private ended = false;
@@ -118,13 +135,13 @@ class Reception {
   start(): void {
     const { bb, req } = this;
     bb.on('field', (name, value, info) => {
-      if (info.valueTruncated) this.end(new ApiError('request.invalid_body', 400, `The form field "${name}" exceeds 64 KB.`));
+      if (info.valueTruncated) this.end(fieldTooLarge(name));
       else this.fields[name] = value;
     });
     // The parser's events arrive from the socket, outside the request's scope: the file's store
     // (a PutObject in cluster mode) is counted under the request's I/O path only when bound to it.
-    bb.on('file', inIoScope((_field: string, stream: Readable, info: { filename?: string }) => this.receiveFile(stream, info.filename ?? '')));
-    bb.on('filesLimit', () => this.fail(new ApiError('request.multiple_files', 400, 'Exactly one file per request.')));
+    bb.on('file', inIoScope((field: string, stream: Readable, info: { filename?: string }) => this.receivePart(field, stream, info.filename ?? '')));
+    bb.on('filesLimit', () => this.fail(multipleFiles()));
     bb.on('partsLimit', () => this.fail(new ApiError('request.invalid_body', 400, 'Too many form parts.')));
     bb.on('fieldsLimit', () => this.fail(new ApiError('request.invalid_body', 400, 'Too many form fields.')));
     bb.on('error', (err: Error) => this.end(malformed(err.message)));
@@ -146,16 +163,44 @@ class Reception {
     this.req.off('aborted', this.onAbort);
     this.req.off('error', this.onAbort);
     this.req.unpipe(this.bb);
-    // On failure a file part still open (the request ended inside it) is closed so its write
+    // On failure a part still open (the request ended inside it) is closed so its write or read
     // settles; on success busboy has ended it and what it still buffers is written out.
-    if (this.failure) this.part?.destroy();
+    if (this.failure) for (const part of [this.part, ...this.texts]) part?.destroy();
     this.writing.then(() => (this.failure ? this.settle.reject(this.failure) : this.settle.resolve({ fields: this.fields, file: this.file })));
+  }
+
+  private receivePart(field: string, stream: Readable, fileName: string): void {
+    if (field === FILE_FIELD) this.receiveFile(stream, fileName);
+    else if (this.rules.textFields?.has(field)) this.receiveText(field, stream);
+    else stream.on('error', () => {}).resume();
+  }
+
+  /** A file part under a text field's name: its content is that field's value (FIELD_SIZE at most). */
+  private receiveText(name: string, stream: Readable): void {
+    stream.on('error', () => {});
+    this.texts.push(stream);
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const read = new Promise<void>((resolve) => {
+      stream.on('close', resolve);
+      stream.on('end', () => {
+        this.fields[name] = Buffer.concat(chunks).toString('utf8');
+        resolve();
+      });
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        chunks.push(chunk);
+        if (size > FIELD_SIZE) this.end(fieldTooLarge(name));
+      });
+    });
+    this.writing = Promise.all([this.writing, read]).then(() => {});
   }
 
   private receiveFile(stream: Readable, name: string): void {
     // Parser errors (a body that ends inside the part) are also reported on the parser;
     // this listener only keeps them from being unhandled on the part.
     stream.on('error', () => {});
+    if (this.file) this.fail(multipleFiles());
     if (this.ended || this.failure || this.file) {
       stream.resume();
       return;

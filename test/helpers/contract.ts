@@ -282,7 +282,7 @@ function headersOf(res: ServerResponse, written: OutgoingHttpHeaders): Record<st
 
 const REQUEST_JSON_CAP = 1024 * 1024;
 
-/** A multipart body's fields as they stream past (file parts as ''), parsed as the server's busboy does. */
+/** A multipart body's fields as they stream past (the upload as ''), parsed as the server's busboy does. */
 function formFields(req: IncomingMessage): { feed(chunk: Buffer): void; end(): Promise<RequestSeen['body']> } {
   const fields: Record<string, string> = {};
   let failed = false;
@@ -296,7 +296,14 @@ function formFields(req: IncomingMessage): { feed(chunk: Buffer): void; end(): P
     bb?.on('field', (name, value) => (fields[name] = value));
     const fail = () => ((failed = true), resolve());
     // A file part cut short errs on its own stream too (busboy's "Unexpected end of form").
-    bb?.on('file', (name, file) => ((fields[name] = ''), file.on('error', fail).resume()));
+    // The server reads a text field sent as a file part (curl -F options=@o.json) as its text.
+    bb?.on('file', (name, file) => {
+      const chunks: Buffer[] = [];
+      fields[name] = '';
+      file.on('error', fail);
+      if (name === 'file') file.resume();
+      else file.on('data', (c: Buffer) => chunks.push(c)).on('end', () => (fields[name] = Buffer.concat(chunks).toString('utf8')));
+    });
     bb?.on('error', fail);
     bb?.on('close', resolve);
     if (!bb) resolve();

@@ -93,6 +93,9 @@ interface Admission {
  * The body of a submission past its gate: the file received into the blob store, or the URL's
  * content fetched into it, then the job admitted. On failure whatever of the input was kept goes.
  */
+/** The submission's text fields (spec, "Submit a job"), which may also come as file parts. */
+const FORM_TEXT_FIELDS: ReadonlySet<string> = new Set(['inputUrl', 'sourceFormat', 'options', 'webhookUrl', 'webhookSecret', 'webhookEvents']);
+
 class Submissions {
   constructor(
     private readonly deps: SubmitDeps,
@@ -124,6 +127,7 @@ class Submissions {
       .receiveMultipart(c, {
         maxBytes: plan.maxFileSizeBytes,
         received: (bytes) => place.disk.advance(bytes),
+        textFields: FORM_TEXT_FIELDS,
         accept: (name) => {
           format = formatOfFileName(name);
           entry = resolveCompressor(format, r.dedicated);
