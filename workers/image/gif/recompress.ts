@@ -35,6 +35,11 @@ export class GifRecompressor {
   private readonly wanted: Canvas;
   private readonly shown: Canvas;
   private readonly score: ScreenSsim;
+  /**
+   * The exact re-encode once made: the search starts from it and may fall back to it, and a
+   * second encode would give the same bytes (by then every frame's choice is known).
+   */
+  private exact: Recompressed | undefined;
 
   /** Throws on malformed structure. */
   constructor(gif: Uint8Array) {
@@ -70,6 +75,7 @@ export class GifRecompressor {
    * screen under later frames count every time.
    */
   recompress(threshold: number): Recompressed {
+    if (threshold === 0 && this.exact) return this.exact;
     const { frames } = this.file;
     const { wanted, shown, score } = this;
     wanted.clear();
@@ -121,7 +127,9 @@ export class GifRecompressor {
       wanted.dispose(f);
       shown.dispose(frame);
     });
-    return { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1 };
+    const result = { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1 };
+    if (threshold === 0) this.exact = result;
+    return result;
   }
 
   /** One frame's LZW data, and the indices it decodes to (in scratch buffer `slot`, 0 or 1). */
