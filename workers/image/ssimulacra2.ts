@@ -135,6 +135,8 @@ const WebAssemblyApi = (globalThis as unknown as { WebAssembly: WasmApi }).WebAs
 
 let compiled: object | undefined;
 const PAGE = 65536;
+/** The pages of a 32-bit module's memory at most (4 GiB). */
+const MAX_PAGES = 65536;
 const GAUSSIAN = recursiveGaussian(SIGMA);
 
 /**
@@ -168,8 +170,7 @@ class Arena {
     // Arithmetic, not bitwise: offsets pass 2 GiB for pictures of 20 MP and more.
     const at = Math.ceil(this.top / 16) * 16;
     this.top = at + bytes;
-    const short = this.top - this.memory.buffer.byteLength;
-    if (short > 0) this.memory.grow(Math.ceil(short / PAGE));
+    this.grow(this.top - this.memory.buffer.byteLength);
     return at;
   }
 
@@ -197,8 +198,18 @@ class Arena {
    */
   keep(scratch: number): void {
     this.mark = this.top;
-    const short = this.top + scratch - this.memory.buffer.byteLength;
-    if (short > 0) this.memory.grow(Math.ceil(short / PAGE));
+    this.grow(this.top + scratch - this.memory.buffer.byteLength);
+  }
+
+  /**
+   * Room for `short` more bytes (none when it is not positive), and at least half the memory's
+   * size more while under the 4 GiB a module can address: a fresh arena grown allocation by
+   * allocation, each growth a call into the engine, cost its first score tens of milliseconds.
+   */
+  private grow(short: number): void {
+    if (short <= 0) return;
+    const pages = this.memory.buffer.byteLength / PAGE;
+    this.memory.grow(Math.max(Math.ceil(short / PAGE), Math.min(pages >> 1, MAX_PAGES - pages)));
   }
 
   release(): void {
