@@ -231,7 +231,7 @@ class Arena {
 /**
  * Arenas whose reference is gone, kept for the next reference of this thread: a fresh memory's
  * growth and first touch of its pages cost the first score of every reference about as much as
- * the score itself. Idle arenas hold at most IDLE_BYTES (a 1 MP reference's arena is about 120 MB);
+ * the score itself. Idle arenas hold at most IDLE_BYTES (a 1 MP reference's arena is 100-150 MB);
  * a bigger one is let go.
  */
 const IDLE_BYTES = 320 * 1024 * 1024;
