@@ -120,9 +120,9 @@ interface Kernels {
   to_linear(px: number, n: number, c: number, bg: number, r: number, g: number, b: number): void;
   downsample(src: number, w: number, h: number, dst: number): void;
   to_xyb(r: number, g: number, b: number, n: number, x: number, y: number, bb: number, want: number): void;
-  multiply(a: number, b: number, n: number, out: number): void;
   set_gaussian(radius: number, n1: number, n3: number, n5: number, d1: number, d3: number, d5: number): void;
-  blur(src: number, w: number, h: number, dst: number, tmp: number, tmp2: number, state: number): void;
+  blur(src: number, by: number, w: number, h: number, dst: number, tmp: number, strip: number, line: number, state: number): void;
+  blur_block(): number;
   maps(x1: number, m1: number, s11: number, x2: number, m2: number, s22: number, s12: number, n: number, out: number): void;
   heap_base(): number;
 }
@@ -135,11 +135,14 @@ const WebAssemblyApi = (globalThis as unknown as { WebAssembly: WasmApi }).WebAs
 
 let compiled: object | undefined;
 const PAGE = 65536;
+/** The pages of a 32-bit module's memory at most (4 GiB). */
+const MAX_PAGES = 65536;
 const GAUSSIAN = recursiveGaussian(SIGMA);
 
 /**
  * One instance of the kernels with its own memory, and a bump allocator over it: a reference's
- * planes stay below `mark`, each score's scratch above it. Its memory goes with it.
+ * planes stay below `mark`, each score's scratch above it. When its reference is gone it serves
+ * the next one (see `takeArena`).
  */
 class Arena {
   readonly k: Kernels;
@@ -167,8 +170,7 @@ class Arena {
     // Arithmetic, not bitwise: offsets pass 2 GiB for pictures of 20 MP and more.
     const at = Math.ceil(this.top / 16) * 16;
     this.top = at + bytes;
-    const short = this.top - this.memory.buffer.byteLength;
-    if (short > 0) this.memory.grow(Math.ceil(short / PAGE));
+    this.grow(this.top - this.memory.buffer.byteLength);
     return at;
   }
 
@@ -196,13 +198,57 @@ class Arena {
    */
   keep(scratch: number): void {
     this.mark = this.top;
-    const short = this.top + scratch - this.memory.buffer.byteLength;
-    if (short > 0) this.memory.grow(Math.ceil(short / PAGE));
+    this.grow(this.top + scratch - this.memory.buffer.byteLength);
+  }
+
+  /**
+   * Room for `short` more bytes (none when it is not positive), and at least half the memory's
+   * size more while under the 4 GiB a module can address: a fresh arena grown allocation by
+   * allocation, each growth a call into the engine, cost its first score tens of milliseconds.
+   */
+  private grow(short: number): void {
+    if (short <= 0) return;
+    const pages = this.memory.buffer.byteLength / PAGE;
+    this.memory.grow(Math.max(Math.ceil(short / PAGE), Math.min(pages >> 1, MAX_PAGES - pages)));
   }
 
   release(): void {
     this.top = this.mark;
   }
+
+  /** Everything freed, the memory kept at its size. */
+  reset(): this {
+    this.top = this.base;
+    this.mark = 0;
+    return this;
+  }
+
+  size(): number {
+    return this.memory.buffer.byteLength;
+  }
+}
+
+/**
+ * Arenas whose reference is gone, kept for the next reference of this thread: a fresh memory's
+ * growth and first touch of its pages cost the first score of every reference about as much as
+ * the score itself. Idle arenas hold at most IDLE_BYTES (a 1 MP reference's arena is 100-150 MB);
+ * a bigger one is let go.
+ */
+const IDLE_BYTES = 320 * 1024 * 1024;
+const idle: Arena[] = [];
+const returned = new FinalizationRegistry<Arena>((arena) => giveBack(arena));
+
+function giveBack(arena: Arena): void {
+  const held = idle.reduce((sum, a) => sum + a.size(), 0);
+  if (held + arena.size() <= IDLE_BYTES) idle.push(arena.reset());
+}
+
+/** The largest idle arena, or a new one. */
+function takeArena(): Arena {
+  if (idle.length === 0) return new Arena();
+  let best = 0;
+  for (let i = 1; i < idle.length; i++) if (idle[i].size() > idle[best].size()) best = i;
+  return idle.splice(best, 1)[0];
 }
 
 /** Offsets of three planes. */
@@ -219,15 +265,16 @@ interface Scale {
 
 /** One background's reference, prepared in its own arena. */
 class Prepared {
-  private readonly arena = new Arena();
+  private readonly arena = takeArena();
   private readonly scales: Scale[] = [];
-  private readonly blurScratch: { tmp: number; tmp2: number; state: number };
+  private readonly blurScratch: { tmp: number; strip: number; line: number; state: number };
 
   constructor(private readonly bg: number, px: Pixels) {
     const a = this.arena;
     const { width: w0, height: h0 } = px;
-    const padded = (((w0 + 3) & ~3) + 4) * (((h0 + 3) & ~3) + 4) * 4;
-    this.blurScratch = { tmp: a.alloc(padded), tmp2: a.alloc(padded), state: a.alloc(6 * 4 * (Math.max(w0, h0) + 8)) };
+    const pw = (w0 + 3) & ~3;
+    const block = a.k.blur_block();
+    this.blurScratch = { tmp: a.alloc(4 * pw * h0), strip: a.alloc(4 * block * w0), line: a.alloc(4 * block * w0), state: a.alloc(6 * 4 * Math.max(pw, block)) };
     let lin = this.linear(px);
     let w = w0;
     let h = h0;
@@ -238,11 +285,17 @@ class Prepared {
       if (need.every((n) => n === 0)) break;
       const xyb = this.xyb(lin, w, h, need);
       const mu = xyb.map((p, c) => (need[c] ? this.blur(p, w, h) : 0)) as Three;
-      const sigma = xyb.map((p, c) => (need[c] === 2 ? this.blurProduct(p, p, w, h) : 0)) as Three;
+      const sigma = xyb.map((p, c) => (need[c] === 2 ? this.blur(p, w, h, p) : 0)) as Three;
       this.scales.push({ w, h, xyb, mu, sigma });
     }
     // A score allocates about what the reference holds (its own planes at every scale, its blurs).
     a.keep(a.used());
+    returned.register(this, a, this);
+  }
+
+  /** Its arena to the idle ones now, for a caller that is done with it. */
+  dispose(): void {
+    if (returned.unregister(this)) giveBack(this.arena);
   }
 
   private linear(px: Pixels): Three {
@@ -277,17 +330,12 @@ class Prepared {
     return out;
   }
 
-  private blur(p: number, w: number, h: number): number {
+  /** The blur of p, or with q of the product p·q. */
+  private blur(p: number, w: number, h: number, q = 0): number {
     const out = this.arena.alloc(4 * w * h);
-    const { tmp, tmp2, state } = this.blurScratch;
-    this.arena.k.blur(p, w, h, out, tmp, tmp2, state);
+    const { tmp, strip, line, state } = this.blurScratch;
+    this.arena.k.blur(p, q, w, h, out, tmp, strip, line, state);
     return out;
-  }
-
-  private blurProduct(p: number, q: number, w: number, h: number): number {
-    const product = this.arena.alloc(4 * w * h);
-    this.arena.k.multiply(p, q, w * h, product);
-    return this.blur(product, w, h);
   }
 
   score(px: Pixels): number {
@@ -305,8 +353,8 @@ class Prepared {
           if (!need[c]) continue;
           const mu = this.blur(xyb[c], w, h);
           const ssim = need[c] === 2;
-          const s22 = ssim ? this.blurProduct(xyb[c], xyb[c], w, h) : 0;
-          const s12 = ssim ? this.blurProduct(ref.xyb[c], xyb[c], w, h) : 0;
+          const s22 = ssim ? this.blur(xyb[c], w, h, xyb[c]) : 0;
+          const s12 = ssim ? this.blur(ref.xyb[c], w, h, xyb[c]) : 0;
           a.k.maps(ref.xyb[c], ref.mu[c], ref.sigma[c], xyb[c], mu, s22, s12, w * h, sums);
           const n = w * h;
           const [ssim1, ssim4, art1, art4, lost1, lost4] = a.f64(sums, 6);
@@ -360,6 +408,11 @@ export class Ssimulacra2Reference {
     phaseSync('score', () => (this.prepared[0] ??= new Prepared(this.backgrounds[0], this.original)));
   }
 
+  /** Its memory to the next reference now rather than when it is collected; not to be used after. */
+  dispose(): void {
+    for (const p of this.prepared) p?.dispose();
+  }
+
   private worstOver(distorted: Pixels, below: number): number {
     if (distorted.width !== this.width || distorted.height !== this.height) {
       throw new RangeError(`ssimulacra2: sizes differ (${this.width}×${this.height} vs ${distorted.width}×${distorted.height})`);
@@ -389,5 +442,10 @@ function fullyOpaque(p: Pixels): boolean {
 
 /** SSIMULACRA2 of `distorted` against `original` (same size). */
 export function ssimulacra2(original: Pixels, distorted: Pixels): number {
-  return new Ssimulacra2Reference(original).score(distorted);
+  const reference = new Ssimulacra2Reference(original);
+  try {
+    return reference.score(distorted);
+  } finally {
+    reference.dispose();
+  }
 }

@@ -39,7 +39,16 @@ void downsample(const f32 *s, int sw, int sh, f32 *d) {
   for (int y = 0; y < h; y++) {
     const f32 *r0 = s + 2 * y * sw;
     const f32 *r1 = s + (2 * y + 1 < sh ? 2 * y + 1 : sh - 1) * sw;
-    for (int x = 0; x < w; x++) {
+    int x = 0;
+    // Four at a time while the eight source columns lie in the row, in the same order of additions.
+    for (; 2 * x + 8 <= sw; x += 4) {
+      v128_t a0 = wasm_v128_load(r0 + 2 * x), b0 = wasm_v128_load(r0 + 2 * x + 4);
+      v128_t a1 = wasm_v128_load(r1 + 2 * x), b1 = wasm_v128_load(r1 + 2 * x + 4);
+      v128_t sum = wasm_f32x4_add(wasm_i32x4_shuffle(a0, b0, 0, 2, 4, 6), wasm_i32x4_shuffle(a0, b0, 1, 3, 5, 7));
+      sum = wasm_f32x4_add(wasm_f32x4_add(sum, wasm_i32x4_shuffle(a1, b1, 0, 2, 4, 6)), wasm_i32x4_shuffle(a1, b1, 1, 3, 5, 7));
+      wasm_v128_store(d + y * w + x, wasm_f32x4_mul(wasm_f32x4_splat(0.25f), sum));
+    }
+    for (; x < w; x++) {
       int x0 = 2 * x, x1 = x0 + 1 < sw ? x0 + 1 : sw - 1;
       d[y * w + x] = 0.25f * (r0[x0] + r0[x1] + r1[x0] + r1[x1]);
     }
@@ -81,11 +90,6 @@ void to_xyb(const f32 *r, const f32 *g, const f32 *b, int n, f32 *ox, f32 *oy, f
 #undef MIX
 }
 
-__attribute__((export_name("multiply")))
-void multiply(const f32 *a, const f32 *b, int n, f32 *out) {
-  for (int i = 0; i < n; i++) out[i] = a[i] * b[i];
-}
-
 // The recursive Gaussian's coefficients (three terms), set by the caller.
 static f32 N2[3], D1[3];
 static int RADIUS;
@@ -108,77 +112,131 @@ static inline v128_t step(v128_t sum, v128_t n2, v128_t prev2, v128_t negd1_lo, 
   return wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0, 1, 4, 5);
 }
 
-// The vertical pass over w columns (w a multiple of 4; the caller pads), zeros outside the
-// picture; `state` holds 6·w floats.
-static void vertical(const f32 *src, int w, int h, f32 *dst, f32 *state) {
-  const int N = RADIUS;
-  f32 *p1 = state, *q1 = state + w, *p3 = state + 2 * w, *q3 = state + 3 * w, *p5 = state + 4 * w, *q5 = state + 5 * w;
-  for (int i = 0; i < 6 * w; i++) state[i] = 0;
+static inline int pad4(int v) { return (v + 3) & ~3; }
+
+// The vertical pass over pw columns (a multiple of 4; src's row stride, its padding columns
+// zeroed), zeros outside the picture; the first w columns to dst (row stride w). `state` holds
+// 6·pw floats: each term's last two rows, the older overwritten by the new one, then the two swapped.
+static void vertical(const f32 *src, int pw, int w, int h, f32 *dst, f32 *state) {
+  const int N = RADIUS, w4 = w & ~3;
+  f32 *p1 = state, *q1 = state + pw, *p3 = state + 2 * pw, *q3 = state + 3 * pw, *p5 = state + 4 * pw, *q5 = state + 5 * pw;
+  for (int i = 0; i < 6 * pw; i++) state[i] = 0;
   const v128_t a1 = wasm_f32x4_splat(N2[0]), a3 = wasm_f32x4_splat(N2[1]), a5 = wasm_f32x4_splat(N2[2]);
   const v128_t b1 = wasm_f64x2_splat(-(double)D1[0]), b3 = wasm_f64x2_splat(-(double)D1[1]), b5 = wasm_f64x2_splat(-(double)D1[2]);
   const v128_t zero = wasm_f32x4_splat(0);
   for (int n = -N + 1; n < h; n++) {
     int top = n - N - 1, bottom = n + N - 1;
-    const f32 *tr = top >= 0 ? src + top * w : 0;
-    const f32 *br = bottom < h ? src + bottom * w : 0;
+    const f32 *tr = top >= 0 ? src + top * pw : 0;
+    const f32 *br = bottom < h ? src + bottom * pw : 0;
     f32 *out = n >= 0 ? dst + n * w : 0;
-    for (int x = 0; x < w; x += 4) {
+    for (int x = 0; x < pw; x += 4) {
       v128_t sum = wasm_f32x4_add(tr ? wasm_v128_load(tr + x) : zero, br ? wasm_v128_load(br + x) : zero);
       v128_t o1 = step(sum, a1, wasm_v128_load(q1 + x), b1, wasm_v128_load(p1 + x));
       v128_t o3 = step(sum, a3, wasm_v128_load(q3 + x), b3, wasm_v128_load(p3 + x));
       v128_t o5 = step(sum, a5, wasm_v128_load(q5 + x), b5, wasm_v128_load(p5 + x));
-      wasm_v128_store(q1 + x, wasm_v128_load(p1 + x));
-      wasm_v128_store(q3 + x, wasm_v128_load(p3 + x));
-      wasm_v128_store(q5 + x, wasm_v128_load(p5 + x));
-      wasm_v128_store(p1 + x, o1);
-      wasm_v128_store(p3 + x, o3);
-      wasm_v128_store(p5 + x, o5);
-      if (out) wasm_v128_store(out + x, wasm_f32x4_add(wasm_f32x4_add(o1, o3), o5));
+      wasm_v128_store(q1 + x, o1);
+      wasm_v128_store(q3 + x, o3);
+      wasm_v128_store(q5 + x, o5);
+      if (!out) continue;
+      v128_t o = wasm_f32x4_add(wasm_f32x4_add(o1, o3), o5);
+      if (x < w4) {
+        wasm_v128_store(out + x, o);
+      } else {
+        f32 lanes[4];
+        wasm_v128_store(lanes, o);
+        for (int k = 0; k < w - x; k++) out[x + k] = lanes[k];
+      }
+    }
+    f32 *t;
+    t = p1; p1 = q1; q1 = t;
+    t = p3; p3 = q3; q3 = t;
+    t = p5; p5 = q5; q5 = t;
+  }
+}
+
+// Four rows' values at columns x..x+3 (rows r0..r3) to four vectors, each one column's four rows.
+#define TRANSPOSE4(r0, r1, r2, r3, c0, c1, c2, c3) do { \
+    v128_t t0_ = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5), t1_ = wasm_i32x4_shuffle(r2, r3, 0, 4, 1, 5); \
+    v128_t t2_ = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7), t3_ = wasm_i32x4_shuffle(r2, r3, 2, 6, 3, 7); \
+    c0 = wasm_i32x4_shuffle(t0_, t1_, 0, 1, 4, 5); c1 = wasm_i32x4_shuffle(t0_, t1_, 2, 3, 6, 7); \
+    c2 = wasm_i32x4_shuffle(t2_, t3_, 0, 1, 4, 5); c3 = wasm_i32x4_shuffle(t2_, t3_, 2, 3, 6, 7); \
+  } while (0)
+
+// Rows (each of w values), or with m their products with m's rows, interleaved: column x's four
+// rows at out + stride·x.
+static void interleave(const f32 *const r[4], const f32 *const m[4], int w, f32 *out, int stride) {
+  int w4 = w & ~3;
+  for (int x = 0; x < w4; x += 4) {
+    v128_t c0, c1, c2, c3, v[4];
+    for (int k = 0; k < 4; k++) v[k] = m ? wasm_f32x4_mul(wasm_v128_load(r[k] + x), wasm_v128_load(m[k] + x)) : wasm_v128_load(r[k] + x);
+    TRANSPOSE4(v[0], v[1], v[2], v[3], c0, c1, c2, c3);
+    wasm_v128_store(out + stride * x, c0);
+    wasm_v128_store(out + stride * (x + 1), c1);
+    wasm_v128_store(out + stride * (x + 2), c2);
+    wasm_v128_store(out + stride * (x + 3), c3);
+  }
+  for (int x = w4; x < w; x++)
+    for (int k = 0; k < 4; k++) out[stride * x + k] = m ? r[k][x] * m[k][x] : r[k][x];
+}
+
+// The reverse: interleaved columns back to rows; rows past `rows` are not written.
+static void deinterleave(const f32 *in, int stride, int w, f32 *const r[4], int rows) {
+  int w4 = w & ~3;
+  for (int x = 0; x < w4; x += 4) {
+    v128_t c0, c1, c2, c3;
+    TRANSPOSE4(wasm_v128_load(in + stride * x), wasm_v128_load(in + stride * (x + 1)), wasm_v128_load(in + stride * (x + 2)), wasm_v128_load(in + stride * (x + 3)), c0, c1, c2, c3);
+    wasm_v128_store(r[0] + x, c0);
+    if (rows > 1) wasm_v128_store(r[1] + x, c1);
+    if (rows > 2) wasm_v128_store(r[2] + x, c2);
+    if (rows > 3) wasm_v128_store(r[3] + x, c3);
+  }
+  for (int x = w4; x < w; x++)
+    for (int k = 0; k < rows; k++) r[k][x] = in[stride * x + k];
+}
+
+// Rows the horizontal pass takes at once.
+#define BLOCK 32
+
+__attribute__((export_name("blur_block"))) int blur_block(void) { return BLOCK; }
+
+// The horizontal pass, BLOCK rows at a time: the rows interleaved (column x of the block a row
+// of `strip`, 4·ceil(rows/4) floats), the vertical pass down that, and back. Each row's arithmetic
+// is the vertical pass's, and the transposes stay in cache. dst has row stride pw, its padding
+// columns zeroed. `strip` and `line` hold BLOCK·w floats, `state` 6·BLOCK.
+static void horizontal(const f32 *src, const f32 *by, int w, int h, f32 *dst, int pw, f32 *strip, f32 *line, f32 *state) {
+  for (int y = 0; y < h; y += BLOCK) {
+    int height = h - y < BLOCK ? h - y : BLOCK, stride = pad4(height);
+    for (int g = 0; g < height; g += 4) {
+      int rows = height - g < 4 ? height - g : 4;
+      const f32 *in[4], *in2[4];
+      for (int k = 0; k < 4; k++) {
+        int at = (y + g + (k < rows ? k : rows - 1)) * w;
+        in[k] = src + at;
+        in2[k] = by + at;
+      }
+      interleave(in, by ? in2 : 0, w, strip + g, stride);
+    }
+    vertical(strip, stride, stride, w, line, state);
+    for (int g = 0; g < height; g += 4) {
+      int rows = height - g < 4 ? height - g : 4;
+      f32 *out[4];
+      for (int k = 0; k < 4; k++) out[k] = dst + (y + g + k) * pw;
+      deinterleave(line + g, stride, w, out, rows);
+      for (int k = 0; k < rows; k++)
+        for (int x = w; x < pw; x++) out[k][x] = 0;
     }
   }
 }
 
-// src (w×h, row stride sw) → dst (w×h transposed: row x holds column x, stride dw), in 4×4
-// blocks of SIMD shuffles; the ragged edges one value at a time.
-static void transpose(const f32 *src, int w, int h, int sw, f32 *dst, int dw) {
-  int w4 = w & ~3, h4 = h & ~3;
-  for (int y = 0; y < h4; y += 4) {
-    const f32 *s0 = src + y * sw;
-    for (int x = 0; x < w4; x += 4) {
-      v128_t r0 = wasm_v128_load(s0 + x), r1 = wasm_v128_load(s0 + sw + x);
-      v128_t r2 = wasm_v128_load(s0 + 2 * sw + x), r3 = wasm_v128_load(s0 + 3 * sw + x);
-      v128_t t0 = wasm_i32x4_shuffle(r0, r1, 0, 4, 1, 5), t1 = wasm_i32x4_shuffle(r2, r3, 0, 4, 1, 5);
-      v128_t t2 = wasm_i32x4_shuffle(r0, r1, 2, 6, 3, 7), t3 = wasm_i32x4_shuffle(r2, r3, 2, 6, 3, 7);
-      f32 *d = dst + x * dw + y;
-      wasm_v128_store(d, wasm_i32x4_shuffle(t0, t1, 0, 1, 4, 5));
-      wasm_v128_store(d + dw, wasm_i32x4_shuffle(t0, t1, 2, 3, 6, 7));
-      wasm_v128_store(d + 2 * dw, wasm_i32x4_shuffle(t2, t3, 0, 1, 4, 5));
-      wasm_v128_store(d + 3 * dw, wasm_i32x4_shuffle(t2, t3, 2, 3, 6, 7));
-    }
-    for (int x = w4; x < w; x++)
-      for (int k = 0; k < 4; k++) dst[x * dw + y + k] = src[(y + k) * sw + x];
-  }
-  for (int y = h4; y < h; y++)
-    for (int x = 0; x < w; x++) dst[x * dw + y] = src[y * sw + x];
-}
 
-static inline int pad4(int v) { return (v + 3) & ~3; }
-
-// The blur of a w×h plane: rows (as columns of the transposed plane), then columns. `tmp` and
-// `tmp2` hold pad4(w)·pad4(h) floats each; `state` 6·pad4(max(w, h)). Padding columns are
-// zeroed so that no stale value runs through the arithmetic; their results are never read.
+// The blur of a w×h plane, or with `by` of its product with that plane (the products in float,
+// made as the rows are read): rows, then columns. `tmp` holds pad4(w)·h floats, `strip` and `line`
+// BLOCK·w each, `state` 6·max(pad4(w), BLOCK).
 __attribute__((export_name("blur")))
-void blur(const f32 *src, int w, int h, f32 *dst, f32 *tmp, f32 *tmp2, f32 *state) {
-  int pw = pad4(w), ph = pad4(h);
-  for (int x = 0; x < w; x++)
-    for (int y = h; y < ph; y++) tmp[x * ph + y] = 0;
-  transpose(src, w, h, w, tmp, ph);
-  vertical(tmp, ph, w, tmp2, state);
-  for (int y = 0; y < h; y++)
-    for (int x = w; x < pw; x++) tmp[y * pw + x] = 0;
-  transpose(tmp2, h, w, ph, tmp, pw);
-  vertical(tmp, pw, h, tmp2, state);
-  for (int y = 0; y < h; y++) __builtin_memcpy(dst + y * w, tmp2 + y * pw, 4 * w);
+void blur(const f32 *src, const f32 *by, int w, int h, f32 *dst, f32 *tmp, f32 *strip, f32 *line, f32 *state) {
+  int pw = pad4(w);
+  horizontal(src, by, w, h, tmp, pw, strip, line, state);
+  vertical(tmp, pw, w, h, dst, state);
 }
 
 // The SSIM map's sum and sum of fourth powers (out[0], out[1]) and the edge maps' artefact and
