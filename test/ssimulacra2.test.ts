@@ -4,7 +4,7 @@ import { readFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import sharp from 'sharp';
 import type { Pixels } from '../workers/image/ssim.ts';
-import { Ssimulacra2Reference, ssimulacra2 } from '../workers/image/ssimulacra2.ts';
+import { idleArenaBytes, Ssimulacra2Reference, ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 
 const quality = new URL('../../shared/quality/ssimulacra2/', import.meta.url).pathname;
 
@@ -53,6 +53,16 @@ describe('SSIMULACRA2 in use', () => {
     early.prepare();
     assert.deepEqual(distorted.map((d) => early.score(d)), again, 'a reference prepared ahead scores like one prepared at its first score');
     assert.ok(again[0] < again[1]);
+  });
+
+  it('keeps a finished reference\'s memory for the next one only while references keep coming: a thread at rest lets it go', async () => {
+    const original = await decode(`${quality}denali.png`);
+    const reference = new Ssimulacra2Reference(original);
+    reference.score(await decode(`${quality}denali.q85-420.jpg`));
+    reference.dispose();
+    assert.ok(idleArenaBytes() > 0, 'a disposed reference\'s arena waits for the next reference');
+    await new Promise((r) => setTimeout(r, 5_500));
+    assert.equal(idleArenaBytes(), 0, 'idle arenas are let go 5 s after the last one went idle');
   });
 
   it('sees colour: a hue shift luma SSIM cannot see costs points', async () => {

@@ -232,15 +232,28 @@ class Arena {
  * Arenas whose reference is gone, kept for the next reference of this thread: a fresh memory's
  * growth and first touch of its pages cost the first score of every reference about as much as
  * the score itself. Idle arenas hold at most IDLE_BYTES (a 1 MP reference's arena is 100-150 MB);
- * a bigger one is let go.
+ * a bigger one is let go. They are kept only while references keep coming: IDLE_MS after the last
+ * one went idle they are let go, so a thread at rest does not hold a job's worth of memory (the
+ * memory budget counts running jobs only; docs/operating.md).
  */
 const IDLE_BYTES = 320 * 1024 * 1024;
+const IDLE_MS = 5_000;
 const idle: Arena[] = [];
 const returned = new FinalizationRegistry<Arena>((arena) => giveBack(arena));
+let forget: ReturnType<typeof setTimeout> | undefined;
 
 function giveBack(arena: Arena): void {
   const held = idle.reduce((sum, a) => sum + a.size(), 0);
-  if (held + arena.size() <= IDLE_BYTES) idle.push(arena.reset());
+  if (held + arena.size() > IDLE_BYTES) return;
+  idle.push(arena.reset());
+  clearTimeout(forget);
+  forget = setTimeout(() => (idle.length = 0), IDLE_MS);
+  forget.unref?.();
+}
+
+/** The memory idle arenas hold now (for tests). */
+export function idleArenaBytes(): number {
+  return idle.reduce((sum, a) => sum + a.size(), 0);
 }
 
 /** The largest idle arena, or a new one. */
