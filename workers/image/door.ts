@@ -99,8 +99,32 @@ export function toGrey(p: Pixels): Pixels {
   const n = p.width * p.height;
   const c = p.channels;
   const out = Buffer.allocUnsafe(n);
-  for (let i = 0, o = 0; i < n; i++, o += c) out[i] = Math.round(0.299 * p.data[o] + 0.587 * p.data[o + 1] + 0.114 * p.data[o + 2]);
+  for (let i = 0, o = 0; i < n; i++, o += c) out[i] = lumaOf(p.data[o], p.data[o + 1], p.data[o + 2]);
   return { data: out, width: p.width, height: p.height, channels: 1 };
+}
+
+/**
+ * toGrey of 3- or 4-channel pixels when they are grey within `tolerance` (isGrey), else
+ * undefined: one pass over the samples instead of two, stopping at the first colour pixel.
+ */
+export function greyOf(p: Pixels, tolerance = GREY_TOLERANCE): Pixels | undefined {
+  const { data, width, height, channels: c } = p;
+  const n = width * height;
+  const out = Buffer.allocUnsafe(n);
+  for (let i = 0, o = 0; i < n; i++, o += c) {
+    const r = data[o];
+    const g = data[o + 1];
+    const b = data[o + 2];
+    // An exact grey's luma is its value (the weights sum to 1 within rounding): most pixels of a grey picture skip the arithmetic.
+    if (r === g && g === b) out[i] = r;
+    else if (Math.abs(r - g) > tolerance || Math.abs(g - b) > tolerance || Math.abs(r - b) > tolerance) return undefined;
+    else out[i] = lumaOf(r, g, b);
+  }
+  return { data: out, width, height, channels: 1 };
+}
+
+function lumaOf(r: number, g: number, b: number): number {
+  return Math.round(0.299 * r + 0.587 * g + 0.114 * b);
 }
 
 /**

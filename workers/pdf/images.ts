@@ -4,7 +4,7 @@ import type { Pixels } from '../image/ssim.ts';
 import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
 import { encodeFlateImage, type FlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
-import { isGrey, toGrey } from '../image/door.ts';
+import { greyOf } from '../image/door.ts';
 import { encodePhoto } from './jpeg.ts';
 import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
 import { DocumentCaps } from '../shared/document-caps.ts';
@@ -176,8 +176,9 @@ async function recompress(ctx: PDFContext, image: DocumentImage, budget: Budgete
     return flateOutcome(ctx, flate, info);
   }
   // Samples stored losslessly have no decoder rounding: grey means exactly R = G = B here.
-  if (pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels, 0)) {
-    pixels = toGrey(pixels);
+  const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode ? greyOf(pixels, 0) : undefined;
+  if (grey) {
+    pixels = grey;
     colourSpace = PDFName.of('DeviceGray');
   }
   const out = await encodePixels(ctx, { image, pixels, budget });
@@ -200,8 +201,8 @@ async function recompressJpeg(ctx: PDFContext, { stream, info, placement }: Docu
   let pixels = await decodeJpeg(jpeg, info.components);
   if (pixels.channels !== info.components || pixels.width !== info.width || pixels.height !== info.height) return undefined;
   // A grey picture stored as a colour JPEG becomes a one-component JPEG (image/door.ts).
-  const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode && isGrey(pixels);
-  if (grey) pixels = toGrey(pixels);
+  const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode ? greyOf(pixels) : undefined;
+  if (grey) pixels = grey;
   const fitted = await fitInClass(pixels, placement, budget);
   const { data, quality, score } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.target, search);
   budget.found({ quality, loss: fitted.loss });

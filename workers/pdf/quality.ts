@@ -118,27 +118,85 @@ export function resamplingLoss(original: Pixels, resampled: Pixels, ppi: number 
  * pages to about 0.001 luma SSIM.
  */
 export function asSeen(p: Pixels, W: number, H: number): Pixels {
-  const c = p.channels;
-  const plane = p.width > 1 && p.height > 1 && W > p.width && H > p.height && W < 4 * p.width && H < 4 * p.height ? bilinear({ data: box(p, p.width, p.height), width: p.width, height: p.height, channels: c }, W, H) : box(p, W, H);
-  const data = new Uint8Array(plane.length);
-  for (let i = 0; i < plane.length; i++) data[i] = Math.round(plane[i]);
-  return { data, width: W, height: H, channels: c };
+  const magnified = p.width > 1 && p.height > 1 && W > p.width && H > p.height && W < 4 * p.width && H < 4 * p.height;
+  return { data: magnified ? bilinear(p, W, H) : box(p, W, H), width: W, height: H, channels: p.channels };
 }
 
-/** Area-average samples, channels interleaved (repeating pixels where the size grows); one pass, memory for the output only. */
-function box(p: Pixels, W: number, H: number): Float32Array {
-  const { data, width: w, height: h, channels: c } = p;
+/**
+ * The sample a float32 view value rounds to: the views were float32 planes rounded at the end,
+ * and the float32 step can tip a value onto a half.
+ */
+function seen(v: number): number {
+  return Math.round(Math.fround(v));
+}
+
+/** Source spans [x0, x1) of `W` area-average cells over `w` samples (repeating samples where the size grows). */
+function spans(w: number, W: number): { x0: Int32Array; x1: Int32Array; widest: number } {
   const x0 = new Int32Array(W);
   const x1 = new Int32Array(W);
+  let widest = 1;
   for (let x = 0; x < W; x++) {
     x0[x] = Math.min(w - 1, Math.floor((x * w) / W));
     x1[x] = Math.max(x0[x] + 1, Math.floor(((x + 1) * w) / W));
+    widest = Math.max(widest, x1[x] - x0[x]);
   }
-  const out = new Float32Array(W * H * c);
-  for (let r = 0; r < H; r++) {
-    const a = Math.min(h - 1, Math.floor((r * h) / H));
-    const b = Math.max(a + 1, Math.floor(((r + 1) * h) / H));
-    const row = out.subarray(r * W * c, (r + 1) * W * c);
+  return { x0, x1, widest };
+}
+
+/** Largest integer a float32 holds exactly with every integer below it. */
+const FLOAT32_EXACT = 2 ** 24;
+
+/**
+ * Area-average samples, channels interleaved, rounded. Each cell's sum is taken down the columns
+ * first (one pass over each source row, integer column sums), then across: while no cell can
+ * sum past FLOAT32_EXACT this is the same integer the row-by-row float32 sums gave, so the same
+ * view; larger cells keep that order (boxInRowOrder).
+ */
+function box(p: Pixels, W: number, H: number): Uint8Array {
+  const { data, width: w, height: h, channels: c } = p;
+  const xs = spans(w, W);
+  const ys = spans(h, H);
+  if (255 * xs.widest * ys.widest > FLOAT32_EXACT) return boxInRowOrder(p, xs, ys);
+  const { x0, x1 } = xs;
+  const rowLength = w * c;
+  const columns = new Int32Array(rowLength);
+  const out = new Uint8Array(W * H * c);
+  for (let r = 0, o = 0; r < H; r++) {
+    const a = ys.x0[r];
+    const b = ys.x1[r];
+    columns.set(data.subarray(a * rowLength, (a + 1) * rowLength));
+    addRows(data, { from: a + 1, to: b, rowLength }, columns);
+    for (let x = 0; x < W; x++) {
+      const n = (b - a) * (x1[x] - x0[x]);
+      const e = x1[x] * c;
+      for (let k = 0; k < c; k++, o++) {
+        let sum = 0;
+        for (let j = x0[x] * c + k; j < e; j += c) sum += columns[j];
+        out[o] = seen(sum / n);
+      }
+    }
+  }
+  return out;
+}
+
+/** Adds source rows [from, to) of `data` into `columns`, two rows a pass (half the column loads and stores). */
+function addRows(data: Uint8Array, { from, to, rowLength }: { from: number; to: number; rowLength: number }, columns: Int32Array): void {
+  let i = from;
+  for (; i + 1 < to; i += 2) for (let j = 0, s = i * rowLength; j < rowLength; j++, s++) columns[j] += data[s] + data[s + rowLength];
+  if (i < to) for (let j = 0, s = i * rowLength; j < rowLength; j++, s++) columns[j] += data[s];
+}
+
+/** box for cells whose sums pass FLOAT32_EXACT: each source row's cell sum added to a float32 sum in row order, as the view was defined. */
+function boxInRowOrder(p: Pixels, xs: { x0: Int32Array; x1: Int32Array }, ys: { x0: Int32Array; x1: Int32Array }): Uint8Array {
+  const { data, width: w, channels: c } = p;
+  const { x0, x1 } = xs;
+  const W = x0.length;
+  const row = new Float32Array(W * c);
+  const out = new Uint8Array(W * ys.x0.length * c);
+  for (let r = 0; r < ys.x0.length; r++) {
+    const a = ys.x0[r];
+    const b = ys.x1[r];
+    row.fill(0);
     for (let i = a; i < b; i++) {
       const base = i * w * c;
       for (let x = 0; x < W; x++) {
@@ -149,15 +207,18 @@ function box(p: Pixels, W: number, H: number): Float32Array {
         }
       }
     }
-    for (let x = 0; x < W; x++) for (let k = 0; k < c; k++) row[x * c + k] /= (b - a) * (x1[x] - x0[x]);
+    for (let x = 0; x < W; x++) for (let k = 0; k < c; k++) out[(r * W + x) * c + k] = seen(row[x * c + k] / ((b - a) * (x1[x] - x0[x])));
   }
   return out;
 }
 
-/** Bilinear magnification of interleaved samples, pixel centres aligned. */
-function bilinear(samples: { data: Float32Array; width: number; height: number; channels: number }, W: number, H: number): Float32Array {
-  const { data: y, width: w, height: h, channels: c } = samples;
-  const out = new Float32Array(W * H * c);
+/**
+ * Bilinear magnification of interleaved samples, pixel centres aligned, rounded. Each source
+ * row is interpolated across once (as magnified rows share source rows), then between rows.
+ */
+function bilinear(p: Pixels, W: number, H: number): Uint8Array {
+  const { width: w, height: h, channels: c } = p;
+  const out = new Uint8Array(W * H * c);
   const xi = new Int32Array(W);
   const xf = new Float32Array(W);
   for (let x = 0; x < W; x++) {
@@ -165,21 +226,32 @@ function bilinear(samples: { data: Float32Array; width: number; height: number; 
     xi[x] = Math.min(w - 2, Math.floor(sx));
     xf[x] = sx - xi[x];
   }
-  for (let r = 0; r < H; r++) {
+  const across = { xi, xf, c };
+  let top = new Float64Array(W * c);
+  let bottom = new Float64Array(W * c);
+  // No source row interpolated yet (not even the one above the first).
+  let topRow = -2;
+  for (let r = 0, o = 0; r < H; r++) {
     const sy = Math.min(h - 1, Math.max(0, ((r + 0.5) * h) / H - 0.5));
     const i = Math.min(h - 2, Math.floor(sy));
     const fy = sy - i;
-    const top = i * w * c;
-    const bottom = top + w * c;
-    for (let x = 0; x < W; x++) {
-      const f = xf[x];
-      for (let k = 0; k < c; k++) {
-        const at = xi[x] * c + k;
-        const t = y[top + at] + (y[top + at + c] - y[top + at]) * f;
-        const b = y[bottom + at] + (y[bottom + at + c] - y[bottom + at]) * f;
-        out[(r * W + x) * c + k] = t + (b - t) * fy;
-      }
+    if (i !== topRow) {
+      if (i === topRow + 1) [top, bottom] = [bottom, top];
+      else interpolateRow(p, i, across, top);
+      interpolateRow(p, i + 1, across, bottom);
+      topRow = i;
     }
+    for (let j = 0; j < top.length; j++, o++) out[o] = seen(top[j] + (bottom[j] - top[j]) * fy);
   }
   return out;
+}
+
+/** Source row `i` of `p` interpolated across at the view's columns (xi + xf) into `into`. */
+function interpolateRow(p: Pixels, i: number, { xi, xf, c }: { xi: Int32Array; xf: Float32Array; c: number }, into: Float64Array): void {
+  const y = p.data;
+  const base = i * p.width * c;
+  for (let x = 0, o = 0; x < xi.length; x++) {
+    const f = xf[x];
+    for (let k = 0, at = base + xi[x] * c; k < c; k++, at++, o++) into[o] = y[at] + (y[at + c] - y[at]) * f;
+  }
 }
