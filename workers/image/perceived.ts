@@ -1,6 +1,6 @@
 import { proxyOf } from './proxy.ts';
 import type { Pixels } from './ssim.ts';
-import { Ssimulacra2Reference } from './ssimulacra2.ts';
+import { ssimulacra2 } from './ssimulacra2.ts';
 
 /**
  * The perceived quality every automatic lossy encode aims at (JPEG quality, palettes, GIF's lossy
@@ -47,6 +47,6 @@ export function fromProxy(score: number, exact: boolean): number {
  */
 export function perceivedScore(original: Pixels, distorted: Pixels): number {
   const a = proxyOf(original);
-  if (a === original) return new Ssimulacra2Reference(original).score(distorted);
-  return fromProxy(new Ssimulacra2Reference(a).score(proxyOf(distorted)), false);
+  if (a === original) return ssimulacra2(original, distorted);
+  return fromProxy(ssimulacra2(a, proxyOf(distorted)), false);
 }

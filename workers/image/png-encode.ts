@@ -131,34 +131,38 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
   const top = LOSSY_QUALITIES.length - 1;
   const scored = new Map<number, { score: number; png: Buffer }>();
   const reference = new Ssimulacra2Reference(proxy);
-  const score = async (i: number) => {
-    let r = scored.get(i);
-    if (!r) {
-      r = await paletteScore(proxy, LOSSY_QUALITIES[i], { reference, aim });
-      scored.set(i, r);
+  try {
+    const score = async (i: number) => {
+      let r = scored.get(i);
+      if (!r) {
+        r = await paletteScore(proxy, LOSSY_QUALITIES[i], { reference, aim });
+        scored.set(i, r);
+      }
+      return r;
+    };
+    const pass = (r: { score: number }) => r.score >= aim;
+    const found = (r: { score: number; png: Buffer }) => ({ png: r.png, score: fromProxy(r.score, exact) });
+    // A proxy stands for a large image: when even the top quality fails there, nothing will.
+    if (!exact && !pass(await score(0)) && !pass(await score(top))) return undefined;
+    let best: number | undefined;
+    for (let i = 0; i <= top; i++) {
+      const r = await score(i);
+      if (!pass(r)) continue;
+      if (best !== undefined && r.png.length >= scored.get(best)!.png.length) break;
+      best = i;
+      // A full palette at this quality is the palette of every higher one too.
+      if (paletteEntries(r.png) >= MAX_COLOURS) break;
     }
-    return r;
-  };
-  const pass = (r: { score: number }) => r.score >= aim;
-  const found = (r: { score: number; png: Buffer }) => ({ png: r.png, score: fromProxy(r.score, exact) });
-  // A proxy stands for a large image: when even the top quality fails there, nothing will.
-  if (!exact && !pass(await score(0)) && !pass(await score(top))) return undefined;
-  let best: number | undefined;
-  for (let i = 0; i <= top; i++) {
-    const r = await score(i);
-    if (!pass(r)) continue;
-    if (best !== undefined && r.png.length >= scored.get(best)!.png.length) break;
-    best = i;
-    // A full palette at this quality is the palette of every higher one too.
-    if (paletteEntries(r.png) >= MAX_COLOURS) break;
+    if (best === undefined) return undefined;
+    if (exact) return found(scored.get(best)!);
+    for (const quality of LOSSY_QUALITIES.slice(best)) {
+      const r = await paletteScore(p, quality, { reference, aim, view: proxyOf });
+      if (pass(r)) return found(r);
+    }
+    return undefined;
+  } finally {
+    reference.dispose();
   }
-  if (best === undefined) return undefined;
-  if (exact) return found(scored.get(best)!);
-  for (const quality of LOSSY_QUALITIES.slice(best)) {
-    const r = await paletteScore(p, quality, { reference, aim, view: proxyOf });
-    if (pass(r)) return found(r);
-  }
-  return undefined;
 }
 
 /** How a palette PNG is judged: against `reference`, through `view` (the tiles the reference was made of), with `aim` the score that passes. */

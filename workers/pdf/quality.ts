@@ -2,7 +2,7 @@ import { defaultSetting, jpegOptions, MAX_QUALITY, MIN_QUALITY, probeOptions, pr
 import { CALL_COST, FULL_SEARCH, type SearchBudget } from '../image/budget.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
-import { Ssimulacra2Reference } from '../image/ssimulacra2.ts';
+import { Ssimulacra2Reference, ssimulacra2 } from '../image/ssimulacra2.ts';
 import { encodedPipeline, pixelPipeline } from '../image/vips.ts';
 
 /**
@@ -79,14 +79,19 @@ export async function chooseViewQuality(p: Pixels, ppi: number | undefined, aime
     if (score >= aim) hi = q;
     else lo = q;
   };
-  const start = search.start ?? (search.probes === Infinity ? undefined : TYPICAL_QUALITY);
-  if (start !== undefined) {
-    await probe(Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start)));
-    if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
+  try {
+    const start = search.start ?? (search.probes === Infinity ? undefined : TYPICAL_QUALITY);
+    if (start !== undefined) {
+      await probe(Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start)));
+      if (left > 0 && hi - lo > 1) await probe(hi < MAX_QUALITY ? Math.max(lo + 1, hi - START_STEP) : Math.min(hi - 1, lo + START_STEP));
+    }
+    while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
+    // MAX_QUALITY is the answer unprobed when the quality below it failed: its score is not known.
+    return { quality: hi, encoded: finals.get(hi), score: scores.get(hi) };
+  } finally {
+    // Its memory serves the next picture's reference at once instead of after a collection.
+    reference.dispose();
   }
-  while (!searchDone(lo, hi, left)) await probe((lo + hi) >> 1);
-  // MAX_QUALITY is the answer unprobed when the quality below it failed: its score is not known.
-  return { quality: hi, encoded: finals.get(hi), score: scores.get(hi) };
 }
 
 /** First probe of a budgeted search with no quality known for similar pictures. */
@@ -107,7 +112,7 @@ export function resamplingLoss(original: Pixels, resampled: Pixels, ppi: number 
   const height = Math.max(8, Math.round(original.height * scale));
   const [a, b] = [asSeen(original, width, height), asSeen(resampled, width, height)];
   const whole = width * height <= MAX_VIEW_PIXELS;
-  return Math.max(0, 100 - new Ssimulacra2Reference(whole ? a : proxyOf(a)).score(whole ? b : proxyOf(b)));
+  return Math.max(0, 100 - ssimulacra2(whole ? a : proxyOf(a), whole ? b : proxyOf(b)));
 }
 
 /**

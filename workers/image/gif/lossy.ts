@@ -74,27 +74,31 @@ async function confirmPerceived(
 ): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
   const frames = await displayedFrames(gif);
   const reference = new Ssimulacra2Reference(frames.pixels);
-  const score = async (data: Buffer) => reference.score((await displayedFrames(data, frames.picked)).pixels);
-  const first = found.threshold === 0 ? 100 : await score(found.data);
-  type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
-  let best: Candidate = first >= PERCEIVED_TARGET ? { ...found, score: found.threshold === 0 ? undefined : first } : { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
-  // The bracket [lo passes, hi fails]; no failure known yet when the answer passed.
-  let lo = first >= PERCEIVED_TARGET ? found.threshold : 0;
-  let hi: number | undefined = first >= PERCEIVED_TARGET ? undefined : found.threshold;
-  if (first >= PERCEIVED_TARGET && first < PERCEIVED_TARGET + PERCEIVED_CLOSE) return best;
-  for (let i = 0; i < PERCEIVED_STEPS && lo < MAX_THRESHOLD; i++) {
-    const threshold = hi === undefined ? Math.min(MAX_THRESHOLD, Math.max(1, 2 * lo)) : lo > 0 ? Math.sqrt(lo * hi) : hi / 2;
-    const { data, ssim } = gifs.recompress(threshold);
-    const s = await score(data);
-    if (s < PERCEIVED_TARGET) {
-      hi = threshold;
-      continue;
+  try {
+    const score = async (data: Buffer) => reference.score((await displayedFrames(data, frames.picked)).pixels);
+    const first = found.threshold === 0 ? 100 : await score(found.data);
+    type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
+    let best: Candidate = first >= PERCEIVED_TARGET ? { ...found, score: found.threshold === 0 ? undefined : first } : { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
+    // The bracket [lo passes, hi fails]; no failure known yet when the answer passed.
+    let lo = first >= PERCEIVED_TARGET ? found.threshold : 0;
+    let hi: number | undefined = first >= PERCEIVED_TARGET ? undefined : found.threshold;
+    if (first >= PERCEIVED_TARGET && first < PERCEIVED_TARGET + PERCEIVED_CLOSE) return best;
+    for (let i = 0; i < PERCEIVED_STEPS && lo < MAX_THRESHOLD; i++) {
+      const threshold = hi === undefined ? Math.min(MAX_THRESHOLD, Math.max(1, 2 * lo)) : lo > 0 ? Math.sqrt(lo * hi) : hi / 2;
+      const { data, ssim } = gifs.recompress(threshold);
+      const s = await score(data);
+      if (s < PERCEIVED_TARGET) {
+        hi = threshold;
+        continue;
+      }
+      lo = threshold;
+      if (data.length < best.data.length) best = { data, threshold, ssim, score: s };
+      if (s < PERCEIVED_TARGET + PERCEIVED_CLOSE) break;
     }
-    lo = threshold;
-    if (data.length < best.data.length) best = { data, threshold, ssim, score: s };
-    if (s < PERCEIVED_TARGET + PERCEIVED_CLOSE) break;
+    return best;
+  } finally {
+    reference.dispose();
   }
-  return best;
 }
 
 /** Displayed frames of a GIF (all composited by one decode), the checked ones (or `picked`) stacked top to bottom, as RGBA. */
