@@ -12,7 +12,7 @@ import sharp from 'sharp';
 import { JobError, type Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
 import { decodeOptions } from '../workers/image/decode-policy.ts';
-import { imageError, isGrey, openImage, profileDecision, SMALL_PROFILE_BYTES, type ImageKind, type OpenAs } from '../workers/image/door.ts';
+import { greyOf, imageError, openImage, profileDecision, SMALL_PROFILE_BYTES, type ImageKind, type OpenAs } from '../workers/image/door.ts';
 import { frameComponents } from '../workers/image/jpeg-quant.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
@@ -214,9 +214,12 @@ describe('grey pictures are one-component JPEGs on every path', () => {
 
   it('grey detection allows the decoder rounding (one code value), not colour', () => {
     const px = (data: number[]) => ({ data: Uint8Array.from(data), width: data.length / 3, height: 1, channels: 3 });
-    assert.equal(isGrey(px([10, 10, 10, 200, 201, 200])), true);
-    assert.equal(isGrey(px([10, 10, 10, 200, 202, 200])), false);
-    assert.equal(isGrey(px([200, 201, 200]), 0), false);
+    assert.deepEqual([...greyOf(px([10, 10, 10, 200, 201, 200]))!.data], [10, 201]);
+    assert.equal(greyOf(px([10, 10, 10, 200, 202, 200])), undefined);
+    assert.equal(greyOf(px([200, 201, 200]), 0), undefined);
+    // An exact grey is its own luma, at every value.
+    const ramp = px(Array.from({ length: 256 * 3 }, (_, i) => Math.floor(i / 3)));
+    assert.deepEqual([...greyOf(ramp, 0)!.data], Array.from({ length: 256 }, (_, v) => v));
   });
 });
 

@@ -5,7 +5,7 @@ import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
 import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, MIN_QUALITY, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
-import { imageError, isGrey, openImage, toGrey, type OpenedImage } from './image/door.ts';
+import { greyOf, imageError, openImage, type OpenedImage } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
@@ -55,9 +55,9 @@ export const compress: Compress = async (job, out, ctx) => {
     // Developed from sensor data: judged at the sensor's colour resolution (image/encode.ts).
     const judgedAt = via === 'libraw' ? 'sensor' : 'full';
     // A grey picture becomes a one-component JPEG (image/door.ts).
-    const grey = phaseSync('analyse', () => isGrey(pixels));
+    const grey = phaseSync('analyse', () => greyOf(pixels));
     const onStep = (f: number) => ctx.progress(45 + f * 45, 'encoding');
-    const jpeg = await encodeJpegWithin(grey ? toGrey(pixels) : pixels, { exif, maxBytes: sameFormat ? undefined : bytes.length, onStep, judgedAt });
+    const jpeg = await encodeJpegWithin(grey ?? pixels, { exif, maxBytes: sameFormat ? undefined : bytes.length, onStep, judgedAt });
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
     await phase('write', () => writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed));

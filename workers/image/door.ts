@@ -77,38 +77,15 @@ export async function openImage(source: ImageSource, as: OpenAs): Promise<Opened
  */
 const GREY_TOLERANCE = 1;
 
-/** Whether every pixel of 3- or 4-channel pixels has R, G and B within `tolerance` of each other. */
-export function isGrey(p: Pixels, tolerance = GREY_TOLERANCE): boolean {
-  const { data, channels: c } = p;
-  if (c < 3) return c >= 1;
-  for (let o = 0; o + 2 < data.length; o += c) {
-    const r = data[o];
-    const g = data[o + 1];
-    const b = data[o + 2];
-    if (Math.abs(r - g) > tolerance || Math.abs(g - b) > tolerance || Math.abs(r - b) > tolerance) return false;
-  }
-  return true;
-}
-
 /**
- * One channel (BT.601 luma, rounded; alpha dropped) of grey RGB pixels: what a grey picture is
- * encoded from, so that a JPEG of it has one component (a third of the scans, no chroma tables).
- */
-export function toGrey(p: Pixels): Pixels {
-  if (p.channels === 1) return p;
-  const n = p.width * p.height;
-  const c = p.channels;
-  const out = Buffer.allocUnsafe(n);
-  for (let i = 0, o = 0; i < n; i++, o += c) out[i] = lumaOf(p.data[o], p.data[o + 1], p.data[o + 2]);
-  return { data: out, width: p.width, height: p.height, channels: 1 };
-}
-
-/**
- * toGrey of 3- or 4-channel pixels when they are grey within `tolerance` (isGrey), else
- * undefined: one pass over the samples instead of two, stopping at the first colour pixel.
+ * Grey pixels as one channel (BT.601 luma, rounded; alpha dropped): what a grey picture is encoded
+ * from, so that a JPEG of it has one component (a third of the scans, no chroma tables). Grey means
+ * every pixel's R, G and B within `tolerance` of each other; for colour pixels, undefined (found in
+ * the same pass, which stops at the first colour pixel). One channel is grey as it is.
  */
 export function greyOf(p: Pixels, tolerance = GREY_TOLERANCE): Pixels | undefined {
   const { data, width, height, channels: c } = p;
+  if (c < 3) return c === 1 ? p : undefined;
   const n = width * height;
   const out = Buffer.allocUnsafe(n);
   for (let i = 0, o = 0; i < n; i++, o += c) {

@@ -5,7 +5,7 @@ import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
 import { noteProbe, noteSetting, phase, phaseSync } from '../shared/profile.ts';
 import { spareCore } from '../shared/spare-core.ts';
-import { isGrey, toGrey } from './door.ts';
+import { greyOf } from './door.ts';
 import type { Pixels } from './ssim.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
 
@@ -151,8 +151,9 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   progress(30, 'analyzing');
   const rgb = { data, width: info.width, height: info.height, channels: info.channels };
   // Grey pictures (door.ts) are searched and encoded as one component.
-  const grey = phaseSync('analyse', () => isGrey(rgb));
-  const pixels = grey ? toGrey(rgb) : rgb;
+  const greyPixels = phaseSync('analyse', () => greyOf(rgb));
+  const grey = greyPixels !== undefined;
+  const pixels = greyPixels ?? rgb;
   const choice = await chooseJpeg(pixels);
   if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');

@@ -1,6 +1,6 @@
 import type { ResizeOptions } from '../../src/catalog/index.ts';
 import { FULL_SEARCH, type BudgetedPicture } from '../image/budget.ts';
-import { isGrey, openImage, toGrey } from '../image/door.ts';
+import { greyOf, openImage } from '../image/door.ts';
 import { chooseJpeg, fastOptions, jpegOptions, jpegPipeline } from '../image/encode.ts';
 import { jpegOrigin, markAsOurs } from '../image/jpeg-mark.ts';
 import { alreadyAsCoarse } from '../image/jpeg-quant.ts';
@@ -119,8 +119,9 @@ async function encodeJpeg(img: Pipeline, keepOrientation: boolean, budget: Budge
   const { data, info } = await phase('decode', () => base.clone().raw().toBuffer({ resolveWithObject: true }));
   const rgb = { data, width: info.width, height: info.height, channels: info.channels };
   // A grey picture becomes a one-component JPEG (image/door.ts).
-  const grey = isGrey(rgb);
-  const pixels = grey ? toGrey(rgb) : rgb;
+  const greyPixels = greyOf(rgb);
+  const grey = greyPixels !== undefined;
+  const pixels = greyPixels ?? rgb;
   const search = budget?.search ?? FULL_SEARCH;
   const setting = await chooseJpeg(pixels, PERCEIVED_TARGET, 'full', search);
   budget?.found({ quality: setting.quality });
