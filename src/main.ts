@@ -15,6 +15,7 @@ import { restore } from './cli/restore.ts';
 import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
 import { DATA_FORMAT, prepareDataDir } from './durable/data-format.ts';
 import { createLogger } from './log.ts';
+import { exitProcess } from './ops/exit.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { allocatorInUse } from './runtime/allocator.ts';
 import { runtimeTree } from './runtime/bundled.ts';
@@ -181,21 +182,26 @@ async function serveCommand(args: string[]): Promise<void> {
   });
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse(), startupMs: service.startupMs }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
+  const exit = (code: number) => {
+    const threads = service.threadsBusy();
+    if (threads > 0) log.warn({ threads }, 'exiting without waiting for busy worker threads (a thread inside a native call ends only when the call returns)');
+    exitProcess(code, threads);
+  };
   const shutdown = (signal: string) => {
-    if (stopping) process.exit(1);
+    if (stopping) exit(1);
     stopping = true;
     log.info({ signal }, 'shutting down: finishing running jobs');
     service.close(SHUTDOWN_GRACE_MS).then(
-      () => process.exit(0),
+      () => exit(0),
       (err) => {
         log.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exit(1);
       },
     );
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
-  const fatal = fatalErrorHandler({ log, close: (graceMs) => service.close(graceMs), graceMs: SHUTDOWN_GRACE_MS, exit: (code) => process.exit(code) });
+  const fatal = fatalErrorHandler({ log, close: (graceMs) => service.close(graceMs), graceMs: SHUTDOWN_GRACE_MS, exit });
   process.on('uncaughtException', fatal);
   process.on('unhandledRejection', (reason) => fatal(reason, 'unhandledRejection'));
 }

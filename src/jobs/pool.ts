@@ -1,4 +1,4 @@
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { CompressOutcome, CompressTask, MemoryAnswer, MemoryAsk, PreviewJob, PreviewOutcome, PreviewTask } from '../catalog/contract.ts';
 import { compressorForJobType } from '../catalog/index.ts';
@@ -21,12 +21,15 @@ const STOP_GRACE_MS = 10_000;
  * Forwards an abort to the task as the string `abort` (the compressors stop at their next check) and
  * returns the signal that terminates the task's thread if it has not ended after the grace period.
  */
-function stopByRequest(signal: AbortSignal, port: MessagePort): { hardStop: AbortSignal; done: () => void } {
+function stopByRequest(signal: AbortSignal, port: MessagePort, beforeHardStop: () => void): { hardStop: AbortSignal; done: () => void } {
   const hard = new AbortController();
   let grace: NodeJS.Timeout | undefined;
   const onAbort = () => {
     port.postMessage('abort');
-    grace = setTimeout(() => hard.abort(), STOP_GRACE_MS);
+    grace = setTimeout(() => {
+      beforeHardStop();
+      hard.abort();
+    }, STOP_GRACE_MS);
   };
   if (signal.aborted) onAbort();
   else signal.addEventListener('abort', onAbort, { once: true });
@@ -62,6 +65,9 @@ export class CompressorPool implements Runner {
   readonly previewThreads: number;
   /** Jobs running now, in memory the threads share: a compressor starts work ahead of need only while a core is spare (workers/shared/spare-core.ts). */
   private readonly running = new Int32Array(new SharedArrayBuffer(4));
+
+  /** Threads told to end (a stopped task's, or all of them at close) that have not ended yet. */
+  private readonly ending = new Set<Worker>();
 
   /** One thread more than `slots`, for the engine's fairness lane (backend.ts, `Runner.laneSlots`). */
   readonly laneSlots = 1;
@@ -105,7 +111,7 @@ export class CompressorPool implements Runner {
   /** Makes a finished job's compare previews; an abort (time limit) stops the task (stopByRequest). */
   async preview(job: PreviewJob, signal: AbortSignal): Promise<PreviewOutcome> {
     const { port1, port2 } = new MessageChannel();
-    const stop = stopByRequest(signal, port1);
+    const stop = stopByRequest(signal, port1, () => this.watchEnding());
     const task: PreviewTask = { preview: job, port: port2 };
     try {
       const outcome = (await this.previews.run(task, { transferList: [port2], signal: stop.hardStop })) as PreviewOutcome;
@@ -134,7 +140,7 @@ export class CompressorPool implements Runner {
       if ('memory' in m) void answerMemoryAsk(hold, m.memory, this.memory.bytes, port1);
       else progress(m.percent, m.phase);
     });
-    const stop = stopByRequest(signal, port1);
+    const stop = stopByRequest(signal, port1, () => this.watchEnding());
     const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
     Atomics.add(this.running, 0, 1);
     try {
@@ -158,6 +164,24 @@ export class CompressorPool implements Runner {
   }
 
   async close(): Promise<void> {
+    this.watchEnding();
     await Promise.all([this.piscina.close({ force: true }), this.previews.close({ force: true })]);
+  }
+
+  /**
+   * Threads running a job, or told to end and still running: one terminated inside a native call
+   * ends only when the call returns (src/ops/exit.ts). Piscina forgets a stopped task's thread at
+   * once, so every thread is watched from just before a stop until its exit.
+   */
+  get threadsBusy(): number {
+    return Atomics.load(this.running, 0) + this.ending.size;
+  }
+
+  private watchEnding(): void {
+    for (const thread of [...this.piscina.threads, ...this.previews.threads]) {
+      if (this.ending.has(thread) || thread.threadId === -1) continue;
+      this.ending.add(thread);
+      thread.once('exit', () => this.ending.delete(thread));
+    }
   }
 }
