@@ -1,4 +1,4 @@
-// A CI-sized run of `npm run bench soak` (bench/sections/soak.ts): a few hundred jobs of the seeded
+// A CI-sized run of `npm run bench soak` (bench/sections/soak.ts): two hundred jobs of the seeded
 // mix against a real server with short retentions. It asserts only what cannot be noise (no RSS or
 // latency figures): the spool is empty after retention, the journal holds only live records after
 // compaction, the server restarts and runs a job, and nothing answered 5xx.
@@ -8,8 +8,8 @@ import { runSoak } from '../bench/sections/soak.ts';
 import { CORPUS } from './helpers/server.ts';
 
 it('soak, CI-sized: spool empty after retention, journals compacted to their live records, restart works', { timeout: 600_000 }, async () => {
-  const r = await runSoak({ jobs: 300, minutes: 5, seed: 7, sampleSeconds: 5, retentionSeconds: 3, corpus: CORPUS, root: process.cwd(), workers: 2 });
-  assert.ok(r.jobs >= 300, `${r.jobs} jobs accepted`);
+  const r = await runSoak({ jobs: 200, minutes: 5, seed: 7, sampleSeconds: 5, retentionSeconds: 3, corpus: CORPUS, root: process.cwd(), workers: 2 });
+  assert.ok(r.jobs >= 200, `${r.jobs} jobs accepted`);
   assert.equal(r.fiveXx, 0, `statuses: ${[...r.statuses].map(([s, n]) => `${s}×${n}`).join(' ')}`);
   assert.equal(r.spoolEntriesAtRest, 0, 'every input and output is deleted once its retention is over');
   // Every record was forgotten: a restart's compaction leaves nothing, and at rest the running
