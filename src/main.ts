@@ -14,6 +14,7 @@ import { COMPRESS, compressCommand } from './cli/compress.ts';
 import { restore } from './cli/restore.ts';
 import { migrate, OLDEST_COMPATIBLE_SCHEMA, openPool, planMigration, SCHEMA_VERSION } from './jobs/cluster/database.ts';
 import { DATA_FORMAT, prepareDataDir } from './durable/data-format.ts';
+import { busyThreads } from './jobs/pool.ts';
 import { createLogger } from './log.ts';
 import { exitProcess } from './ops/exit.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
@@ -183,7 +184,7 @@ async function serveCommand(args: string[]): Promise<void> {
   log.info({ port: service.port, host: config.host, dataDir: config.dataDir, workers: config.workers, allocator: allocatorInUse(), startupMs: service.startupMs }, `compressd listening on http://${config.host}:${service.port}`);
   let stopping = false;
   const exit = (code: number) => {
-    const threads = service.threadsBusy();
+    const threads = busyThreads();
     if (threads > 0) log.warn({ threads }, 'exiting without waiting for busy worker threads (a thread inside a native call ends only when the call returns)');
     exitProcess(code, threads);
   };
@@ -353,8 +354,8 @@ async function main(argv: string[]): Promise<void> {
     case 'serve':
       return serveCommand(args);
     case 'compress':
-      process.exitCode = await compressCommand(args);
-      return;
+      // An interrupted run ends as a Ctrl-C does, without waiting for a thread still inside a native call.
+      exitProcess(await compressCommand(args), busyThreads(), 'SIGINT');
     case 'keys':
       return keysCommand(args);
     case 'credits':

@@ -38,8 +38,6 @@ export interface RunningService {
   /** The HTTP routes served (method and path pattern). */
   routes(): { method: string; path: string }[];
   close(graceMs?: number): Promise<void>;
-  /** Worker threads running a job, or told to end and still inside a native call (src/ops/exit.ts). */
-  threadsBusy(): number;
 }
 
 export interface ServiceOptions {
@@ -124,7 +122,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       await node.close();
       releaseLock();
     },
-    threadsBusy: () => jobs.pool.threadsBusy,
   };
 }
 

@@ -54,6 +54,18 @@ async function answerMemoryAsk(hold: MemoryHold, bytes: number, budget: number, 
   }
 }
 
+/** Threads of every pool in this process that are running a job, and threads told to end that have not yet. */
+let jobsRunning = 0;
+const ending = new Set<Worker>();
+
+/**
+ * Worker threads of this process still busy: running a job, or told to end and still inside a native
+ * call, which ends only when the call returns (src/ops/exit.ts).
+ */
+export function busyThreads(): number {
+  return jobsRunning + ending.size;
+}
+
 /** The worker-thread pool that runs compressors (piscina): one task per job. The engine's and the CLI's runner. */
 export class CompressorPool implements Runner {
   private readonly piscina: Piscina;
@@ -65,9 +77,6 @@ export class CompressorPool implements Runner {
   readonly previewThreads: number;
   /** Jobs running now, in memory the threads share: a compressor starts work ahead of need only while a core is spare (workers/shared/spare-core.ts). */
   private readonly running = new Int32Array(new SharedArrayBuffer(4));
-
-  /** Threads told to end (a stopped task's, or all of them at close) that have not ended yet. */
-  private readonly ending = new Set<Worker>();
 
   /** One thread more than `slots`, for the engine's fairness lane (backend.ts, `Runner.laneSlots`). */
   readonly laneSlots = 1;
@@ -143,6 +152,7 @@ export class CompressorPool implements Runner {
     const stop = stopByRequest(signal, port1, () => this.watchEnding());
     const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
     Atomics.add(this.running, 0, 1);
+    jobsRunning++;
     try {
       const outcome = (await this.piscina.run(task, { transferList: [port2], signal: stop.hardStop })) as CompressOutcome;
       if (signal.aborted) return { ok: false, failure: { code: 'jobs.aborted', detail: 'The job was stopped.' } };
@@ -154,6 +164,7 @@ export class CompressorPool implements Runner {
     } finally {
       hold.release();
       Atomics.sub(this.running, 0, 1);
+      jobsRunning--;
       stop.done();
       port1.close();
     }
@@ -168,20 +179,12 @@ export class CompressorPool implements Runner {
     await Promise.all([this.piscina.close({ force: true }), this.previews.close({ force: true })]);
   }
 
-  /**
-   * Threads running a job, or told to end and still running: one terminated inside a native call
-   * ends only when the call returns (src/ops/exit.ts). Piscina forgets a stopped task's thread at
-   * once, so every thread is watched from just before a stop until its exit.
-   */
-  get threadsBusy(): number {
-    return Atomics.load(this.running, 0) + this.ending.size;
-  }
-
+  /** Piscina forgets a stopped task's thread at once: every thread is watched from just before a stop until its exit (busyThreads). */
   private watchEnding(): void {
     for (const thread of [...this.piscina.threads, ...this.previews.threads]) {
-      if (this.ending.has(thread) || thread.threadId === -1) continue;
-      this.ending.add(thread);
-      thread.once('exit', () => this.ending.delete(thread));
+      if (ending.has(thread) || thread.threadId === -1) continue;
+      ending.add(thread);
+      thread.once('exit', () => ending.delete(thread));
     }
   }
 }
