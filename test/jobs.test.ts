@@ -341,7 +341,8 @@ describe('per-account limits', () => {
   it('accepts 18 of 25 quick submissions (429 queue.limit_exceeded + Retry-After), never running more than 6', async () => {
     const l = await startTestServer({ workers: '8' });
     try {
-      const body = await readFile(PHONE);
+      // A 3 MP photo: long enough for the running jobs to be seen together, short enough for two waves to pass quickly.
+      const body = await readFile(join(JPG_DIR, 'jpeg420exif.jpg'));
       // All at once, so that no job can finish (and make room) while the burst is being admitted.
       const responses = await Promise.all(
         Array.from({ length: 25 }, (_, i) => {
