@@ -100,6 +100,34 @@ describe('SSIMULACRA2 in use', () => {
     assert.equal(early.score(opaque), ssimulacra2(clear, opaque));
   });
 
+  it('answers "under it?" as the full score does whichever background a reference tries first, and passing scores exactly', () => {
+    // A translucent picture, and versions that fail on the light background only, on the dark one only, or pass.
+    const original = gradient(96, 64, 4);
+    for (let o = 3; o < original.data.length; o += 4) original.data[o] = 96 + (o % 128);
+    const changed = (step: (o: number, d: Uint8Array) => void): Pixels => {
+      const data = Uint8Array.from(original.data);
+      for (let o = 0; o < data.length; o += 4) step(o, data);
+      return { ...original, data };
+    };
+    const darker = changed((o, d) => d.fill(0, o, o + 3));
+    const lighter = changed((o, d) => d.fill(255, o, o + 3));
+    const close = changed((o, d) => (d[o] = Math.min(255, d[o]! + 1)));
+    const versions = [darker, lighter, darker, close, lighter, close, darker];
+    const full = versions.map((v) => ssimulacra2(original, v));
+    const bar = 90;
+    assert.ok(full.some((f) => f < bar) && full.some((f) => f >= bar), full.join(' '));
+    const reference = new Ssimulacra2Reference(original);
+    try {
+      versions.forEach((v, i) => {
+        const quick = reference.score(v, bar);
+        if (full[i]! >= bar) assert.equal(quick, full[i], `version ${i} passes: its exact score`);
+        else assert.ok(quick < bar && quick >= full[i]!, `version ${i}: ${quick} under ${bar}, not under its full ${full[i]}`);
+      });
+    } finally {
+      reference.dispose();
+    }
+  });
+
   it('scores bit for bit as recorded: odd sizes, grey, alpha, in memory an earlier reference used', () => {
     // A grey ramp, and with a seed the same plus a little hashed noise; alpha (2 or 4 channels) varies.
     const pattern = (width: number, height: number, channels: number, seed: number): Pixels => {
