@@ -20,7 +20,6 @@ import { exitProcess } from './ops/exit.ts';
 import { fatalErrorHandler } from './ops/fatal.ts';
 import { allocatorInUse } from './runtime/allocator.ts';
 import { runtimeTree } from './runtime/bundled.ts';
-import { startService } from './service.ts';
 import { VERSION } from './version.ts';
 
 const dataDir = { type: 'string', ...settingOption('dataDir') } as const;
@@ -171,6 +170,8 @@ async function serveCommand(args: string[]): Promise<void> {
   const log = createLogger();
   // Everything the server and its codecs write (inputs, outputs, scratch) is readable by its own user only.
   process.umask(0o077);
+  // Loaded here, not with this module: the other commands start half a second sooner without the server's graph.
+  const { startService } = await import('./service.ts');
   const service = await startService({
     config,
     log,
