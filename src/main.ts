@@ -118,8 +118,11 @@ Flags (each has an environment twin; flags win):
 ${settingsHelp()}
 `;
 
-/** How long running jobs get to finish when the server stops (signal or fatal error). */
-const SHUTDOWN_GRACE_MS = 10_000;
+/**
+ * How long running jobs get to finish when the server stops (signal or fatal error) before they are
+ * handed back: short enough that a stop ends within Docker's default stop timeout of 10 s.
+ */
+const SHUTDOWN_GRACE_MS = 7_000;
 
 function fail(message: string): never {
   console.error(`compressd: ${message}`);

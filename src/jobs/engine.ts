@@ -1,4 +1,5 @@
 import { mkdir, rm } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import { ApiError } from '../errors.ts';
 import { inIoScope, withIoPath, withIoPathOf } from '../ops/io-counts.ts';
 import { IDEMPOTENCY_TTL_MS, type Backend, type IdempotencyClaim, type RememberedKey, type Runner } from './backend.ts';
@@ -49,6 +50,8 @@ const MIN_LOOK_GAP_MS = 50;
 
 /** Jobs fetched per query of a sweep; a sweep goes on until none is left past its cutoff. */
 const SWEEP_BATCH = 500;
+/** How long a stop waits for the runs of jobs it handed back to end (a compressor stops at its next check, usually within milliseconds). */
+const STOP_SETTLE_MS = 1000;
 
 /**
  * Runs the lifecycle on this node: claims jobs while the runner has free slots, runs each with a
@@ -304,9 +307,13 @@ export class JobEngine {
   }
 
   /**
-   * Stops taking jobs; running ones may finish within `graceMs`, the rest are stopped and handed
-   * back to the queue (not counted as crashes), so another node or this one's next start runs them
-   * again. A job left Running (the process died before handing it back) counts as a crash.
+   * Stops taking jobs; running ones may finish within `graceMs`, the rest are handed back to the
+   * queue at once (not counted as crashes) and told to stop, so another node or this one's next
+   * start runs them again. The hand-back does not wait for a compressor to reach its next check
+   * (inside one native call, minutes): a stop must end within a supervisor's timeout (Docker's
+   * default is 10 s). Their runs get STOP_SETTLE_MS to end and clean up; the pool's close
+   * terminates what is left. A job left Running (the process died before handing it back) counts
+   * as a crash.
    */
   async stop(graceMs = 0): Promise<void> {
     this.stopping = true;
@@ -314,9 +321,14 @@ export class JobEngine {
     clearTimeout(this.poller);
     this.unsubscribe();
     const all = Promise.allSettled([...this.inFlight]);
-    if (graceMs > 0) await Promise.race([all, new Promise((r) => setTimeout(r, graceMs))]);
-    for (const id of this.attempts.keys()) this.stopWorker(id, 'server.shutting_down');
-    await all;
+    if (graceMs > 0) await Promise.race([all, delay(graceMs)]);
+    await Promise.all(
+      [...this.attempts.values()].map(async (a) => {
+        this.stopWorker(a.job.id, 'server.shutting_down');
+        await this.lifecycle.handBack(a.job).catch(() => false);
+      }),
+    );
+    await Promise.race([all, delay(STOP_SETTLE_MS)]);
     await this.pumping;
     await this.firstSweep;
   }

@@ -19,22 +19,26 @@ const STOP_GRACE_MS = 10_000;
 
 /**
  * Forwards an abort to the task as the string `abort` (the compressors stop at their next check) and
- * returns the signal that terminates the task's thread if it has not ended after the grace period.
+ * returns the signal that terminates the task's thread if it has not ended after the grace period,
+ * or at once through `now` (the pool closing: nothing is left to protect from a leak).
  */
-function stopByRequest(signal: AbortSignal, port: MessagePort, beforeHardStop: () => void): { hardStop: AbortSignal; done: () => void } {
+function stopByRequest(signal: AbortSignal, port: MessagePort, beforeHardStop: () => void): { hardStop: AbortSignal; now: () => void; done: () => void } {
   const hard = new AbortController();
   let grace: NodeJS.Timeout | undefined;
+  const now = () => {
+    clearTimeout(grace);
+    beforeHardStop();
+    hard.abort();
+  };
   const onAbort = () => {
     port.postMessage('abort');
-    grace = setTimeout(() => {
-      beforeHardStop();
-      hard.abort();
-    }, STOP_GRACE_MS);
+    grace = setTimeout(now, STOP_GRACE_MS);
   };
   if (signal.aborted) onAbort();
   else signal.addEventListener('abort', onAbort, { once: true });
   return {
     hardStop: hard.signal,
+    now,
     done: () => {
       clearTimeout(grace);
       signal.removeEventListener('abort', onAbort);
@@ -77,6 +81,9 @@ export class CompressorPool implements Runner {
   readonly previewThreads: number;
   /** Jobs running now, in memory the threads share: a compressor starts work ahead of need only while a core is spare (workers/shared/spare-core.ts). */
   private readonly running = new Int32Array(new SharedArrayBuffer(4));
+
+  /** Terminates a running task's thread at once, per task running (close). */
+  private readonly terminators = new Set<() => void>();
 
   /** One thread more than `slots`, for the engine's fairness lane (backend.ts, `Runner.laneSlots`). */
   readonly laneSlots = 1;
@@ -121,6 +128,7 @@ export class CompressorPool implements Runner {
   async preview(job: PreviewJob, signal: AbortSignal): Promise<PreviewOutcome> {
     const { port1, port2 } = new MessageChannel();
     const stop = stopByRequest(signal, port1, () => this.watchEnding());
+    this.terminators.add(stop.now);
     const task: PreviewTask = { preview: job, port: port2 };
     try {
       const outcome = (await this.previews.run(task, { transferList: [port2], signal: stop.hardStop })) as PreviewOutcome;
@@ -132,6 +140,7 @@ export class CompressorPool implements Runner {
       return { ok: false, code: 'compare.unavailable', detail: truncateDetail(`The preview worker stopped unexpectedly: ${message}`) };
     } finally {
       stop.done();
+      this.terminators.delete(stop.now);
       port1.close();
     }
   }
@@ -150,6 +159,7 @@ export class CompressorPool implements Runner {
       else progress(m.percent, m.phase);
     });
     const stop = stopByRequest(signal, port1, () => this.watchEnding());
+    this.terminators.add(stop.now);
     const task: CompressTask = { worker: entry.worker, job: { inputPath: req.inputPath, format: req.format, options: req.options }, outDir: req.outDir, port: port2 };
     Atomics.add(this.running, 0, 1);
     jobsRunning++;
@@ -166,6 +176,7 @@ export class CompressorPool implements Runner {
       Atomics.sub(this.running, 0, 1);
       jobsRunning--;
       stop.done();
+      this.terminators.delete(stop.now);
       port1.close();
     }
   }
@@ -174,8 +185,14 @@ export class CompressorPool implements Runner {
     return this.piscina.utilization;
   }
 
+  /**
+   * Ends the pool. A task still running (a server stop hands its job back without waiting for it)
+   * has its thread terminated now: piscina's close would otherwise wait for it, and a thread inside
+   * a native call can take minutes.
+   */
   async close(): Promise<void> {
     this.watchEnding();
+    for (const terminate of this.terminators) terminate();
     await Promise.all([this.piscina.close({ force: true }), this.previews.close({ force: true })]);
   }
 

@@ -10,6 +10,8 @@
  */
 export function exitProcess(code: number, threadsBusy: number, signal: NodeJS.Signals = code === 0 ? 'SIGTERM' : 'SIGKILL'): never {
   if (threadsBusy > 0) {
+    // What process.exit would run first: its 'exit' listeners (the logger writes its buffered lines there).
+    process.emit('exit', code);
     // With no listener left, Node's own action for SIGTERM and SIGINT ends the process at once.
     process.removeAllListeners(signal);
     process.kill(process.pid, signal);
