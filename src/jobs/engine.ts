@@ -321,14 +321,14 @@ export class JobEngine {
     clearTimeout(this.poller);
     this.unsubscribe();
     const all = Promise.allSettled([...this.inFlight]);
-    if (graceMs > 0) await Promise.race([all, delay(graceMs)]);
+    if (graceMs > 0) await Promise.race([all, delay(graceMs, undefined, { ref: false })]);
     await Promise.all(
       [...this.attempts.values()].map(async (a) => {
         this.stopWorker(a.job.id, 'server.shutting_down');
         await this.lifecycle.handBack(a.job).catch(() => false);
       }),
     );
-    await Promise.race([all, delay(STOP_SETTLE_MS)]);
+    await Promise.race([all, delay(STOP_SETTLE_MS, undefined, { ref: false })]);
     await this.pumping;
     await this.firstSweep;
   }

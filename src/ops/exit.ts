@@ -9,7 +9,8 @@
  * after exit 1).
  */
 export function exitProcess(code: number, threadsBusy: number, signal: NodeJS.Signals = code === 0 ? 'SIGTERM' : 'SIGKILL'): never {
-  if (threadsBusy > 0) {
+  // PID 1 (a container without an init) cannot end itself by a signal: there the exit waits.
+  if (threadsBusy > 0 && process.pid !== 1) {
     // What process.exit would run first: its 'exit' listeners (the logger writes its buffered lines there).
     process.emit('exit', code);
     // With no listener left, Node's own action for SIGTERM and SIGINT ends the process at once.

@@ -436,7 +436,7 @@ export class Ssimulacra2Reference {
     const count = this.opaque && fullyOpaque(distorted) ? 1 : this.backgrounds.length;
     let worst = Infinity;
     let worstAt = 0;
-    for (const i of this.order.slice(0, count === 1 ? 1 : undefined)) {
+    for (const i of count === 1 ? [this.order[0]] : this.order) {
       this.prepared[i] ??= new Prepared(this.backgrounds[i], this.original);
       const score = this.prepared[i]!.score(distorted);
       if (score < worst) [worst, worstAt] = [score, i];
