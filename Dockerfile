@@ -8,7 +8,7 @@
 # Docker mounts --tmpfs noexec by default; the runtime cache holds native code, so `exec` is required.
 #
 # Allocator: the executable carries Debian's jemalloc (libjemalloc2 5.3.0, pinned by SHA256 in
-# scripts/jemalloc.mjs) in its runtime tree and re-executes itself onto it at start, as PID 1 still
+# scripts/jemalloc.mjs) in its runtime tree and re-executes itself onto it at start, with the same PID
 # (docs/operating.md, "Memory that comes back"); the image adds nothing for it, so the offline
 # `prebuilt` build and the from-source build get the same allocator the same way. The from-source
 # build stage fetches that .deb from Debian's archive (or --build-arg DEBIAN_MIRROR=URL).
@@ -76,5 +76,7 @@ EXPOSE 8080
 # container's COMPRESSD_PORT names (a `docker run -e COMPRESSD_PORT=…` included).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=15s --retries=3 \
   CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${COMPRESSD_PORT:-8080} && printf 'GET /healthz HTTP/1.0\\r\\nHost: localhost\\r\\n\\r\\n' >&3 && head -n 1 <&3 | grep -q ' 200 '"]
+# No init in the image: started as PID 1, the executable runs its own in front of itself (src/runtime/init.c),
+# so that a stop ends inside Docker's timeout; with `docker run --init` it starts none.
 ENTRYPOINT ["/usr/local/bin/compressd"]
 CMD ["serve"]

@@ -18,8 +18,9 @@
 // the tree once into a hash-named cache directory (src/runtime/extract.ts). The tree also holds
 // lib/libjemalloc.so.2, Debian's jemalloc for the target CPU (a .deb pinned by SHA256 in
 // scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts);
-// and lib/heif, the native HEIF decoder (a helper program with Debian's libheif and libde265,
-// scripts/heif-decoder.mjs) that workers/decoders/heic-native.ts runs.
+// lib/heif, the native HEIF decoder (a helper program with Debian's libheif and libde265,
+// scripts/heif-decoder.mjs) that workers/decoders/heic-native.ts runs; and lib/compressd-init, the init
+// the executable runs in front of itself when it starts as PID 1 (src/runtime/init.c, src/runtime/pid1.ts).
 // For arm64, the platform packages (the embedded Node, sharp's and @napi-rs's native builds) are
 // not installed on this machine: they are fetched at the versions and integrity hashes that
 // package-lock.json records (scripts/locked-package.mjs), and the blob has no V8 code cache, which
@@ -35,6 +36,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
 import { buildHeifDecoder, HEIF_DECODER_PROGRAM, HeifDecoderError } from './scripts/heif-decoder.mjs';
+import { buildInitProgram, InitProgramError } from './scripts/init-program.mjs';
 import { fetchJemalloc, JEMALLOC, JemallocError } from './scripts/jemalloc.mjs';
 import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
 
@@ -58,6 +60,8 @@ const ALLOCATOR_KEY = '@allocator';
 const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
 /** Where the tree holds the native HEIF decoder (workers/decoders/heic-native.ts looks there). */
 const HEIF_DECODER_PATH = 'lib/heif';
+/** Where the tree holds the init the executable puts in front of itself as PID 1 (src/runtime/pid1.ts looks there). */
+const INIT_PATH = 'lib/compressd-init';
 /**
  * Node options the executable runs with (SEA execArgv; NODE_OPTIONS adds to them), as `serve` from
  * source does (src/runtime/source-start.ts). V8 grows the
@@ -432,6 +436,15 @@ for (const entry of readdirSync(join(WORK, 'heif'), { withFileTypes: true })) {
   copyFileSync(from, join(TREE, HEIF_DECODER_PATH, entry.name));
   chmodSync(join(TREE, HEIF_DECODER_PATH, entry.name), statSync(from).mode & 0o755);
 }
+
+// The init for PID 1, from our own source.
+try {
+  buildInitProgram(ARCH, join(TREE, INIT_PATH));
+} catch (err) {
+  if (err instanceof InitProgramError) fail(err.message);
+  throw err;
+}
+if (elfArch(join(TREE, INIT_PATH)) !== ARCH) fail(`${INIT_PATH} is not a linux-${ARCH} ELF file`);
 
 const files = [];
 walk(TREE, (file) => files.push(relative(TREE, file).split(sep).join('/')));

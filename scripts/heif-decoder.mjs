@@ -15,6 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cCompiler } from './c-compiler.mjs';
 import { DebError, debUrl, fetchDeb, unpackDeb } from './debian-deb.mjs';
 
 export class HeifDecoderError extends Error {}
@@ -32,12 +33,9 @@ export const HEIF_LIBRARIES = [
 /** Libraries libheif links that the stub stands in for. */
 const STUBBED = ['libx265.so.199', 'libaom.so.3', 'libdav1d.so.6'];
 
-/** This machine's compiler for its own CPU, the cross compiler for the other. */
-const compiler = (arch, cross) => (process.arch === arch ? 'gcc' : cross);
-
 const ARCHES = {
   x64: {
-    cc: compiler('x64', 'x86_64-linux-gnu-gcc'),
+    cc: cCompiler('x64'),
     triplet: 'x86_64-linux-gnu',
     debs: {
       libheif1: { pool: 'pool/main/libh/libheif/libheif1_1.15.1-1+deb12u1_amd64.deb', sha256: '13a0a3a6e22ddf5eb891b7c7873ace79f13f2c96473576e5f7da2ae3228a2113' },
@@ -46,7 +44,7 @@ const ARCHES = {
     },
   },
   arm64: {
-    cc: compiler('arm64', 'aarch64-linux-gnu-gcc'),
+    cc: cCompiler('arm64'),
     triplet: 'aarch64-linux-gnu',
     debs: {
       libheif1: { pool: 'pool/main/libh/libheif/libheif1_1.15.1-1+deb12u1_arm64.deb', sha256: '92dddfa77e4281997af385cb2bc9e8ffa13b0876f889a3d6d6ad177ac968a2bc' },

@@ -151,6 +151,40 @@ describe('single executable', () => {
     assert.deepEqual(readdirSync(root).filter((n) => n.startsWith('.tmp-')), []);
   });
 
+  test('as PID 1 (a container without --init) it runs behind its own init, which forwards a stop and exits as the server does', { skip: !canUnshare('-fp') && 'no PID namespaces' }, async () => {
+    const root = join(work, 'cache-pid1');
+    const port = await freePort();
+    const data = mkdtempSync(join(work, 'data-'));
+    const args = ['-fp', '--mount-proc', '--kill-child', bin, 'serve', '--port', String(port), '--host', '127.0.0.1', '--data-dir', data, '--workers', '1'];
+    const child = spawn('/usr/bin/unshare', args, { cwd: home, env: { COMPRESSD_CACHE_DIR: root }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    let log = '';
+    child.stdout.on('data', (d: Buffer) => (log += d));
+    const childrenOf = (pid: number) => readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').map(Number);
+    const argv = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    try {
+      await firstKeyOf(child, data);
+      const [pid1] = childrenOf(child.pid!);
+      const [tree] = readdirSync(root).filter((n) => TREE_NAME.test(n));
+      const init = join(root, tree, 'lib/compressd-init');
+      assert.deepEqual(argv(pid1).slice(0, 2), [init, bin], 'PID 1 is the init, running the executable');
+      const [server] = childrenOf(pid1);
+      assert.deepEqual(argv(server).slice(0, 2), [bin, 'serve']);
+      assert.match(readFileSync(`/proc/${server}/maps`, 'utf8'), /\/libjemalloc\.so\.2$/m, 'the server moved onto jemalloc under the init');
+      process.kill(pid1, 'SIGTERM');
+      assert.equal(await exited, 0, 'the server stopped cleanly, and the init exited with its status');
+      assert.match(log, /"signal":"SIGTERM".*shutting down/);
+
+      // The init alone: the child's status, 128 + the signal that ended it, 127 when it cannot run.
+      const status = (script: string) => spawnSync(init, ['/bin/sh', 'sh', '-c', script]).status;
+      assert.equal(status('exit 3'), 3);
+      assert.equal(status('kill -TERM $$'), 143);
+      assert.equal(spawnSync(init, [join(work, 'missing'), 'missing']).status, 127);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
   test('a noexec cache directory is refused at start with a hint', { skip: !canUnshare('-rm') && 'no user namespaces' }, async () => {
     const dir = join(work, 'noexec');
     mkdirSync(dir);

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
 import { firstKeyIn } from '../src/accounts/first-key.ts';
 import { EngineFailed, engineUnavailable, startEngine, type Engine } from '../scripts/docker-engine.ts';
 import { freePort } from './helpers/daemons.ts';
@@ -20,6 +21,7 @@ import { ONE_OF_EACH_KIND } from './helpers/samples.ts';
  */
 
 const CORPUS = fileURLToPath(new URL('../../shared/corpus/', import.meta.url));
+const PHONE = join(CORPUS, 'jpg/phone-IMG_20180725_163423.jpg');
 const SAMPLES = ONE_OF_EACH_KIND;
 const CONTAINER = `compressd-test-${process.pid}`;
 /** A uid the image has no user for: the volume is a host directory chowned to it. */
@@ -58,7 +60,7 @@ after(async () => {
 });
 
 describe('Docker image', { skip: unavailable ?? false }, () => {
-  test("the release's image archive loads into an empty engine, runs read-only as another uid on jemalloc as PID 1, compresses every kind, keeps jobs over a restart", async (t) => {
+  test("the release's image archive loads into an empty engine, runs read-only as another uid on jemalloc behind its own init, compresses every kind, keeps jobs over a restart, stops inside Docker's timeout during a long native call", async (t) => {
     if (!engine) return t.skip(engineFailure);
     const docker = engine.docker;
 
@@ -92,8 +94,13 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
     const key = await waitUntil('the first API key in the data dir', () => firstKeyIn(volume!) ?? undefined, { timeoutMs: 10_000, intervalMs: 500, retryErrors: true });
     // The operator contract: the first start prints its key once (docs/security.md: how to keep it out of the log).
     assert.equal((await docker(['logs', CONTAINER])).split(key).length - 1, 1, 'the key is printed once');
-    // The executable re-executed itself onto its bundled jemalloc and is still the container's PID 1.
-    const maps = await docker(['exec', CONTAINER, 'cat', '/proc/1/maps']);
+    // As PID 1 the executable put its init in front (src/runtime/pid1.ts); the server, the init's child,
+    // re-executed itself onto its bundled jemalloc.
+    const init = await docker(['exec', CONTAINER, 'cat', '/proc/1/cmdline']);
+    assert.match(init.split('\0')[0]!, /^\/tmp\/compressd\/[^/]+\/lib\/compressd-init$/);
+    const server = (await docker(['exec', CONTAINER, 'cat', '/proc/1/task/1/children'])).trim();
+    assert.match(server, /^\d+$/, 'the init runs one child');
+    const maps = await docker(['exec', CONTAINER, 'cat', `/proc/${server}/maps`]);
     assert.match(maps, / \/usr\/local\/bin\/compressd$/m);
     assert.match(maps, / \/tmp\/compressd\/[^/\n]+\/lib\/libjemalloc\.so\.2$/m);
     assert.match(await docker(['logs', CONTAINER]), /"allocator":"jemalloc \d+\.\d+\.\d+ \(bundled\)".*"msg":"compressd listening/);
@@ -135,5 +142,30 @@ describe('Docker image', { skip: unavailable ?? false }, () => {
       assert.equal(sha256(new Uint8Array(await res.arrayBuffer())), digest, `output of ${id} after the restart`);
     }
     assert.equal((await docker(['inspect', '-f', '{{.RestartCount}} {{.State.Running}}', CONTAINER])).trim(), '0 true');
+
+    // A stop while a job's thread is inside one long native call (oxipng on a 90 MP PNG, about a minute):
+    // the server hands the job back after its 7 s and ends by a signal, which it can do because the init,
+    // not the server, is PID 1. Without the init the container waited for Docker's timeout and SIGKILL (137).
+    const bigDir = mkdtempSync(join(tmpdir(), 'compressd-big-'));
+    const big = join(bigDir, 'big.png');
+    await sharp(PHONE).resize({ width: 11_000 }).png({ compressionLevel: 1 }).toFile(big);
+    const form = new FormData();
+    form.set('file', await openAsBlob(big), 'big.png');
+    const accepted = await fetch(`${base}/compress`, { method: 'POST', body: form, headers });
+    rmSync(bigDir, { recursive: true, force: true });
+    assert.equal(accepted.status, 202);
+    const { id } = (await accepted.json()) as { id: string };
+    const jobStatus = async () => ((await (await fetch(`${base}/compress/job/${id}`, { headers })).json()) as { status: string }).status;
+    await waitUntil('the 90 MP PNG to run', async () => (await jobStatus()) === 'Running', { timeoutMs: 60_000, intervalMs: 100 });
+    since = Date.now();
+    await docker(['stop', '-t', '30', CONTAINER]);
+    const stopMs = Date.now() - since;
+    t.diagnostic(`stopped during a long native call in ${seconds(since)}`);
+    assert.notEqual((await docker(['inspect', '-f', '{{.State.ExitCode}}', CONTAINER])).trim(), '137', 'Docker did not have to kill it');
+    assert.ok(stopMs < 20_000, `the stop took ${stopMs} ms (Docker's timeout was 30 s)`);
+    await docker(['start', CONTAINER]);
+    await healthy();
+    assert.notEqual(await jobStatus(), 'Failed', 'the job was handed back, not failed');
+    assert.equal((await fetch(`${base}/compress/job/${id}/cancel`, { method: 'POST', headers })).status, 200);
   });
 });

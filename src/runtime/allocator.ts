@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { execve } from './execve.ts';
 
 /**
  * The allocator decision (docs/operating.md, "Memory that comes back"): glibc's malloc keeps the
@@ -91,6 +92,7 @@ export function useBundledAllocator(tree: string, bundled: BundledAllocator, env
   const fallback = (why: string) => {
     described = `glibc malloc (the bundled ${bundled.name} ${bundled.version} ${why})`;
   };
+  if (!execve) return fallback(`cannot be preloaded: Node ${process.version} cannot re-execute itself`);
   if (/[\s:]/.test(lib)) return fallback(`cannot be preloaded from a path with spaces or colons: ${lib}`);
   if (preload.split(/[\s:]+/).includes(lib)) return fallback('was preloaded but did not load');
   const preloadEnv = jemallocEnv(lib, env);
@@ -100,7 +102,5 @@ export function useBundledAllocator(tree: string, bundled: BundledAllocator, env
     const ended = probe.error?.message ?? (probe.status === 0 ? `ran on ${probe.stdout || 'another allocator'}` : probe.status === null ? `ended by ${probe.signal}` : `ended with exit status ${probe.status}`);
     return fallback(`does not load here: a trial start with it ${ended}${said ? `: ${said}` : ''}`);
   }
-  // Node 24's process.execve (Node ≥ 22.15), which the installed @types/node does not declare yet.
-  const node = process as unknown as { execve(file: string, args: string[], env: NodeJS.ProcessEnv): never };
-  node.execve(process.execPath, [process.argv0, ...process.argv.slice(2)], preloadEnv);
+  execve(process.execPath, [process.argv0, ...process.argv.slice(2)], preloadEnv);
 }

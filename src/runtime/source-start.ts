@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import NODE_OPTIONS from './node-options.json' with { type: 'json' };
 import { allocatorChoice, describeAllocator, jemallocEnv, mapsJemalloc } from './allocator.ts';
 import { runtimeTree } from './bundled.ts';
+import { execve } from './execve.ts';
 
 /**
  * `serve` from source (`npm start`, `npx .`, `npx tsx src/main.ts serve`) runs as the executable
@@ -50,12 +51,11 @@ export function runAsTheExecutable(argv: string[] = process.argv, env: NodeJS.Pr
   const preload = choice === 'jemalloc' && !onJemalloc && !preloaded ? lib : undefined;
   const options = missingOptions(env);
   if (!preload && options.length === 0) return;
-  const node = process as unknown as { execve?(file: string, args: string[], env: NodeJS.ProcessEnv): never };
-  if (typeof node.execve !== 'function') {
+  if (!execve) {
     if (preload) describeAllocator(`glibc malloc (Node ${process.version} cannot re-execute itself onto ${preload}: run Node 22.15+ or preload it with LD_PRELOAD)`);
     return;
   }
-  node.execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...argv.slice(1)], preload ? jemallocEnv(preload, env) : env);
+  execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...argv.slice(1)], preload ? jemallocEnv(preload, env) : env);
 }
 
 runAsTheExecutable();
