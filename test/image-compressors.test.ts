@@ -18,6 +18,7 @@ import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import { ClassQualities, FULL_SEARCH, IMAGE_SEARCH, incompressible, oxipngFilters, type SearchBudget } from '../workers/image/budget.ts';
+import { estimatedProgress } from '../workers/shared/estimated-progress.ts';
 import { LANE_PIXELS, Lanes } from '../workers/shared/lanes.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
@@ -512,6 +513,40 @@ describe('image.png-compress', () => {
     const s2 = await perceived(input, r.path);
     assert.ok(s2 >= PERCEIVED_TARGET, `SSIMULACRA2 ${s2}`);
     assert.equal(r.perceivedQuality?.toFixed(3), s2.toFixed(3));
+  });
+
+  it('reports progress while it works, the palette search as analyzing and oxipng as encoding, never backwards', async () => {
+    // Before, a 12 MP PNG sat at 10 % for all of its 12 s: oxipng is one native call that reports nothing.
+    const dir = join(work, String(n++));
+    await import('node:fs/promises').then((fs) => fs.mkdir(dir));
+    const seen: [number, string][] = [];
+    const ctx = { signal: new AbortController().signal, progress: (p: number, phase: string) => seen.push([p, phase]) };
+    await png({ inputPath: `${corpus}png/linn-scan.png`, format: 'png', options: {} }, { dir }, ctx);
+    const percents = seen.map(([p]) => p);
+    assert.deepEqual(percents, [...percents].sort((a, b) => a - b), 'never backwards');
+    const during = seen.filter(([p]) => p > 10 && p < 90);
+    assert.ok(new Set(during.filter(([, s]) => s === 'analyzing').map(([p]) => Math.round(p))).size >= 2, JSON.stringify(seen));
+    assert.ok(new Set(during.filter(([, s]) => s === 'encoding').map(([p]) => Math.round(p))).size >= 2, JSON.stringify(seen));
+    assert.deepEqual([...new Set(seen.map(([, s]) => s))], ['decoding', 'analyzing', 'encoding', 'finalizing']);
+  });
+
+  it("a step that cannot report its own moves toward its end as its predicted time passes, and reaches it only when it ends", async () => {
+    const reports: number[] = [];
+    let ended = false;
+    const step = () => new Promise<string>((r) => setTimeout(() => ((ended = true), r('done')), 900));
+    const report = (p: number) => reports.push(ended ? -p : p);
+    assert.equal(await estimatedProgress(step, { from: 20, to: 60, predictedMs: 300 }, report), 'done');
+    const before = reports.filter((p) => p >= 0);
+    assert.ok(before.length >= 2 && before.every((p, i) => p > 20 && p < 60 && (i === 0 || p >= before[i - 1])), JSON.stringify(reports));
+    assert.ok(before.at(-1)! > 40, 'past halfway after three predicted times');
+    assert.deepEqual(reports.filter((p) => p < 0), [-60]);
+    const failing = () => new Promise((_, reject) => setTimeout(() => reject(new Error('native call failed')), 300));
+    const after: number[] = [];
+    await assert.rejects(estimatedProgress(failing, { from: 0, to: 100, predictedMs: 100 }, (p) => after.push(p)), /native call failed/);
+    const count = after.length;
+    await new Promise((r) => setTimeout(r, 600));
+    assert.equal(after.length, count, 'no report after the step failed');
+    assert.ok(after.every((p) => p < 100));
   });
 
   it('a UI screenshot is no bigger than pngquant at the perceived quality it reaches (a larger palette can be the smaller file)', async () => {

@@ -20,9 +20,10 @@ export const compress: Compress = async (job, out, ctx) => {
   const img = applyResize(image.keepIccProfile(), meta.width, meta.height, resize);
   ctx.progress(10, mode === 'lossy' ? 'analyzing' : 'encoding');
   const input = await readFile(job.inputPath);
+  const progress = (fraction: number, step: 'analyzing' | 'encoding') => ctx.progress(10 + 80 * fraction, step);
   let encoded;
   try {
-    encoded = await encodePng(img, mode, { colourChunksFrom: input, unchanged: targetSize(meta.width, meta.height, resize) === null });
+    encoded = await encodePng(img, mode, { colourChunksFrom: input, unchanged: targetSize(meta.width, meta.height, resize) === null, progress });
   } catch (err) {
     throw imageError(err, job.inputPath);
   }
