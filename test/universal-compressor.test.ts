@@ -93,6 +93,19 @@ describe('universal compressor: every format decodes to the right output', () =>
   }
 });
 
+describe('progress', () => {
+  it('moves through the encode of a 12 MP photo, never backwards (a final mozjpeg encode is one call of seconds)', async () => {
+    const dir = await mkdtemp(join(work, 'job-'));
+    const seen: [number, string][] = [];
+    const ctx = { signal: new AbortController().signal, progress: (p: number, phase: string) => seen.push([p, phase]) };
+    await compress({ inputPath: join(corpus, 'heic/IMG_2682.heic'), format: 'heic', options: {} }, { dir }, ctx);
+    const percents = seen.map(([p]) => p);
+    assert.deepEqual(percents, [...percents].sort((a, b) => a - b), 'never backwards');
+    const encoding = new Set(seen.filter(([p, s]) => p > 45 && p < 90 && s === 'encoding').map(([p]) => Math.round(p)));
+    assert.ok(encoding.size >= 3, JSON.stringify(seen));
+  });
+});
+
 async function pixelsOf(input: string | Buffer): Promise<Pixels> {
   const { data, info } = await sharp(input).raw().toBuffer({ resolveWithObject: true });
   return { data, width: info.width, height: info.height, channels: info.channels };

@@ -2,6 +2,7 @@ import type { CompressOutcome, CompressTask, PreviewOutcome, PreviewTask } from 
 import type { CompressorModule } from '../src/catalog/types.ts';
 import { type Compress, JobError } from './contract.ts';
 import { memoryGateFor } from './shared/memory.ts';
+import { forwardProgress } from './shared/progress.ts';
 
 /**
  * Every compressor module the catalog names (its entries' `worker`), one loader each. Loaded on a
@@ -60,10 +61,7 @@ async function compress(task: CompressTask): Promise<CompressOutcome> {
   memoryGateFor({ port: task.port, signal: controller.signal });
   try {
     const { compress } = await load(task.worker);
-    const result = await compress(task.job, { dir: task.outDir }, {
-      signal: controller.signal,
-      progress: (percent, phase) => task.port.postMessage({ percent: Math.max(0, Math.min(100, Math.round(percent))), phase }),
-    });
+    const result = await compress(task.job, { dir: task.outDir }, { signal: controller.signal, progress: forwardProgress((p) => task.port.postMessage(p)) });
     return { ok: true, result };
   } catch (err) {
     if (err instanceof JobError) return { ok: false, code: err.code, detail: err.message };
@@ -74,3 +72,4 @@ async function compress(task: CompressTask): Promise<CompressOutcome> {
     task.port.close();
   }
 }
+

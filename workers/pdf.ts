@@ -30,7 +30,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.signal.throwIfAborted();
   ctx.progress(10, 'analyzing');
 
-  const { perceived } = await optimizeImages(context, sizes, (done, total) => ctx.progress(10 + (75 * done) / Math.max(1, total), 'images'), ctx.signal);
+  const { perceived } = await optimizeImages(context, sizes, (f) => ctx.progress(10 + 75 * f, 'images'), ctx.signal);
 
   ctx.progress(85, 'writing');
   recompressStreams(context);

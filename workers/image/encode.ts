@@ -3,6 +3,7 @@ import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
+import { estimatedProgress } from '../shared/progress.ts';
 import { noteProbe, noteSetting, phase, phaseSync } from '../shared/profile.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { greyOf } from './door.ts';
@@ -154,15 +155,27 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const greyPixels = phaseSync('analyse', () => greyOf(rgb));
   const grey = greyPixels !== undefined;
   const pixels = greyPixels ?? rgb;
-  const choice = await chooseJpeg(pixels);
+  const choice = await estimatedProgress(() => chooseJpeg(pixels), { from: 30, to: 55, predictedMs: PREDICTED_SEARCH_MS }, (p) => progress(p, 'analyzing'));
   if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
   if (grey) encoder.toColourspace('b-w');
   noteSetting(choice);
-  const out = await phase('encode', () => encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true }));
+  const encode = () => phase('encode', () => encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true }));
+  const out = await estimatedProgress(encode, { from: 55, to: 90, predictedMs: predictedEncodeMs(pixels.width * pixels.height) }, (p) => progress(p, 'encoding'));
   return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
 }
+
+/**
+ * What a search and a final encode are predicted to take, for progress only (shared/progress.ts):
+ * a search 1-2 s whatever the size (its probes are at most about 1 MP), a final encode about 130 ns a
+ * pixel (1.6 s at 12 MP).
+ */
+export const PREDICTED_SEARCH_MS = 1200;
+export function predictedEncodeMs(pixels: number): number {
+  return (pixels * ENCODE_NS_PER_PIXEL) / 1e6;
+}
+const ENCODE_NS_PER_PIXEL = 130;
 
 function rawOf(info: { width: number; height: number; channels: number }): CreateRaw {
   return { width: info.width, height: info.height, channels: info.channels as 1 | 2 | 3 | 4 };

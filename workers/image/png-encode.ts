@@ -7,7 +7,7 @@ import { proxyOf } from './proxy.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import type { Pixels } from './ssim.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
-import { estimatedProgress } from '../shared/estimated-progress.ts';
+import { estimatedProgress } from '../shared/progress.ts';
 import { phase } from '../shared/profile.ts';
 
 export interface PngEncoded {

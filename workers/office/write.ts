@@ -7,8 +7,10 @@ import type { CompressContext } from '../contract.ts';
 import type { Analysis } from './analyze.ts';
 import { LIMITS } from './limits.ts';
 import type { BudgetedPicture } from '../image/budget.ts';
+import { PREDICTED_SEARCH_MS, predictedEncodeMs } from '../image/encode.ts';
 import { recompressImage } from './media.ts';
 import { LANE_PIXELS, Lanes } from '../shared/lanes.ts';
+import { estimatedProgress } from '../shared/progress.ts';
 import type { PicturePlan } from './plan.ts';
 import { damaged, openEntryStream, readEntry, type OpenPackage, type PackageEntry } from './zip-read.ts';
 
@@ -32,17 +34,22 @@ export async function writePackage(pkg: OpenPackage, analysis: Analysis, { outPa
   const total = order.reduce((sum, e) => sum + weight(e), 0);
   let done = 0;
   const pictures = new PicturesAhead(pkg, analysis, order.filter(isImage), { resize, budget });
+  const at = (d: number) => PROGRESS_FROM + ((PROGRESS_TO - PROGRESS_FROM) * d) / total;
   const produce = async (entry: PackageEntry, failed: (err: unknown) => void): Promise<Readable> => {
     ctx.signal.throwIfAborted();
     const image = isImage(entry);
-    ctx.progress(PROGRESS_FROM + ((PROGRESS_TO - PROGRESS_FROM) * done) / total, image ? 'images' : 'writing');
+    const from = at(done);
+    ctx.progress(from, image ? 'images' : 'writing');
     done += weight(entry);
     if (!image) {
       const stream = await openEntryStream(pkg.zip, entry);
       stream.on('error', (err) => failed(damaged(err, entry.name)));
       return stream;
     }
-    return Readable.from([await pictures.take(entry)]);
+    // A picture moves by its predicted time while it is awaited (it may be done already: two run ahead).
+    const predictedMs = PREDICTED_SEARCH_MS + predictedEncodeMs(budget.pixels.get(entry.name) ?? 0);
+    const data = await estimatedProgress(() => pictures.take(entry), { from, to: at(done), predictedMs }, (p) => ctx.progress(p, 'images'));
+    return Readable.from([data]);
   };
   await writeZip(order, produce, outPath);
   return { perceived: pictures.perceived };

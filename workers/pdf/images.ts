@@ -5,10 +5,12 @@ import { isGeneric, predictorOf, undoFilters, unpredict } from './decode.ts';
 import { encodeFlateImage, type FlateImage } from './flate.ts';
 import { imageInfo, type ImageInfo } from './image-info.ts';
 import { greyOf } from '../image/door.ts';
+import { PREDICTED_SEARCH_MS, predictedEncodeMs } from '../image/encode.ts';
 import { encodePhoto } from './jpeg.ts';
 import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
 import { DocumentCaps } from '../shared/document-caps.ts';
 import { Lanes } from '../shared/lanes.ts';
+import { estimatedProgress } from '../shared/progress.ts';
 import { reserveMemory } from '../shared/memory.ts';
 import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
 import { resamplingLoss, VIEW_TARGET } from './quality.ts';
@@ -49,7 +51,7 @@ type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: str
 export async function optimizeImages(
   ctx: PDFContext,
   sizes: Map<PDFRef, DisplaySize>,
-  onImage: (done: number, total: number) => void,
+  onProgress: (fraction: number) => void,
   signal: AbortSignal,
 ): Promise<{ replaced: number; perceived?: number }> {
   const caps = new DocumentCaps();
@@ -76,10 +78,15 @@ export async function optimizeImages(
   );
   let replaced = 0;
   let perceived: number | undefined;
+  // Progress by pixels, each picture moving by its predicted time while it is awaited.
+  const weights = images.map((image) => PICTURE_FIXED_PIXELS + image.info.width * image.info.height);
+  const total = weights.reduce((a, b) => a + b, 0);
+  let done = 0;
   for (const [i, image] of images.entries()) {
     signal.throwIfAborted();
-    onImage(i, images.length);
-    const outcome = await lanes.take(i);
+    const span = { from: done / total, to: (done += weights[i]) / total, predictedMs: PREDICTED_SEARCH_MS + predictedEncodeMs(weights[i]) };
+    onProgress(span.from);
+    const outcome = await estimatedProgress(() => lanes.take(i), span, onProgress);
     if (!outcome) continue;
     const { ref, stream } = image;
     const dict = stream.dict.clone(ctx);
@@ -89,9 +96,12 @@ export async function optimizeImages(
     replaced++;
     if (outcome.score !== undefined) perceived = Math.min(perceived ?? 100, outcome.score);
   }
-  onImage(images.length, images.length);
+  onProgress(1);
   return { replaced, perceived };
 }
+
+/** A picture's fixed cost in progress, as pixels: reading, planning and writing it take time however small it is. */
+const PICTURE_FIXED_PIXELS = 65_536;
 
 interface DocumentImage {
   ref: PDFRef;

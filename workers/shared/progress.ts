@@ -25,3 +25,17 @@ export async function estimatedProgress<T>(
 
 /** How often the estimate is reported: the server writes a running job's progress at most every 250 ms. */
 const TICK_MS = 250;
+
+/**
+ * A run's progress as the pool is told it: never backwards (an estimated step and a compressor's own
+ * milestone may report out of order) and only when it changes; percent rounded into 0-100.
+ */
+export function forwardProgress(send: (p: { percent: number; phase: string }) => void): (percent: number, phase: string) => void {
+  let last = { percent: 0, phase: '' };
+  return (percent, phase) => {
+    const next = { percent: Math.max(last.percent, Math.min(100, Math.round(percent))), phase };
+    if (next.percent === last.percent && next.phase === last.phase) return;
+    last = next;
+    send(next);
+  };
+}
