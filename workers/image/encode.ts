@@ -49,7 +49,9 @@ export const DEFAULT_FORM: JpegForm = { table: 3, chroma: '4:2:0' };
  * SSIMULACRA2 80 on 1 MP samples of the corpus (bytes against mozjpeg's default): table 2
  * 0.93-1.03, 4 0.86-1.08, 5 0.95-1.00, 6 0.80-1.10, 0 0.89-1.14; 4:4:4 1.04-1.77 on photos
  * but the only way to keep coloured text (see the benchmark's made files); tables 1, 7 and 8
- * never won.
+ * never won at 4:2:0. Table 1 (flat) at 4:4:4 is 20 % smaller than table 0 on coloured text, but
+ * its size falls with quality unlike the default's, so chooseForm's one-probe prediction picked it
+ * where it was 10-32 % larger (a 12 MP phone photo, a 24-bit BMP) and never on the text: not a candidate.
  */
 const FORMS: JpegForm[] = [DEFAULT_FORM, { table: 2, chroma: '4:2:0' }, { table: 4, chroma: '4:2:0' }, { table: 5, chroma: '4:2:0' }, { table: 6, chroma: '4:2:0' }, { table: 0, chroma: '4:2:0' }, { table: 3, chroma: '4:4:4' }, { table: 0, chroma: '4:4:4' }];
 /** The tables any JPEG of ours may carry (jpeg-mark.ts tells our output by them). */
