@@ -5,8 +5,11 @@ import type { CompressJob, CompressorFailureCode, CompressResult } from '../src/
 
 export interface CompressContext {
   signal: AbortSignal;
-  /** Report progress: percent 0-100 and a phase name (see docs/api.md: Progress phases). */
-  progress(percent: number, phase: string): void;
+  /**
+   * Report progress: percent 0-100 and a phase name (see docs/api.md: Progress phases). `toward`: a
+   * synchronous call follows, during which the pool moves the percentage on (ProgressMessage).
+   */
+  progress(percent: number, phase: string, toward?: { percent: number; predictedMs: number }): void;
 }
 
 export type Compress = (job: CompressJob, out: { dir: string }, ctx: CompressContext) => Promise<CompressResult>;

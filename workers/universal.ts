@@ -30,10 +30,10 @@ import { noteSetting, phase, phaseSync } from './shared/profile.ts';
  */
 
 export const compress: Compress = async (job, out, ctx) => {
-  ctx.progress(1, 'decoding');
   const bytes = await phase('read', () => readFile(job.inputPath));
-  const decode = () => phase('decode', () => openImage(bytes, { declared: job.format, signal: ctx.signal }));
-  const opened = await estimatedProgress(decode, { from: 1, to: 30, predictedMs: PREDICTED_DECODE_MS }, (p) => ctx.progress(p, 'decoding'));
+  // Some decoders hold this thread (LibRaw in WebAssembly): the pool moves the percentage meanwhile.
+  ctx.progress(1, 'decoding', { percent: 30, predictedMs: PREDICTED_DECODE_MS });
+  const opened = await phase('decode', () => openImage(bytes, { declared: job.format, signal: ctx.signal }));
   const { format: family, via, exif } = opened.facts;
   ctx.signal.throwIfAborted();
   ctx.progress(30, 'analyzing');
@@ -83,7 +83,7 @@ export const compress: Compress = async (job, out, ctx) => {
 /**
  * What a decode and the normalising step are predicted to take, for progress only: most formats
  * decode in well under a second, a 12 MP HEIC in 0.4-1.6 s, a 12 MP RAW in 2-3 s (WebAssembly,
- * which reports nothing while it runs); colour conversion of a 10-bit HDR picture takes about 2 s.
+ * which holds the job's thread while it runs); colour conversion of a 10-bit HDR picture takes about 2 s.
  */
 const PREDICTED_DECODE_MS = 1000;
 const PREDICTED_NORMALISE_MS = 500;

@@ -57,8 +57,28 @@ export interface CompressTask {
   worker: CompressorModule;
   job: CompressJob;
   outDir: string;
-  /** Progress goes out as `{ percent, phase }` and memory asks as `MemoryAsk`; the string `abort` and `MemoryAnswer`s come in. */
+  /** Progress goes out as `ProgressMessage` and memory asks as `MemoryAsk`; the string `abort` and `MemoryAnswer`s come in. */
   port: MessagePort;
+}
+
+/**
+ * A run's progress. `toward`: the thread is about to block (one synchronous call, such as LibRaw in
+ * WebAssembly), so the pool moves the percentage toward `toward.percent` by `toward.predictedMs` until
+ * the thread's next message.
+ */
+export interface ProgressMessage {
+  percent: number;
+  phase: string;
+  toward?: { percent: number; predictedMs: number };
+}
+
+/**
+ * Where a step's percentage stands `elapsedMs` into it, moving from `from` toward `to` by its predicted
+ * time: halfway at the prediction, seven eighths at three times it, never `to` itself (the step's end is
+ * reported when it has ended). Shared by the threads' own estimates and the pool's (ProgressMessage).
+ */
+export function estimateAt(from: number, to: number, predictedMs: number, elapsedMs: number): number {
+  return from + (to - from) * (1 - 2 ** (-elapsedMs / Math.max(1, predictedMs)));
 }
 
 export type CompressOutcome = { ok: true; result: CompressResult } | { ok: false; code: CompressorFailureCode | 'jobs.worker_error'; detail: string };

@@ -1,11 +1,12 @@
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { CompressOutcome, CompressTask, MemoryAnswer, MemoryAsk, PreviewJob, PreviewOutcome, PreviewTask } from '../catalog/contract.ts';
+import type { CompressOutcome, CompressTask, MemoryAnswer, MemoryAsk, PreviewJob, PreviewOutcome, PreviewTask, ProgressMessage } from '../catalog/contract.ts';
 import { compressorForJobType } from '../catalog/index.ts';
 import { truncateDetail } from '../errors.ts';
 import { runtimeTree, workerEntry } from '../runtime/bundled.ts';
 import type { RunOutcome, Runner, RunRequest } from './backend.ts';
 import { defaultMemoryBudgetBytes, MemoryBudget, type MemoryHold } from './memory-budget.ts';
+import { ProgressOfThread } from './thread-progress.ts';
 
 export type { CompressOutcome, PreviewOutcome };
 
@@ -154,9 +155,10 @@ export class CompressorPool implements Runner {
     if (!entry) return { ok: false, failure: { code: 'jobs.unknown_compressor', detail: `No compressor for ${req.jobType}.` } };
     const { port1, port2 } = new MessageChannel();
     const hold = this.memory.hold();
-    port1.on('message', (m: { percent: number; phase: string } | MemoryAsk) => {
+    const moving = new ProgressOfThread(progress);
+    port1.on('message', (m: ProgressMessage | MemoryAsk) => {
       if ('memory' in m) void answerMemoryAsk(hold, m.memory, this.memory.bytes, port1);
-      else progress(m.percent, m.phase);
+      else moving.told(m);
     });
     const stop = stopByRequest(signal, port1, () => this.watchEnding());
     this.terminators.add(stop.now);
@@ -172,6 +174,7 @@ export class CompressorPool implements Runner {
       const message = err instanceof Error ? err.message : String(err);
       return { ok: false, failure: { code: 'jobs.worker_crashed', detail: `The compression worker stopped unexpectedly: ${message}` } };
     } finally {
+      moving.stop();
       hold.release();
       Atomics.sub(this.running, 0, 1);
       jobsRunning--;

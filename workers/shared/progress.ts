@@ -1,3 +1,6 @@
+import { estimateAt, type ProgressMessage } from '../../src/catalog/contract.ts';
+import type { CompressContext } from '../contract.ts';
+
 /**
  * Progress through a step that cannot report its own: one native call (oxipng's libdeflate on a
  * 12 MP photo runs 10 s in a single call) or a search whose probe count is not known ahead. The
@@ -12,7 +15,7 @@ export async function estimatedProgress<T>(
   report: (percent: number) => void,
 ): Promise<T> {
   const started = performance.now();
-  const tick = () => report(from + (to - from) * (1 - 2 ** (-(performance.now() - started) / Math.max(1, predictedMs))));
+  const tick = () => report(estimateAt(from, to, predictedMs, performance.now() - started));
   const timer = setInterval(tick, TICK_MS);
   try {
     const result = await step();
@@ -28,14 +31,15 @@ const TICK_MS = 250;
 
 /**
  * A run's progress as the pool is told it: never backwards (an estimated step and a compressor's own
- * milestone may report out of order) and only when it changes; percent rounded into 0-100.
+ * milestone may report out of order) and only when it changes (or announces a synchronous call);
+ * percent rounded down into 0-100, so that an estimate never shows its step's end.
  */
-export function forwardProgress(send: (p: { percent: number; phase: string }) => void): (percent: number, phase: string) => void {
-  let last = { percent: 0, phase: '' };
-  return (percent, phase) => {
-    const next = { percent: Math.max(last.percent, Math.min(100, Math.round(percent))), phase };
-    if (next.percent === last.percent && next.phase === last.phase) return;
+export function forwardProgress(send: (p: ProgressMessage) => void): CompressContext['progress'] {
+  let last: ProgressMessage = { percent: 0, phase: '' };
+  return (percent, phase, toward) => {
+    const next = { percent: Math.max(last.percent, Math.min(100, Math.floor(percent))), phase };
+    if (next.percent === last.percent && next.phase === last.phase && !toward) return;
     last = next;
-    send(next);
+    send(toward ? { ...next, toward } : next);
   };
 }
