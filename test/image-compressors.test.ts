@@ -18,7 +18,9 @@ import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
 import { parseGif } from '../workers/image/gif/parse.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import { ClassQualities, FULL_SEARCH, IMAGE_SEARCH, incompressible, oxipngFilters, type SearchBudget } from '../workers/image/budget.ts';
-import { estimatedProgress, forwardProgress } from '../workers/shared/progress.ts';
+import { estimatedProgress, forwardProgress, onScale } from '../workers/shared/progress.ts';
+import { ProgressOfThread } from '../src/jobs/thread-progress.ts';
+import { progressThroughPool, valuesWithin } from './helpers/pool-progress.ts';
 import { LANE_PIXELS, Lanes } from '../workers/shared/lanes.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
@@ -401,15 +403,9 @@ describe('LZW', () => {
 describe('image.jpg-compress', () => {
   it('reports progress through the quality search and the final encode, never backwards', async () => {
     // Before, a 12 MP photo sat at 55 % for the 2.4 s of its final encode (one mozjpeg call).
-    const dir = join(work, String(n++));
-    await import('node:fs/promises').then((fs) => fs.mkdir(dir));
-    const seen: [number, string][] = [];
-    await jpg({ inputPath: `${corpus}jpg/phone-IMG_20180725_163423.jpg`, format: 'jpg', options: {} }, { dir }, { signal: new AbortController().signal, progress: (p, phase) => seen.push([p, phase]) });
-    const percents = seen.map(([p]) => p);
-    assert.deepEqual(percents, [...percents].sort((a, b) => a - b), 'never backwards');
-    const within = (from: number, to: number, phase: string) => new Set(seen.filter(([p, s]) => p > from && p < to && s === phase).map(([p]) => Math.round(p))).size;
-    assert.ok(within(30, 55, 'analyzing') >= 2, JSON.stringify(seen));
-    assert.ok(within(55, 90, 'encoding') >= 2, JSON.stringify(seen));
+    const seen = await progressThroughPool('image.jpg-compress', `${corpus}jpg/phone-IMG_20180725_163423.jpg`);
+    assert.ok(valuesWithin(seen, 30, 55, 'analyzing') >= 2, JSON.stringify(seen));
+    assert.ok(valuesWithin(seen, 55, 90, 'encoding') >= 2, JSON.stringify(seen));
   });
 
   it('saves bytes on a camera JPEG, keeps EXIF byte for byte and stays visually close', async () => {
@@ -543,36 +539,40 @@ describe('image.png-compress', () => {
 
   it('reports progress while it works, the palette search as analyzing and oxipng as encoding, never backwards', async () => {
     // Before, a 12 MP PNG sat at 10 % for all of its 12 s: oxipng is one native call that reports nothing.
-    const dir = join(work, String(n++));
-    await import('node:fs/promises').then((fs) => fs.mkdir(dir));
-    const seen: [number, string][] = [];
-    const ctx = { signal: new AbortController().signal, progress: (p: number, phase: string) => seen.push([p, phase]) };
-    await png({ inputPath: `${corpus}png/linn-scan.png`, format: 'png', options: {} }, { dir }, ctx);
-    const percents = seen.map(([p]) => p);
-    assert.deepEqual(percents, [...percents].sort((a, b) => a - b), 'never backwards');
-    const during = seen.filter(([p]) => p > 10 && p < 90);
-    assert.ok(new Set(during.filter(([, s]) => s === 'analyzing').map(([p]) => Math.round(p))).size >= 2, JSON.stringify(seen));
-    assert.ok(new Set(during.filter(([, s]) => s === 'encoding').map(([p]) => Math.round(p))).size >= 2, JSON.stringify(seen));
+    const seen = await progressThroughPool('image.png-compress', `${corpus}png/linn-scan.png`);
+    assert.ok(valuesWithin(seen, 10, 90, 'analyzing') >= 2, JSON.stringify(seen));
+    assert.ok(valuesWithin(seen, 10, 90, 'encoding') >= 2, JSON.stringify(seen));
     assert.deepEqual([...new Set(seen.map(([, s]) => s))], ['decoding', 'analyzing', 'encoding', 'finalizing']);
   });
 
-  it("a step that cannot report its own moves toward its end as its predicted time passes, and reaches it only when it ends", async () => {
-    const reports: number[] = [];
-    let ended = false;
-    const step = () => new Promise<string>((r) => setTimeout(() => ((ended = true), r('done')), 900));
-    const report = (p: number) => reports.push(ended ? -p : p);
-    assert.equal(await estimatedProgress(step, { from: 20, to: 60, predictedMs: 300 }, report), 'done');
-    const before = reports.filter((p) => p >= 0);
-    assert.ok(before.length >= 2 && before.every((p, i) => p > 20 && p < 60 && (i === 0 || p >= before[i - 1])), JSON.stringify(reports));
-    assert.ok(before.at(-1)! > 40, 'past halfway after three predicted times');
-    assert.deepEqual(reports.filter((p) => p < 0), [-60]);
-    const failing = () => new Promise((_, reject) => setTimeout(() => reject(new Error('native call failed')), 300));
-    const after: number[] = [];
-    await assert.rejects(estimatedProgress(failing, { from: 0, to: 100, predictedMs: 100 }, (p) => after.push(p)), /native call failed/);
-    const count = after.length;
+  it('a step that cannot report its own is announced with its end and predicted time, and its end reported only when it has ended', async () => {
+    const reports: [number, unknown][] = [];
+    const step = () => new Promise<string>((r) => setTimeout(() => r('done'), 50));
+    assert.equal(await estimatedProgress(step, { from: 20, to: 60, predictedMs: 300 }, (p, toward) => reports.push([p, toward])), 'done');
+    assert.deepEqual(reports, [[20, { percent: 60, predictedMs: 300 }], [60, undefined]]);
+    const failed: number[] = [];
+    const failing = () => Promise.reject(new Error('native call failed'));
+    await assert.rejects(estimatedProgress(failing, { from: 0, to: 100, predictedMs: 100 }, (p) => failed.push(p)), /native call failed/);
+    assert.deepEqual(failed, [0], 'no end reported for a step that failed');
+    const scaled: [number, unknown][] = [];
+    onScale(10, 80, (p, toward) => scaled.push([p, toward]))(0.5, { percent: 1, predictedMs: 40 });
+    assert.deepEqual(scaled, [[50, { percent: 90, predictedMs: 40 }]]);
+  });
+
+  it('the pool moves an announced step on by its prediction, never to its end, and stops at the next message', async () => {
+    const seen: number[] = [];
+    const moving = new ProgressOfThread((p) => seen.push(p));
+    moving.told({ percent: 20, phase: 'encoding', toward: { percent: 60, predictedMs: 300 } });
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.ok(seen.length >= 3 && seen[0] === 20 && seen.every((p, i) => p < 60 && (i === 0 || p > seen[i - 1])), JSON.stringify(seen));
+    assert.ok(seen.at(-1)! > 40, 'past halfway after three predicted times');
+    moving.told({ percent: 60, phase: 'finalizing' });
+    const count = seen.length;
     await new Promise((r) => setTimeout(r, 600));
-    assert.equal(after.length, count, 'no report after the step failed');
-    assert.ok(after.every((p) => p < 100));
+    assert.equal(seen.length, count, 'no estimate after the next message');
+    moving.told({ percent: 30, phase: 'finalizing' });
+    assert.equal(seen.length, count, 'never backwards');
+    moving.stop();
   });
 
   it('a UI screenshot is no bigger than pngquant at the perceived quality it reaches (a larger palette can be the smaller file)', async () => {

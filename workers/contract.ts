@@ -7,7 +7,8 @@ export interface CompressContext {
   signal: AbortSignal;
   /**
    * Report progress: percent 0-100 and a phase name (see docs/api.md: Progress phases). `toward`: a
-   * synchronous call follows, during which the pool moves the percentage on (ProgressMessage).
+   * step that reports nothing of its own follows, during which the pool moves the percentage on
+   * (ProgressMessage; shared/progress.ts estimatedProgress).
    */
   progress(percent: number, phase: string, toward?: { percent: number; predictedMs: number }): void;
 }

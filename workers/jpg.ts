@@ -50,7 +50,7 @@ export const compress: Compress = async (job, out, ctx) => {
       resized || !profile.keep
         ? undefined
         : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
-    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: (p, step) => ctx.progress(p, step) });
+    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: ctx.progress });
   } catch (err) {
     throw imageError(err, job.inputPath);
   }

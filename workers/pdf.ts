@@ -8,6 +8,7 @@ import { pageLeaves } from './pdf/pages.ts';
 import { displaySizes } from './pdf/placements.ts';
 import { dedupeStreams, dropPrivateData, recompressStreams, removeUnreferenced } from './pdf/structure.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
+import { onScale } from './shared/progress.ts';
 
 /** Objects per object stream: larger groups deflate better, and readers fetch them as a unit. */
 const OBJECTS_PER_STREAM = 100;
@@ -30,7 +31,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.signal.throwIfAborted();
   ctx.progress(10, 'analyzing');
 
-  const { perceived } = await optimizeImages(context, sizes, (f) => ctx.progress(10 + 75 * f, 'images'), ctx.signal);
+  const { perceived } = await optimizeImages(context, sizes, onScale(10, 75, (p, toward) => ctx.progress(p, 'images', toward)), ctx.signal);
 
   ctx.progress(85, 'writing');
   recompressStreams(context);

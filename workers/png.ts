@@ -5,6 +5,7 @@ import { encodePng } from './image/png-encode.ts';
 import { imageError, openImage } from './image/door.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import { keepInputUnlessSmaller } from './shared/never-larger.ts';
+import { onScale, type Toward } from './shared/progress.ts';
 
 /**
  * image.png-compress. `compression.mode` lossy (default): perceptual palette quantisation;
@@ -20,7 +21,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const img = applyResize(image.keepIccProfile(), meta.width, meta.height, resize);
   ctx.progress(10, mode === 'lossy' ? 'analyzing' : 'encoding');
   const input = await readFile(job.inputPath);
-  const progress = (fraction: number, step: 'analyzing' | 'encoding') => ctx.progress(10 + 80 * fraction, step);
+  const progress = (fraction: number, step: 'analyzing' | 'encoding', toward?: Toward) => onScale(10, 80, (p, t) => ctx.progress(p, step, t))(fraction, toward);
   let encoded;
   try {
     encoded = await encodePng(img, mode, { colourChunksFrom: input, unchanged: targetSize(meta.width, meta.height, resize) === null, progress });

@@ -4,7 +4,7 @@ import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
 import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, MIN_QUALITY, PREDICTED_SEARCH_MS, predictedEncodeMs, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
-import { estimatedProgress } from './shared/progress.ts';
+import { estimatedProgress, onScale, type Toward } from './shared/progress.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
 import { greyOf, imageError, openImage, type OpenedImage } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
@@ -31,9 +31,8 @@ import { noteSetting, phase, phaseSync } from './shared/profile.ts';
 
 export const compress: Compress = async (job, out, ctx) => {
   const bytes = await phase('read', () => readFile(job.inputPath));
-  // Some decoders hold this thread (LibRaw in WebAssembly): the pool moves the percentage meanwhile.
-  ctx.progress(1, 'decoding', { percent: 30, predictedMs: PREDICTED_DECODE_MS });
-  const opened = await phase('decode', () => openImage(bytes, { declared: job.format, signal: ctx.signal }));
+  const decode = () => phase('decode', () => openImage(bytes, { declared: job.format, signal: ctx.signal }));
+  const opened = await estimatedProgress(decode, { from: 1, to: 30, predictedMs: PREDICTED_DECODE_MS }, (p, toward) => ctx.progress(p, 'decoding', toward));
   const { format: family, via, exif } = opened.facts;
   ctx.signal.throwIfAborted();
   ctx.progress(30, 'analyzing');
@@ -42,7 +41,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const upright = await estimatedProgress(
     () => phase('normalise', () => normalise(opened, { resize, inputPath: job.inputPath })),
     { from: 30, to: 45, predictedMs: PREDICTED_NORMALISE_MS },
-    (p) => ctx.progress(p, 'analyzing'),
+    (p, toward) => ctx.progress(p, 'analyzing', toward),
   );
   const opaque = upright.channels === 4 && phaseSync('analyse', () => fullyOpaque(upright.data));
   const pixels: Pixels = opaque ? { ...upright, data: dropAlpha(upright.data), channels: 3 } : upright;
@@ -51,7 +50,7 @@ export const compress: Compress = async (job, out, ctx) => {
   ctx.progress(45, 'encoding');
 
   const path = join(out.dir, `output.${format}`);
-  const onStep = (f: number) => ctx.progress(45 + f * 45, 'encoding');
+  const onStep = onScale(45, 45, (p, toward) => ctx.progress(p, 'encoding', toward));
   // Same format, same size: the input itself is a valid output and is kept when not beaten.
   const sameFormat = ((family === 'jpeg' && format === 'jpg') || (family === 'png' && format === 'png')) && !upright.resized;
   let perceived: number | undefined;
@@ -69,7 +68,7 @@ export const compress: Compress = async (job, out, ctx) => {
     await phase('write', () => writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed));
     perceived = jpeg.score;
   } else {
-    const png = await encodePng(pixelPipeline(pixels), 'lossy', { progress: onStep });
+    const png = await encodePng(pixelPipeline(pixels), 'lossy', { progress: (f, _step, toward) => onStep(f, toward) });
     await phase('write', () => writeFile(path, png.data));
     perceived = png.score;
   }
@@ -83,7 +82,7 @@ export const compress: Compress = async (job, out, ctx) => {
 /**
  * What a decode and the normalising step are predicted to take, for progress only: most formats
  * decode in well under a second, a 12 MP HEIC in 0.4-1.6 s, a 12 MP RAW in 2-3 s (WebAssembly,
- * which holds the job's thread while it runs); colour conversion of a 10-bit HDR picture takes about 2 s.
+ * which holds the job's thread while it runs: the pool moves the percentage then); colour conversion of a 10-bit HDR picture takes about 2 s.
  */
 const PREDICTED_DECODE_MS = 1000;
 const PREDICTED_NORMALISE_MS = 500;
@@ -166,7 +165,7 @@ export interface JpegWithin {
   exif?: Buffer;
   /** The input's size, when the input is another format (see encodeJpegWithin). */
   maxBytes?: number;
-  onStep?: (fraction: number) => void;
+  onStep?: (fraction: number, toward?: Toward) => void;
   judgedAt?: JudgedAt;
 }
 

@@ -62,9 +62,9 @@ export interface CompressTask {
 }
 
 /**
- * A run's progress. `toward`: the thread is about to block (one synchronous call, such as LibRaw in
- * WebAssembly), so the pool moves the percentage toward `toward.percent` by `toward.predictedMs` until
- * the thread's next message.
+ * A run's progress. `toward`: a step that reports nothing of its own follows (one native call, a
+ * search, a call that holds the thread such as LibRaw in WebAssembly), so the pool moves the
+ * percentage toward `toward.percent` by `toward.predictedMs` until the thread's next message.
  */
 export interface ProgressMessage {
   percent: number;
@@ -75,7 +75,7 @@ export interface ProgressMessage {
 /**
  * Where a step's percentage stands `elapsedMs` into it, moving from `from` toward `to` by its predicted
  * time: halfway at the prediction, seven eighths at three times it, never `to` itself (the step's end is
- * reported when it has ended). Shared by the threads' own estimates and the pool's (ProgressMessage).
+ * reported when it has ended).
  */
 export function estimateAt(from: number, to: number, predictedMs: number, elapsedMs: number): number {
   return from + (to - from) * (1 - 2 ** (-elapsedMs / Math.max(1, predictedMs)));

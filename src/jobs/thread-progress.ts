@@ -2,9 +2,9 @@ import { estimateAt, type ProgressMessage } from '../catalog/contract.ts';
 
 /**
  * A running job's progress as its thread tells it, passed on never backwards and only when it
- * changes. While the thread is inside a synchronous call it announced (ProgressMessage.toward: LibRaw
- * in WebAssembly holds the thread for seconds, and no timer of its own runs then), the percentage is
- * moved on here by the call's prediction, until the thread's next message.
+ * changes. Through a step the thread announced (ProgressMessage.toward: one native call, a search, or
+ * a call that holds the thread, such as LibRaw in WebAssembly, during which no timer of the thread
+ * could run), the percentage is moved on here by the step's prediction, until the thread's next message.
  */
 export class ProgressOfThread {
   private last = { percent: 0, phase: '' };

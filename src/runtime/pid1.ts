@@ -11,7 +11,7 @@ import { execve } from './execve.ts';
  */
 
 /** Where the runtime tree holds the init (build.mjs puts it there). */
-export const INIT_PATH = 'lib/compressd-init';
+const INIT_PATH = 'lib/compressd-init';
 
 /**
  * Execs the tree's init in front of this process when it is PID 1; returns otherwise, and also when

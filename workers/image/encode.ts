@@ -3,7 +3,7 @@ import type { CreateRaw, JpegOptions, Sharp } from 'sharp';
 import { IMAGE_SEARCH, type SearchBudget } from './budget.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import { PROXY_TILES, proxyOf } from './proxy.ts';
-import { estimatedProgress } from '../shared/progress.ts';
+import { estimatedProgress, type Toward } from '../shared/progress.ts';
 import { noteProbe, noteSetting, phase, phaseSync } from '../shared/profile.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { greyOf } from './door.ts';
@@ -67,7 +67,7 @@ export interface JpegAutoOptions {
   keepMetadata?: boolean;
   /** With keepMetadata: the embedded ICC profile is converted into (sRGB pixels, no profile) instead of kept (door.ts: profileDecision). */
   convertProfile?: boolean;
-  progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding') => void;
+  progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding', toward?: Toward) => void;
   /**
    * Asked with the chosen setting and the bytes its file is predicted to take (the proxy probe's,
    * scaled by the pixels it stands for) before the full-size encode; false skips it
@@ -157,14 +157,14 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const greyPixels = phaseSync('analyse', () => greyOf(rgb));
   const grey = greyPixels !== undefined;
   const pixels = greyPixels ?? rgb;
-  const choice = await estimatedProgress(() => chooseJpeg(pixels), { from: 30, to: 55, predictedMs: PREDICTED_SEARCH_MS }, (p) => progress(p, 'analyzing'));
+  const choice = await estimatedProgress(() => chooseJpeg(pixels), { from: 30, to: 55, predictedMs: PREDICTED_SEARCH_MS }, (p, toward) => progress(p, 'analyzing', toward));
   if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');
   const encoder = opts.keepMetadata ? withMetadata(base.clone(), grey || opts.convertProfile === true) : jpegPipeline(pixels);
   if (grey) encoder.toColourspace('b-w');
   noteSetting(choice);
   const encode = () => phase('encode', () => encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true }));
-  const out = await estimatedProgress(encode, { from: 55, to: 90, predictedMs: predictedEncodeMs(pixels.width * pixels.height) }, (p) => progress(p, 'encoding'));
+  const out = await estimatedProgress(encode, { from: 55, to: 90, predictedMs: predictedEncodeMs(pixels.width * pixels.height) }, (p, toward) => progress(p, 'encoding', toward));
   return { data: out.data, ...choice, width: out.info.width, height: out.info.height };
 }
 

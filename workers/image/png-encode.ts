@@ -7,7 +7,7 @@ import { proxyOf } from './proxy.ts';
 import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from './perceived.ts';
 import type { Pixels } from './ssim.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
-import { estimatedProgress } from '../shared/progress.ts';
+import { estimatedProgress, type Toward } from '../shared/progress.ts';
 import { phase } from '../shared/profile.ts';
 
 export interface PngEncoded {
@@ -31,7 +31,7 @@ export interface PngEncodeOptions {
    */
   unchanged?: boolean;
   /** The encode's progress, 0 to 1, and what it is doing: the palette search, or oxipng. */
-  progress?: (fraction: number, step: 'analyzing' | 'encoding') => void;
+  progress?: (fraction: number, step: 'analyzing' | 'encoding', toward?: Toward) => void;
 }
 
 /**
@@ -130,7 +130,7 @@ class Steps {
     if (!report) return work();
     const from = this.at;
     this.at = Math.min(1, from + predictedMs / this.totalMs);
-    return estimatedProgress(work, { from, to: this.at, predictedMs }, (f) => report(f, name));
+    return estimatedProgress(work, { from, to: this.at, predictedMs }, (f, toward) => report(f, name, toward));
   }
 }
 

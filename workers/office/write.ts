@@ -48,7 +48,7 @@ export async function writePackage(pkg: OpenPackage, analysis: Analysis, { outPa
     }
     // A picture moves by its predicted time while it is awaited (it may be done already: two run ahead).
     const predictedMs = PREDICTED_SEARCH_MS + predictedEncodeMs(budget.pixels.get(entry.name) ?? 0);
-    const data = await estimatedProgress(() => pictures.take(entry), { from, to: at(done), predictedMs }, (p) => ctx.progress(p, 'images'));
+    const data = await estimatedProgress(() => pictures.take(entry), { from, to: at(done), predictedMs }, (p, toward) => ctx.progress(p, 'images', toward));
     return Readable.from([data]);
   };
   await writeZip(order, produce, outPath);

@@ -10,7 +10,7 @@ import { encodePhoto } from './jpeg.ts';
 import { ClassQualities, planDocument, type BudgetedPicture, type DocumentPicture } from '../image/budget.ts';
 import { DocumentCaps } from '../shared/document-caps.ts';
 import { Lanes } from '../shared/lanes.ts';
-import { estimatedProgress } from '../shared/progress.ts';
+import { estimatedProgress, type Toward } from '../shared/progress.ts';
 import { reserveMemory } from '../shared/memory.ts';
 import { alreadyAsCoarse, lumaQuantSum } from '../image/jpeg-quant.ts';
 import { resamplingLoss, VIEW_TARGET } from './quality.ts';
@@ -51,7 +51,7 @@ type Outcome = { contents: Uint8Array; set: Record<string, PDFObject>; drop: str
 export async function optimizeImages(
   ctx: PDFContext,
   sizes: Map<PDFRef, DisplaySize>,
-  onProgress: (fraction: number) => void,
+  onProgress: (fraction: number, toward?: Toward) => void,
   signal: AbortSignal,
 ): Promise<{ replaced: number; perceived?: number }> {
   const caps = new DocumentCaps();

@@ -1,33 +1,34 @@
-import { estimateAt, type ProgressMessage } from '../../src/catalog/contract.ts';
+import type { ProgressMessage } from '../../src/catalog/contract.ts';
 import type { CompressContext } from '../contract.ts';
+
+/** Where an announced step ends and how long it is predicted to take (ProgressMessage.toward). */
+export type Toward = NonNullable<ProgressMessage['toward']>;
 
 /**
  * Progress through a step that cannot report its own: one native call (oxipng's libdeflate on a
- * 12 MP photo runs 10 s in a single call) or a search whose probe count is not known ahead. The
- * percentage moves from `from` toward `to` as the step's predicted time passes: halfway at the
- * prediction, seven eighths at three times it, and `to` only when the step has ended. So a poll
- * sees the job move however far the prediction is off (the same pixels take 140-810 ns each in
- * oxipng, by their content), and never a step reported done before it is.
+ * 12 MP photo runs 10 s in a single call), a search whose probe count is not known ahead, a call
+ * that holds this thread. The step is announced at its start with its end and predicted time, and
+ * the pool moves the percentage on while it runs (src/jobs/thread-progress.ts): halfway at the
+ * prediction, seven eighths at three times it, so a poll sees the job move however far the
+ * prediction is off (the same pixels take 140-810 ns each in oxipng, by their content). Its end is
+ * reported only when the step has ended.
  */
 export async function estimatedProgress<T>(
   step: () => Promise<T>,
   { from, to, predictedMs }: { from: number; to: number; predictedMs: number },
-  report: (percent: number) => void,
+  report: (value: number, toward?: Toward) => void,
 ): Promise<T> {
-  const started = performance.now();
-  const tick = () => report(estimateAt(from, to, predictedMs, performance.now() - started));
-  const timer = setInterval(tick, TICK_MS);
-  try {
-    const result = await step();
-    report(to);
-    return result;
-  } finally {
-    clearInterval(timer);
-  }
+  report(from, { percent: to, predictedMs });
+  const result = await step();
+  report(to);
+  return result;
 }
 
-/** How often the estimate is reported: the server writes a running job's progress at most every 250 ms. */
-const TICK_MS = 250;
+/** A report on a 0-1 scale passed on as percent, from `from` over `span` points, an announced end included. */
+export function onScale(from: number, span: number, report: (percent: number, toward?: Toward) => void): (fraction: number, toward?: Toward) => void {
+  const at = (f: number) => from + span * f;
+  return (f, toward) => report(at(f), toward && { percent: at(toward.percent), predictedMs: toward.predictedMs });
+}
 
 /**
  * A run's progress as the pool is told it: never backwards (an estimated step and a compressor's own
