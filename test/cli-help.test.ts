@@ -280,7 +280,8 @@ async function serveFromSource(command: string, args: string[], signalled: 'npm'
   child.stdout.on('data', (b: Buffer) => (output += b));
   child.stderr.on('data', (b: Buffer) => (output += b));
   try {
-    await waitUntil(() => `listening on ${port}:\n${output}`, () => listening(port), { timeoutMs: 30_000, intervalMs: 200 });
+    // The port is bound before the first key is made and shown: the start has ended at its "listening" line.
+    await waitUntil(() => `listening on ${port}:\n${output}`, async () => /compressd listening on /.test(output) && (await listening(port)), { timeoutMs: 30_000, intervalMs: 200 });
     assert.match(output, /^API key: cpd_/m, 'the first start prints its key once (the operator contract)');
     assert.match(output, /"workers":1,/);
     assert.doesNotMatch(output, /format upgraded/, 'a new data dir is not an upgrade');
