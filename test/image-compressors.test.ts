@@ -720,6 +720,16 @@ describe('image.gif-compress', () => {
     assert.equal(r.perceivedQuality?.toFixed(3), s3.toFixed(3));
   });
 
+  it('lands within 2 points above the target once a threshold fails: inside the bracket it aims by the scores, not at the middle', async () => {
+    // file-type-fixture.gif: luma's answer passes at 83.5 and twice that threshold fails at 68.8;
+    // midpoints of the bracket stopped at 83.5 (75.9, then 78.3, both failing).
+    const input = `${corpus}gif/file-type-fixture.gif`;
+    const r = await run(gif, input);
+    const shown = await perceived(await pixels(input), await pixels(r.path));
+    assert.ok(shown >= PERCEIVED_TARGET && shown < PERCEIVED_TARGET + 2, `SSIMULACRA2 ${shown}`);
+    assert.equal(r.perceivedQuality?.toFixed(3), shown.toFixed(3));
+  });
+
   it('resizes every frame of an animation', async () => {
     const input = `${corpus}gif/exifr-readme-animated.gif`;
     const r = await run(gif, input, { resize: { enabled: true, mode: 'pixels', preset: 'custom', value: 222 } });
