@@ -524,6 +524,16 @@ describe('image.png-compress', () => {
     assert.equal(r.perceivedQuality?.toFixed(3), s2.toFixed(3));
   });
 
+  it('takes a palette at the lowest quality that passes, below 50 when it passes there', async () => {
+    // baiona_colormapped.png: 86.1 at quality 30, 87.9 at 50, the lowest of the qualities tried before.
+    const input = `${corpus}png/baiona_colormapped.png`;
+    const r = await run(png, input);
+    const shown = await perceived(input, r.path);
+    assert.ok(shown >= PERCEIVED_TARGET && shown < 87, `SSIMULACRA2 ${shown}`);
+    assert.equal(r.perceivedQuality?.toFixed(3), shown.toFixed(3));
+    assert.ok(r.outSize < 36_000, `${r.outSize} B (37,722 at quality 50)`);
+  });
+
   it("a run's progress reaches the pool never backwards and only when it changes", () => {
     const sent: { percent: number; phase: string }[] = [];
     const progress = forwardProgress((p) => sent.push(p));
