@@ -186,4 +186,13 @@ describe('gif lossy LZW search', () => {
       assert.ok(filled >= 4, `seed ${seed}: only ${filled} encodes fill their table`);
     }
   });
+
+  it('gives the same codes after a frame large enough that the encoder lets its memory go', () => {
+    const small = casesOf(7, 2_000, 16);
+    const before = small.map((c) => Buffer.from(lzwEncode(c.indices, c.minCodeSize, c.palette, { threshold: c.threshold, backdrop: c.backdrop, deferClear: c.deferClear })));
+    const [large] = casesOf(9, 6_000_000, 4).filter((c) => c.backdrop && c.threshold > 0);
+    const data = lzwEncode(large.indices, large.minCodeSize, large.palette, { threshold: large.threshold, backdrop: large.backdrop });
+    assert.ok(data.length > 0 && data.length < large.indices.length);
+    small.forEach((c, i) => assert.deepEqual(Buffer.from(lzwEncode(c.indices, c.minCodeSize, c.palette, { threshold: c.threshold, backdrop: c.backdrop, deferClear: c.deferClear })), before[i]));
+  });
 });

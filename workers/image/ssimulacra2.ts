@@ -1,6 +1,7 @@
 import { KERNELS_WASM_BASE64 } from './metric/kernels.ts';
 import type { Pixels } from './ssim.ts';
 import { phaseSync } from '../shared/profile.ts';
+import { compileWasm, instantiateWasm, WASM_PAGE, type WasmMemory } from '../shared/wasm.ts';
 
 /**
  * SSIMULACRA2 (Cloudinary, 2022; the version shipped with libjxl's tools), written from its
@@ -110,11 +111,6 @@ function solve3(a: number[], b: number[]): number[] {
   });
 }
 
-/** The WebAssembly API used here (the project compiles without the DOM library, which types it). */
-interface Memory {
-  readonly buffer: ArrayBuffer;
-  grow(pages: number): number;
-}
 interface Kernels {
   linear_table(): number;
   to_linear(px: number, n: number, c: number, bg: number, r: number, g: number, b: number): void;
@@ -126,15 +122,7 @@ interface Kernels {
   maps(x1: number, m1: number, s11: number, x2: number, m2: number, s22: number, s12: number, n: number, out: number): void;
   heap_base(): number;
 }
-interface WasmApi {
-  Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: unknown };
-  Memory: new (descriptor: { initial: number }) => Memory;
-}
-const WebAssemblyApi = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
-
 let compiled: object | undefined;
-const PAGE = 65536;
 /** The pages of a 32-bit module's memory at most (4 GiB). */
 const MAX_PAGES = 65536;
 const GAUSSIAN = recursiveGaussian(SIGMA);
@@ -146,15 +134,14 @@ const GAUSSIAN = recursiveGaussian(SIGMA);
  */
 class Arena {
   readonly k: Kernels;
-  private readonly memory: Memory;
+  private readonly memory: WasmMemory;
   private top: number;
   private readonly base: number;
   private mark = 0;
 
   constructor() {
-    compiled ??= new WebAssemblyApi.Module(Buffer.from(KERNELS_WASM_BASE64, 'base64'));
-    this.memory = new WebAssemblyApi.Memory({ initial: 2 });
-    this.k = new WebAssemblyApi.Instance(compiled, { env: { memory: this.memory } }).exports as Kernels;
+    compiled ??= compileWasm(KERNELS_WASM_BASE64);
+    ({ exports: this.k, memory: this.memory } = instantiateWasm<Kernels>(compiled, 2));
     this.top = this.k.heap_base();
     this.base = this.top;
     const table = this.f32(this.k.linear_table(), 256);
@@ -208,8 +195,8 @@ class Arena {
    */
   private grow(short: number): void {
     if (short <= 0) return;
-    const pages = this.memory.buffer.byteLength / PAGE;
-    this.memory.grow(Math.max(Math.ceil(short / PAGE), Math.min(pages >> 1, MAX_PAGES - pages)));
+    const pages = this.memory.buffer.byteLength / WASM_PAGE;
+    this.memory.grow(Math.max(Math.ceil(short / WASM_PAGE), Math.min(pages >> 1, MAX_PAGES - pages)));
   }
 
   release(): void {

@@ -1,5 +1,5 @@
 // The per-pixel kernels of SSIMULACRA2 (workers/image/ssimulacra2.ts orchestrates them), compiled
-// to WebAssembly with 128-bit SIMD by scripts/build-metric.mjs. Freestanding: no libc; the caller
+// to WebAssembly with 128-bit SIMD by scripts/build-wasm.mjs. Freestanding: no libc; the caller
 // places every plane in this module's memory and passes offsets.
 #include <stdint.h>
 #include <wasm_simd128.h>
