@@ -705,6 +705,29 @@ describe('image.gif-compress', () => {
     assert.ok(a.equals(b), 'every frame decodes to the same pixels');
   });
 
+  it('judges the frames it composites as libvips displays them, the input and every recompression', async () => {
+    // The perceived steps score the displayed frames the recompressor composited instead of
+    // decoding each candidate file again: the same pixels, so the same scores.
+    const input = join(work, 'screen-recording.gif');
+    await screenRecordingGif(input);
+    for (const bytes of [await readFile(`${corpus}gif/exifr-readme-animated.gif`), await readFile(input)]) {
+      const gifs = new GifRecompressor(bytes);
+      const { width, height, frames } = gifs.screen;
+      const watched = [0, Math.floor(frames / 3), frames - 1];
+      gifs.watch(watched);
+      const stacked = async (file: Buffer) => {
+        const all = await shownFrames(file);
+        return Buffer.concat(watched.map((f) => all.data.subarray(f * width * height * 4, (f + 1) * width * height * 4)));
+      };
+      assert.ok(Buffer.from(gifs.inputFrames().data).equals(await stacked(bytes)), 'the input');
+      for (const threshold of [6, 20]) {
+        const r = gifs.recompress(threshold);
+        assert.equal(r.frames?.height, height * watched.length);
+        assert.ok(Buffer.from(r.frames!.data).equals(await stacked(r.data)), `threshold ${threshold}`);
+      }
+    }
+  });
+
   it('optimises an unoptimised animation between frames, exactly at threshold 0', async () => {
     const input = join(work, 'unoptimised.gif');
     const bytes = await unoptimisedAnimation();

@@ -64,6 +64,26 @@ export class Canvas {
     this.saved = undefined;
   }
 
+  /**
+   * The screen as RGBA into `out` at byte `offset`, nothing drawn as transparent black: what
+   * libvips shows for a displayed frame (the same pixels on every GIF measured but those whose
+   * disposal libvips reads otherwise).
+   */
+  rgbaInto(out: Uint8Array, offset: number): void {
+    const { rgb } = this;
+    for (let i = 0, o = offset; i < rgb.length; i += 3, o += 4) {
+      const r = rgb[i];
+      if (r < 0) {
+        out[o] = out[o + 1] = out[o + 2] = out[o + 3] = 0;
+        continue;
+      }
+      out[o] = r;
+      out[o + 1] = rgb[i + 1];
+      out[o + 2] = rgb[i + 2];
+      out[o + 3] = 255;
+    }
+  }
+
   /** RGB under the frame's rectangle, in the frame's stream order (red -1: nothing, or off screen). */
   pick(f: GifFrame): Int16Array {
     const out = new Int16Array(f.width * f.height * 3).fill(-1);

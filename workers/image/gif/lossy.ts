@@ -1,8 +1,6 @@
-import sharp from 'sharp';
 import { PERCEIVED_TARGET } from '../perceived.ts';
-import type { Pixels } from '../ssim.ts';
 import { Ssimulacra2Reference } from '../ssimulacra2.ts';
-import { GifRecompressor } from './recompress.ts';
+import { GifRecompressor, type Recompressed } from './recompress.ts';
 import { noteGifThreshold, phase } from '../../shared/profile.ts';
 
 /**
@@ -53,7 +51,8 @@ const UPWARD_STEEPER = 1.3;
  */
 export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
   const gifs = new GifRecompressor(gif);
-  const found = await phase('search', async () => confirmPerceived(gif, gifs, await lumaSearch(gifs, onStep)));
+  gifs.watch(checkedFrames(gifs.screen));
+  const found = await phase('search', async () => confirmPerceived(gifs, await lumaSearch(gifs, onStep)));
   noteGifThreshold(found.threshold);
   return found;
 }
@@ -69,18 +68,14 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
  * fast: on exifr-readme-animated.gif 100, 84.3, 82.9, 76.1, 69.5 at thresholds 0, 1, 4, 8, 16).
  * The answer is the smallest file seen to pass, or the exact re-encode when none did.
  */
-async function confirmPerceived(
-  gif: Uint8Array,
-  gifs: GifRecompressor,
-  found: { data: Buffer; threshold: number; ssim: number },
-): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
-  const frames = await displayedFrames(gif);
-  const reference = new Ssimulacra2Reference(frames.pixels);
+async function confirmPerceived(gifs: GifRecompressor, found: Found): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
+  const reference = new Ssimulacra2Reference(gifs.inputFrames());
   try {
-    const score = async (data: Buffer) => reference.score((await displayedFrames(data, frames.picked)).pixels);
-    const first = found.threshold === 0 ? 100 : await score(found.data);
+    const score = (r: Recompressed) => reference.score(r.frames!);
+    const first = found.threshold === 0 ? 100 : score(found);
     type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
-    let best: Candidate = first >= PERCEIVED_TARGET ? { ...found, score: found.threshold === 0 ? undefined : first } : { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
+    const answer = ({ data, threshold, ssim }: Found): Candidate => ({ data, threshold, ssim });
+    let best: Candidate = first >= PERCEIVED_TARGET ? { ...answer(found), score: found.threshold === 0 ? undefined : first } : { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
     // The bracket [lo passes, hi fails], with their scores; no failure known yet when the answer passed.
     const passed = first >= PERCEIVED_TARGET;
     let lo: Tried = passed ? { t: found.threshold, s: first } : { t: 0, s: 100 };
@@ -96,8 +91,10 @@ async function confirmPerceived(
         threshold = narrowed ? between(lo, hi) : Math.sqrt(lo.t * hi.t);
         narrowed = true;
       }
-      const { data, ssim } = gifs.recompress(threshold);
-      const s = await score(data);
+      const tried = gifs.recompress(threshold);
+      const { data, ssim } = tried;
+      const s = score(tried);
+      await new Promise((r) => setImmediate(r));
       const pass = s >= PERCEIVED_TARGET;
       // Illinois: an end that stays while the other moves twice in a row counts half as far from the aim.
       const other = pass ? hi : lo;
@@ -116,6 +113,9 @@ async function confirmPerceived(
     reference.dispose();
   }
 }
+
+/** A recompression the luma search found, with its threshold. */
+type Found = Recompressed & { threshold: number };
 
 /** A threshold tried and its perceived score. */
 interface Tried {
@@ -136,17 +136,10 @@ function between(lo: Tried, hi: Tried): number {
   return lo.t * (hi.t / lo.t) ** fraction;
 }
 
-/** Displayed frames of a GIF (all composited by one decode), the checked ones (or `picked`) stacked top to bottom, as RGBA. */
-async function displayedFrames(gif: Uint8Array, picked?: number[]): Promise<{ pixels: Pixels; picked: number[] }> {
-  const { data, info } = await sharp(gif, { animated: true, limitInputPixels: false }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
-  const pages = info.pages ?? 1;
-  const height = info.pageHeight ?? info.height;
-  const frameBytes = info.width * height * 4;
-  const count = Math.max(1, Math.min(pages, CHECKED_FRAMES, Math.floor(CHECKED_PIXELS / (info.width * height))));
-  const chosen = picked ?? Array.from({ length: count }, (_, i) => Math.floor((i * pages) / count));
-  const out = new Uint8Array(frameBytes * chosen.length);
-  chosen.forEach((page, i) => out.set(data.subarray(page * frameBytes, (page + 1) * frameBytes), i * frameBytes));
-  return { pixels: { data: out, width: info.width, height: height * chosen.length, channels: 4 }, picked: chosen };
+/** The frames the perceived check looks at: CHECKED_FRAMES at most, CHECKED_PIXELS at most, spread evenly. */
+function checkedFrames({ width, height, frames }: { width: number; height: number; frames: number }): number[] {
+  const count = Math.max(1, Math.min(frames, CHECKED_FRAMES, Math.floor(CHECKED_PIXELS / Math.max(1, width * height))));
+  return Array.from({ length: Math.min(count, frames) }, (_, i) => Math.floor((i * frames) / count));
 }
 
 /**
@@ -154,20 +147,21 @@ async function displayedFrames(gif: Uint8Array, picked?: number[]): Promise<{ pi
  * power of it (close to a straight line on log-log axes), so each step aims at the target along
  * the line through the last two measurements, kept inside the bracket of known pass and fail.
  */
-async function lumaSearch(gifs: GifRecompressor, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number }> {
+async function lumaSearch(gifs: GifRecompressor, onStep?: (fraction: number) => void): Promise<Found> {
   const steps = Math.max(MIN_STEPS, Math.min(MAX_STEPS, Math.floor(STEP_BUDGET / Math.max(1, gifs.framePixels))));
-  let best = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
+  let best: Found = { ...gifs.recompress(0), threshold: 0 };
   let lo = 0;
   let hi = MAX_THRESHOLD;
   let t = FIRST_THRESHOLD;
   const seen: { t: number; loss: number }[] = [];
   for (let i = 0; i < steps; i++) {
-    const { data, ssim } = gifs.recompress(t);
+    const tried = gifs.recompress(t);
+    const { data, ssim } = tried;
     onStep?.((i + 1) / steps);
     await new Promise((r) => setImmediate(r));
     if (ssim >= GIF_TARGET_SSIM + MARGIN) {
       lo = t;
-      if (data.length < best.data.length) best = { data, threshold: t, ssim };
+      if (data.length < best.data.length) best = { ...tried, threshold: t };
       if (ssim < GIF_TARGET_SSIM + MARGIN + CLOSE) break;
     } else {
       hi = t;

@@ -1,12 +1,14 @@
 import { Canvas } from './compose.ts';
 import { lzwEncode, type Backdrop, type LzwOptions } from './lzw.ts';
 import { parseGif, writeGif, type EncodedFrame, type GifFile, type GifFrame } from './parse.ts';
-import { ScreenSsim } from '../ssim.ts';
+import { ScreenSsim, type Pixels } from '../ssim.ts';
 
 export interface Recompressed {
   data: Buffer;
   /** Mean luma SSIM of the displayed frames (whole screen, see compose.ts) against the input's. */
   ssim: number;
+  /** The watched displayed frames (see GifRecompressor.watch), stacked top to bottom as RGBA. */
+  frames?: Pixels;
 }
 
 /** A rectangle of the screen: [x0, x1) × [y0, y1). */
@@ -40,6 +42,8 @@ export class GifRecompressor {
    * second encode would give the same bytes (by then every frame's choice is known).
    */
   private exact: Recompressed | undefined;
+  /** Frame index -> its place among the watched frames. */
+  private watched = new Map<number, number>();
 
   /** Throws on malformed structure. */
   constructor(gif: Uint8Array) {
@@ -62,6 +66,38 @@ export class GifRecompressor {
     this.score = new ScreenSsim(width, height);
   }
 
+  /** The screen's size and the number of frames. */
+  get screen(): { width: number; height: number; frames: number } {
+    return { width: this.file.width, height: this.file.height, frames: this.file.frames.length };
+  }
+
+  /**
+   * From now on every recompression also returns these displayed frames (by index, in this
+   * order), composited as it draws them: what a perceived score needs, without decoding the file.
+   */
+  watch(frames: number[]): void {
+    this.watched = new Map(frames.map((f, k) => [f, k]));
+  }
+
+  /** The input's watched frames as displayed (see watch). */
+  inputFrames(): Pixels {
+    const { frames, width, height } = this.file;
+    const screen = new Canvas(width, height);
+    const out = this.watchedPixels();
+    for (let i = 0; i < frames.length; i++) {
+      screen.draw(frames[i], frames[i].indices);
+      const k = this.watched.get(i);
+      if (k !== undefined) screen.rgbaInto(out.data, k * width * height * 4);
+      screen.dispose(frames[i]);
+    }
+    return out;
+  }
+
+  private watchedPixels(): Pixels {
+    const { width, height } = this.file;
+    return { data: new Uint8Array(width * height * 4 * this.watched.size), width, height: height * this.watched.size, channels: 4 };
+  }
+
   /**
    * Re-encodes every frame against what the screen shows (see lzwEncode's backdrop) and copies
    * everything else byte for byte: screen descriptor, palettes, loop count, per-frame delays
@@ -82,6 +118,7 @@ export class GifRecompressor {
     shown.clear();
     score.reset();
     const encoded: EncodedFrame[] = [];
+    const displayed = this.watched.size > 0 ? this.watchedPixels() : undefined;
     let total = 0;
     frames.forEach((f, i) => {
       wanted.draw(f, f.indices);
@@ -122,12 +159,14 @@ export class GifRecompressor {
       best = best!;
       encoded.push({ left: frame.left, top: frame.top, width: frame.width, height: frame.height, transparent: best.transparent, data: best.data, local: best.local });
       shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
+      const watched = this.watched.get(i);
+      if (displayed && watched !== undefined) shown.rgbaInto(displayed.data, watched * shown.width * shown.height * 4);
       // Threshold 0 shows exactly the input: nothing to score.
       if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes);
       wanted.dispose(f);
       shown.dispose(frame);
     });
-    const result = { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1 };
+    const result = { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1, frames: displayed };
     if (threshold === 0) this.exact = result;
     return result;
   }
