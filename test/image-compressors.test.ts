@@ -12,6 +12,7 @@ import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
 import { chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions } from '../workers/image/encode.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
+import { atMostTwoColours } from '../workers/image/png-encode.ts';
 import { tiffReader } from '../workers/image/exif-thumbnail.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
@@ -524,6 +525,32 @@ describe('image.png-compress', () => {
     assert.equal(r.perceivedQuality?.toFixed(3), s2.toFixed(3));
   });
 
+  it('counts two colours at most over every channel, alpha included', () => {
+    const px = (channels: number, ...colours: number[][]) => ({ data: Uint8Array.from(colours.flat()), width: colours.length, height: 1, channels });
+    const cases: [string, ReturnType<typeof px>, boolean][] = [
+      ['one grey', px(1, [7], [7], [7]), true],
+      ['two greys', px(1, [0], [255], [0], [255]), true],
+      ['three greys', px(1, [0], [255], [128]), false],
+      ['black and white RGB', px(3, [0, 0, 0], [255, 255, 255], [0, 0, 0]), true],
+      ['a third colour late', px(3, [0, 0, 0], [255, 255, 255], [0, 0, 0], [255, 255, 254]), false],
+      ['the same RGB at two alphas', px(4, [0, 0, 0, 255], [0, 0, 0, 0], [0, 0, 0, 255]), true],
+      ['and a third alpha', px(4, [0, 0, 0, 255], [0, 0, 0, 0], [0, 0, 0, 128]), false],
+    ];
+    for (const [what, p, expected] of cases) assert.equal(atMostTwoColours(p), expected, what);
+  });
+
+  it('stores a two-colour picture losslessly without a palette search (no quality can take a colour away)', async () => {
+    // An RGB bilevel scan: the lossless encode is a 1-bit palette already.
+    const input = join(work, 'bilevel.png');
+    const { data, info } = await sharp(`${corpus}png/linn-scan.png`).extract({ left: 0, top: 0, width: 1600, height: 1200 }).toColourspace('srgb').raw().toBuffer({ resolveWithObject: true });
+    await sharp(data, { raw: info }).png({ compressionLevel: 1 }).toFile(input);
+    const r = await run(png, input);
+    assert.equal(r.perceivedQuality, undefined);
+    assert.ok(r.outSize < r.inSize / 4, `${r.outSize} of ${r.inSize} B`);
+    const [a, b] = await Promise.all([sharp(input).toColourspace('srgb').raw().toBuffer(), sharp(r.path).toColourspace('srgb').raw().toBuffer()]);
+    assert.ok(a.equals(b), 'pixel-identical');
+  });
+
   it('takes a palette at the lowest quality that passes, below 50 when it passes there', async () => {
     // baiona_colormapped.png: 86.1 at quality 30, 87.9 at 50, the lowest of the qualities tried before.
     const input = `${corpus}png/baiona_colormapped.png`;
@@ -549,7 +576,7 @@ describe('image.png-compress', () => {
 
   it('reports progress while it works, the palette search as analyzing and oxipng as encoding, never backwards', async () => {
     // Before, a 12 MP PNG sat at 10 % for all of its 12 s: oxipng is one native call that reports nothing.
-    const seen = await progressThroughPool('image.png-compress', `${corpus}png/linn-scan.png`);
+    const seen = await progressThroughPool('image.png-compress', `${corpus}png/exifr-logo-black-highres.png`);
     assert.ok(valuesWithin(seen, 10, 90, 'analyzing') >= 2, JSON.stringify(seen));
     assert.ok(valuesWithin(seen, 10, 90, 'encoding') >= 2, JSON.stringify(seen));
     assert.deepEqual([...new Set(seen.map(([, s]) => s))], ['decoding', 'analyzing', 'encoding', 'finalizing']);

@@ -95,11 +95,29 @@ export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: Pn
     const stored = await phase('encode', () => fromRaw(pixels).png({ compressionLevel: 1 }).toBuffer());
     return { data: opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, stored) : stored, ...size };
   }
-  const lossy = mode === 'lossy' ? await search(pixels) : undefined;
+  // Two colours at most (a bilevel scan, line art): the lossless palette is already one bit a
+  // pixel, and no quality can take a colour away without losing the picture.
+  const lossy = mode === 'lossy' && !atMostTwoColours(pixels) ? await search(pixels) : undefined;
   const palette = lossy && (await optimise(lossy.png));
   if (palette && palette.length < (await predictedLossless(proxy, pixels)) * (1 - OXIPNG_BEST_GAIN)) return { data: palette, ...size, score: lossy.score };
   const lossless = (await direct()) ?? (await optimise(await fromRaw(pixels).png({ compressionLevel: 0 }).toBuffer()));
   return palette && palette.length < lossless.length ? { data: palette, ...size, score: lossy.score } : { data: lossless, ...size };
+}
+
+/** Whether every pixel is one of at most two colours (all channels, alpha included). */
+export function atMostTwoColours({ data, channels: c }: Pixels): boolean {
+  let second = -1;
+  for (let o = c; o < data.length; o += c) {
+    let first = true;
+    for (let k = 0; k < c; k++) if (data[o + k] !== data[k]) first = false;
+    if (first) continue;
+    if (second < 0) {
+      second = o;
+      continue;
+    }
+    for (let k = 0; k < c; k++) if (data[o + k] !== data[second + k]) return false;
+  }
+  return true;
 }
 
 /**
