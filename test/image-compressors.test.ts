@@ -781,8 +781,9 @@ describe('image.gif-compress', () => {
   });
 
   it('lands within 2 points above the target once a threshold fails: inside the bracket it aims by the scores, not at the middle', async () => {
-    // file-type-fixture.gif: luma's answer passes at 83.5 and twice that threshold fails at 68.8;
-    // midpoints of the bracket stopped at 83.5 (75.9, then 78.3, both failing).
+    // file-type-fixture.gif: threshold 8 passes with room, 16 fails and so does their midpoint
+    // 11.3; interpolating by the scores lands at 8.9 (82.1), then 9.4 (81.2). Midpoints alone
+    // stopped 3.5 points above the target.
     const input = `${corpus}gif/file-type-fixture.gif`;
     const r = await run(gif, input);
     const shown = await perceived(await pixels(input), await pixels(r.path));

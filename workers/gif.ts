@@ -8,7 +8,7 @@ import { keepInputUnlessSmaller } from './shared/never-larger.ts';
 
 /**
  * image.gif-compress: lossy LZW (gifsicle's `--lossy` technique, our own encoder) at the strongest
- * level that keeps every frame within the SSIM target; frames, loop count, delays and disposal
+ * level whose displayed frames keep the perceived target; frames, loop count, delays and disposal
  * are copied from the input (or from sharp's resized re-encode, which keeps every frame).
  */
 export const compress: Compress = async (job, out, ctx) => {
