@@ -34,10 +34,14 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
   gifs.watch(checkedFrames(gifs.screen));
   const steps = PERCEIVED_STEPS + 2;
   const found = await phase('search', async () => {
+    // Between recompressions the thread turns its event loop, where a stop request arrives.
+    const turn = () => new Promise((r) => setImmediate(r));
     gifs.recompress(0);
     onStep?.(1 / steps);
+    await turn();
     const first = { ...gifs.recompress(FIRST_THRESHOLD), threshold: FIRST_THRESHOLD };
     onStep?.(2 / steps);
+    await turn();
     return confirmPerceived(gifs, first, (i) => onStep?.((i + 3) / steps));
   });
   noteGifThreshold(found.threshold);
