@@ -34,8 +34,6 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
   gifs.watch(checkedFrames(gifs.screen));
   const steps = PERCEIVED_STEPS + 2;
   const found = await phase('search', async () => {
-    // Between recompressions the thread turns its event loop, where a stop request arrives.
-    const turn = () => new Promise((r) => setImmediate(r));
     gifs.recompress(0);
     onStep?.(1 / steps);
     await turn();
@@ -64,12 +62,11 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
   const reference = new Ssimulacra2Reference(gifs.inputFrames());
   try {
     const score = (r: Recompressed) => reference.score(r.frames!);
-    const first = found.threshold === 0 ? 100 : score(found);
+    const first = score(found);
     type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
-    const answer = ({ data, threshold, ssim }: Found): Candidate => ({ data, threshold, ssim });
     const exact: Candidate = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
     // Lossy is not always smaller: trading pixels can undo the exact encode's inter-frame savings.
-    let best: Candidate = first >= PERCEIVED_TARGET && found.data.length < exact.data.length ? { ...answer(found), score: found.threshold === 0 ? undefined : first } : exact;
+    let best: Candidate = first >= PERCEIVED_TARGET && found.data.length < exact.data.length ? { data: found.data, threshold: found.threshold, ssim: found.ssim, score: first } : exact;
     // The bracket [lo passes, hi fails], with their scores; no failure known yet when the answer passed.
     const passed = first >= PERCEIVED_TARGET;
     let lo: Tried = passed ? { t: found.threshold, s: first } : { t: 0, s: 100 };
@@ -89,7 +86,7 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
       const { data, ssim } = tried;
       const s = score(tried);
       onStep(i);
-      await new Promise((r) => setImmediate(r));
+      await turn();
       const pass = s >= PERCEIVED_TARGET;
       // Illinois: an end that stays while the other moves twice in a row counts half as far from the aim.
       const other = pass ? hi : lo;
@@ -109,7 +106,12 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
   }
 }
 
-/** A recompression and its threshold. */
+/** Between recompressions the thread turns its event loop, where a stop request arrives. */
+function turn(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
+
+/** A recompression and its threshold (lossy: above 0). */
 type Found = Recompressed & { threshold: number };
 
 /** A threshold tried and its perceived score. */
