@@ -97,12 +97,12 @@ interface LumaPair {
   width: number;
 }
 
-/** The five sums of the blocks of block row `by` from block column `bx0` on, as many as `out` holds. */
-function blockRow({ ya, yb, width }: LumaPair, by: number, out: Float64Array, bx0 = 0): void {
+/** The five sums of the blocks of block row `by`, as many as `out` holds. */
+function blockRow({ ya, yb, width }: LumaPair, by: number, out: Float64Array): void {
   const bw = (out.length / 5) | 0;
   out.fill(0);
   for (let dy = 0; dy < 4; dy++) {
-    const row = (by * 4 + dy) * width + bx0 * 4;
+    const row = (by * 4 + dy) * width;
     for (let bx = 0; bx < bw; bx++) {
       let s1 = 0, s2 = 0, saa = 0, sbb = 0, sab = 0;
       for (let k = row + bx * 4, e = k + 4; k < e; k++) {
@@ -156,61 +156,4 @@ function wholeSsim({ ya, yb, width }: LumaPair, height: number): number {
   // The image is one block, the other three of the window empty (adding zeros leaves each sum exact).
   const sums = Float64Array.of(s1, s2, saa, sbb, sab, 0, 0, 0, 0, 0);
   return windowOfBlocks(sums, new Float64Array(10), 0, width * height);
-}
-
-/**
- * ssimOfLuma of two screens that change a rectangle at a time (the frames of an animation):
- * the per-window SSIMs are kept, and `update` recomputes only the windows that overlap what
- * changed since the last call, so an animation is scored in time proportional to the pixels its
- * frames draw rather than screen size × frames. Both screens start identical (SSIM 1).
- */
-export class ScreenSsim {
-  private readonly bw: number;
-  private readonly bh: number;
-  private readonly windows: Float64Array;
-  private total: number;
-
-  constructor(readonly width: number, readonly height: number) {
-    this.bw = width >> 2;
-    this.bh = height >> 2;
-    this.windows = new Float64Array(this.bw < 2 || this.bh < 2 ? 0 : (this.bw - 1) * (this.bh - 1));
-    this.total = 0;
-    this.reset();
-  }
-
-  /** Both screens identical again. */
-  reset(): void {
-    this.windows.fill(1);
-    this.total = this.windows.length;
-  }
-
-  /** SSIM of `ya` against `yb` now that only pixels in [x0, x1) × [y0, y1) may have changed. */
-  update(ya: Float32Array, yb: Float32Array, { x0, y0, x1, y1 }: { x0: number; y0: number; x1: number; y1: number }): number {
-    const { bw, bh, width, windows } = this;
-    const pair: LumaPair = { ya, yb, width };
-    if (windows.length === 0) return wholeSsim(pair, this.height);
-    // Windows (wx, wy) cover blocks wx..wx+1 × wy..wy+1; pixels past the last whole block count nowhere.
-    const wx0 = Math.max(0, (x0 >> 2) - 1);
-    const wy0 = Math.max(0, (y0 >> 2) - 1);
-    const wx1 = Math.min(bw - 2, (Math.max(x0, x1 - 1) >> 2));
-    const wy1 = Math.min(bh - 2, (Math.max(y0, y1 - 1) >> 2));
-    if (x1 <= x0 || y1 <= y0 || wx1 < wx0 || wy1 < wy0) return this.total / windows.length;
-    const span = wx1 - wx0 + 2;
-    let prev = new Float64Array(span * 5);
-    let cur = new Float64Array(span * 5);
-    blockRow(pair, wy0, prev, wx0);
-    for (let wy = wy0; wy <= wy1; wy++) {
-      blockRow(pair, wy + 1, cur, wx0);
-      for (let k = 0; k + 1 < span; k++) {
-        const s = windowOfBlocks(prev, cur, k * 5);
-        const w = wy * (bw - 1) + wx0 + k;
-        this.total += s - windows[w];
-        windows[w] = s;
-      }
-      const t = prev;
-      prev = cur;
-      cur = t;
-    }
-    return this.total / windows.length;
-  }
 }

@@ -4,31 +4,27 @@ import type { GifFrame } from './parse.ts';
  * The logical screen of a GIF as a viewer shows it while playing: each frame is drawn over what
  * the previous one left after its disposal (2 clears its rectangle, 3 restores what was under
  * it); transparent pixels leave the canvas as it was. Kept as RGB per pixel (red -1 where
- * nothing has been drawn) and as BT.601 luma with undrawn pixels white, like every luma plane
- * here (see ssim.ts).
+ * nothing has been drawn).
  */
 export class Canvas {
   readonly rgb: Int16Array;
-  readonly luma: Float32Array;
-  private saved: { rgb: Int16Array; luma: Float32Array } | undefined;
+  private saved: Int16Array | undefined;
 
   constructor(readonly width: number, readonly height: number) {
     this.rgb = new Int16Array(width * height * 3);
-    this.luma = new Float32Array(width * height);
     this.clear();
   }
 
   /** Back to nothing drawn, as before the first frame. */
   clear(): void {
     this.rgb.fill(-1);
-    this.luma.fill(255);
     this.saved = undefined;
   }
 
   /** Draws a frame whose pixels are `indices` (stream order); call `dispose` after showing it. */
   draw(f: GifFrame, indices: Uint8Array): void {
-    this.saved = f.disposal === 3 ? { rgb: this.rgb.slice(), luma: this.luma.slice() } : undefined;
-    const { rgb, luma, width } = this;
+    this.saved = f.disposal === 3 ? this.rgb.slice() : undefined;
+    const { rgb, width } = this;
     const pal = paletteOf(f.palette);
     const { rows, x1 } = this.span(f);
     const { left, transparent } = f;
@@ -39,10 +35,9 @@ export class Canvas {
       for (let x = left, i = y * width + x; x < x1; x++, i++, pos++) {
         const k = indices[pos];
         if (k === transparent) continue;
-        rgb[i * 3] = pal[k * 4];
-        rgb[i * 3 + 1] = pal[k * 4 + 1];
-        rgb[i * 3 + 2] = pal[k * 4 + 2];
-        luma[i] = pal[k * 4 + 3];
+        rgb[i * 3] = pal[k * 3];
+        rgb[i * 3 + 1] = pal[k * 3 + 1];
+        rgb[i * 3 + 2] = pal[k * 3 + 2];
       }
     }
   }
@@ -55,11 +50,9 @@ export class Canvas {
         const a = y * this.width + f.left;
         const b = y * this.width + x1;
         this.rgb.fill(-1, a * 3, b * 3);
-        this.luma.fill(255, a, b);
       }
     } else if (this.saved) {
-      this.rgb.set(this.saved.rgb);
-      this.luma.set(this.saved.luma);
+      this.rgb.set(this.saved);
     }
     this.saved = undefined;
   }
@@ -105,15 +98,10 @@ export class Canvas {
   }
 }
 
-/** Palette as RGB + luma quadruples (entries past the palette's end are black). */
-function paletteOf(rgb: Uint8Array): Float32Array {
-  const out = new Float32Array(1024);
-  for (let k = 0; k < 256 && k * 3 + 2 < rgb.length; k++) {
-    out[k * 4] = rgb[k * 3];
-    out[k * 4 + 1] = rgb[k * 3 + 1];
-    out[k * 4 + 2] = rgb[k * 3 + 2];
-    out[k * 4 + 3] = 0.299 * rgb[k * 3] + 0.587 * rgb[k * 3 + 1] + 0.114 * rgb[k * 3 + 2];
-  }
+/** Palette as RGB triples of all 256 entries (entries past the palette's end are black). */
+function paletteOf(rgb: Uint8Array): Uint8Array {
+  const out = new Uint8Array(768);
+  out.set(rgb.subarray(0, Math.min(rgb.length - (rgb.length % 3), 768)));
   return out;
 }
 

@@ -29,7 +29,7 @@ const FIRST_THRESHOLD = 8;
  * (see confirmPerceived), with that score when lossy. The exact (threshold 0) re-encode is the
  * floor; it is made first, and there each frame's choice of colour table and clear is made.
  */
-export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
+export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: number) => void): Promise<Candidate> {
   const gifs = new GifRecompressor(gif);
   gifs.watch(checkedFrames(gifs.screen));
   const steps = PERCEIVED_STEPS + 2;
@@ -58,15 +58,14 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
  * perceived steps then moved far from its answer, either way, on most animations (see
  * docs/benchmarks.md).
  */
-async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (step: number) => void): Promise<{ data: Buffer; threshold: number; ssim: number; score?: number }> {
+async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (step: number) => void): Promise<Candidate> {
   const reference = new Ssimulacra2Reference(gifs.inputFrames());
   try {
     const score = (r: Recompressed) => reference.score(r.frames!);
     const first = score(found);
-    type Candidate = { data: Buffer; threshold: number; ssim: number; score?: number };
-    const exact: Candidate = { data: gifs.recompress(0).data, threshold: 0, ssim: 1 };
+    const exact: Candidate = { data: gifs.recompress(0).data, threshold: 0 };
     // Lossy is not always smaller: trading pixels can undo the exact encode's inter-frame savings.
-    let best: Candidate = first >= PERCEIVED_TARGET && found.data.length < exact.data.length ? { data: found.data, threshold: found.threshold, ssim: found.ssim, score: first } : exact;
+    let best: Candidate = first >= PERCEIVED_TARGET && found.data.length < exact.data.length ? { data: found.data, threshold: found.threshold, score: first } : exact;
     // The bracket [lo passes, hi fails], with their scores; no failure known yet when the answer passed.
     const passed = first >= PERCEIVED_TARGET;
     let lo: Tried = passed ? { t: found.threshold, s: first } : { t: 0, s: 100 };
@@ -83,7 +82,7 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
         narrowed = true;
       }
       const tried = gifs.recompress(threshold);
-      const { data, ssim } = tried;
+      const { data } = tried;
       const s = score(tried);
       onStep(i);
       await turn();
@@ -97,7 +96,7 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
         continue;
       }
       lo = { t: threshold, s };
-      if (data.length < best.data.length) best = { data, threshold, ssim, score: s };
+      if (data.length < best.data.length) best = { data, threshold, score: s };
       if (s < PERCEIVED_TARGET + PERCEIVED_CLOSE) break;
     }
     return best;
@@ -109,6 +108,13 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
 /** Between recompressions the thread turns its event loop, where a stop request arrives. */
 function turn(): Promise<void> {
   return new Promise((r) => setImmediate(r));
+}
+
+/** A recompression of the search's answer: its threshold (0: the exact re-encode) and, when lossy, its perceived score. */
+interface Candidate {
+  data: Buffer;
+  threshold: number;
+  score?: number;
 }
 
 /** A recompression and its threshold (lossy: above 0). */

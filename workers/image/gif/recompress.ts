@@ -1,31 +1,26 @@
 import { Canvas } from './compose.ts';
 import { lzwEncode, type Backdrop, type LzwOptions } from './lzw.ts';
 import { parseGif, writeGif, type EncodedFrame, type GifFile, type GifFrame } from './parse.ts';
-import { ScreenSsim, type Pixels } from '../ssim.ts';
+import type { Pixels } from '../ssim.ts';
 
 export interface Recompressed {
   data: Buffer;
-  /** Mean luma SSIM of the displayed frames (whole screen, see compose.ts) against the input's. */
-  ssim: number;
   /** The watched displayed frames (see GifRecompressor.watch), stacked top to bottom as RGBA. */
   frames?: Pixels;
 }
-
-/** A rectangle of the screen: [x0, x1) × [y0, y1). */
-type Rect = { x0: number; y0: number; x1: number; y1: number };
 
 /** The screen as the input shows it once a frame is drawn, and as the recompression showed it before. */
 type Screens = { wanted: Canvas; shown: Canvas };
 
 /**
  * A GIF prepared for recompression: parsed once. Each recompression composites the input's
- * displayed frames alongside its own and scores only the screen area each frame can change,
- * so its cost follows the pixels the frames draw, not screen size × frames.
+ * displayed frames alongside its own: what a frame is encoded against, and what the watched
+ * frames show.
  */
 export class GifRecompressor {
   private readonly file: GifFile;
-  /** Per frame: the transparent index its re-encode uses, and the screen area it may change. */
-  private readonly plan: { transparent: number; changes: Rect }[];
+  /** Per frame: the transparent index its re-encode uses. */
+  private readonly transparent: number[];
   /** Pixels of all frames' rectangles: what one recompression encodes. */
   readonly framePixels: number;
   /** Scratch for backdrop positions and for the indices a frame decodes to, grown to the largest frame. */
@@ -33,10 +28,9 @@ export class GifRecompressor {
   private shows = [new Uint8Array(0), new Uint8Array(0)];
   /** Per frame, once known: whether its own smaller colour table, and a deferred clear, encoded it smaller. */
   private readonly choice: ({ local: boolean; defer: boolean } | undefined)[] = [];
-  /** The screens as the input and the recompression show them, and their SSIM: kept across recompressions. */
+  /** The screens as the input and the recompression show them: kept across recompressions. */
   private readonly wanted: Canvas;
   private readonly shown: Canvas;
-  private readonly score: ScreenSsim;
   /**
    * The exact re-encode once made: the search starts from it and may fall back to it, and a
    * second encode would give the same bytes (by then every frame's choice is known).
@@ -49,21 +43,10 @@ export class GifRecompressor {
   constructor(gif: Uint8Array) {
     this.file = parseGif(gif);
     const { frames, width, height } = this.file;
-    const clip = (f: GifFrame): Rect => ({ x0: Math.min(f.left, width), y0: Math.min(f.top, height), x1: Math.min(f.left + f.width, width), y1: Math.min(f.top + f.height, height) });
-    this.plan = frames.map((f, i) => {
-      const changes = clip(f);
-      // What the previous frame's disposal cleared or restored changes too.
-      const before = frames[i - 1];
-      if (before && (before.disposal === 2 || before.disposal === 3)) {
-        const b = clip(before);
-        if (b.x1 > b.x0 && b.y1 > b.y0) Object.assign(changes, changes.x1 > changes.x0 && changes.y1 > changes.y0 ? union(changes, b) : b);
-      }
-      return { transparent: f.transparent >= 0 || i === 0 ? f.transparent : freeIndex(f), changes };
-    });
+    this.transparent = frames.map((f, i) => (f.transparent >= 0 || i === 0 ? f.transparent : freeIndex(f)));
     this.framePixels = frames.reduce((n, f) => n + f.width * f.height, 0);
     this.wanted = new Canvas(width, height);
     this.shown = new Canvas(width, height);
-    this.score = new ScreenSsim(width, height);
   }
 
   /** The screen's size and the number of frames. */
@@ -107,22 +90,19 @@ export class GifRecompressor {
    * `threshold`) from what is already shown, and inside that, a transparent pixel may take a
    * colour close to what is under it and an opaque one may turn transparent where the screen
    * already shows nearly its colour, whenever that makes longer strings. Threshold 0 changes
-   * nothing that is shown. The SSIM is that of the displayed frames, so errors that stay on
-   * screen under later frames count every time.
+   * nothing that is shown.
    */
   recompress(threshold: number): Recompressed {
     if (threshold === 0 && this.exact) return this.exact;
     const { frames } = this.file;
-    const { wanted, shown, score } = this;
+    const { wanted, shown } = this;
     wanted.clear();
     shown.clear();
-    score.reset();
     const encoded: EncodedFrame[] = [];
     const displayed = this.watched.size > 0 ? this.watchedPixels() : undefined;
-    let total = 0;
     frames.forEach((f, i) => {
       wanted.draw(f, f.indices);
-      const { transparent, changes } = this.plan[i];
+      const transparent = this.transparent[i];
       let frame: GifFrame = f;
       if (transparent >= 0 && f.disposal !== 2 && !f.interlaced) frame = cropped(f, transparent, { wanted, shown }, threshold * threshold);
       const backdrop = transparent >= 0 ? this.backdrop(frame, wanted, shown) : undefined;
@@ -161,12 +141,10 @@ export class GifRecompressor {
       shown.draw({ ...best.frame, transparent: best.transparent }, best.indices);
       const watched = this.watched.get(i);
       if (displayed && watched !== undefined) shown.rgbaInto(displayed.data, watched * shown.width * shown.height * 4);
-      // Threshold 0 shows exactly the input: nothing to score.
-      if (threshold > 0) total += score.update(wanted.luma, shown.luma, changes);
       wanted.dispose(f);
       shown.dispose(frame);
     });
-    const result = { data: writeGif(this.file, encoded), ssim: threshold > 0 && frames.length > 0 ? total / frames.length : 1, frames: displayed };
+    const result = { data: writeGif(this.file, encoded), frames: displayed };
     if (threshold === 0) this.exact = result;
     return result;
   }
@@ -225,10 +203,6 @@ function smallerPalette(f: GifFrame, transparent: number): { indices: Uint8Array
   const indices = new Uint8Array(f.indices.length);
   for (let i = 0; i < indices.length; i++) indices[i] = map[f.indices[i]];
   return { indices, palette, minCodeSize, transparent: transparent >= 0 ? map[transparent] : -1 };
-}
-
-function union(a: Rect, b: Rect): Rect {
-  return { x0: Math.min(a.x0, b.x0), y0: Math.min(a.y0, b.y0), x1: Math.max(a.x1, b.x1), y1: Math.max(a.y1, b.y1) };
 }
 
 /** A palette entry no pixel of the frame uses and LZW can write, or -1. */
