@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Compiles the project's C kernels to WebAssembly (128-bit SIMD, no libc) and writes each as
 // base64 into a TypeScript module beside it, so that they travel inside every bundle like any
-// other source: the perceptual metric (workers/image/metric/ssimulacra2.c) and GIF's LZW encoder
-// (workers/image/gif/lzw.c). Needs Debian's clang and lld (installed here when missing, as root).
+// other source: the perceptual metric (workers/image/metric/ssimulacra2.c), GIF's LZW encoder
+// (workers/image/gif/lzw.c) and the whole-picture pixel loops (workers/image/pixels/pixels.c).
+// Needs Debian's clang and lld (installed here when missing, as root).
 // `--check` rebuilds into memory and fails when a committed module differs.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const MODULES = [
   { source: 'workers/image/metric/ssimulacra2.c', target: 'workers/image/metric/kernels.ts', name: 'KERNELS_WASM_BASE64' },
   { source: 'workers/image/gif/lzw.c', target: 'workers/image/gif/lzw-wasm.ts', name: 'LZW_WASM_BASE64' },
+  { source: 'workers/image/pixels/pixels.c', target: 'workers/image/pixels/pixels-wasm.ts', name: 'PIXELS_WASM_BASE64' },
 ];
 
 function have(tool) {

@@ -8,6 +8,7 @@ import { workerLog } from '../shared/log.ts';
 import { MAX_PIXELS } from './decode-policy.ts';
 import { checkSignature, firstBytes, type HeaderFacts, type ImageKind, type ImageSource } from './probe.ts';
 import { luma, ssimOfLuma, type Pixels } from './ssim.ts';
+import { greyPixels } from './pixels/kernels.ts';
 import { pixelPipeline, type Pipeline } from './vips.ts';
 
 export { imageError, MAX_PIXELS } from './decode-policy.ts';
@@ -86,22 +87,8 @@ const GREY_TOLERANCE = 1;
 export function greyOf(p: Pixels, tolerance = GREY_TOLERANCE): Pixels | undefined {
   const { data, width, height, channels: c } = p;
   if (c < 3) return c === 1 ? p : undefined;
-  const n = width * height;
-  const out = Buffer.allocUnsafe(n);
-  for (let i = 0, o = 0; i < n; i++, o += c) {
-    const r = data[o];
-    const g = data[o + 1];
-    const b = data[o + 2];
-    // An exact grey's luma is its value (the weights sum to 1 within rounding): most pixels of a grey picture skip the arithmetic.
-    if (r === g && g === b) out[i] = r;
-    else if (Math.abs(r - g) > tolerance || Math.abs(g - b) > tolerance || Math.abs(r - b) > tolerance) return undefined;
-    else out[i] = lumaOf(r, g, b);
-  }
-  return { data: out, width, height, channels: 1 };
-}
-
-function lumaOf(r: number, g: number, b: number): number {
-  return Math.round(0.299 * r + 0.587 * g + 0.114 * b);
+  const grey = greyPixels(data, width * height, c, tolerance);
+  return grey && { data: grey, width, height, channels: 1 };
 }
 
 /**

@@ -4,6 +4,7 @@ import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { Ssimulacra2Reference, ssimulacra2 } from '../image/ssimulacra2.ts';
 import { encodedPipeline, pixelPipeline } from '../image/vips.ts';
+import { bilinearMagnify, boxAverage } from '../image/pixels/kernels.ts';
 
 /**
  * The resolution a page is judged at: 100 % zoom on a typical screen, which is also how the
@@ -153,42 +154,16 @@ const FLOAT32_EXACT = 2 ** 24;
 
 /**
  * Area-average samples, channels interleaved, rounded. Each cell's sum is taken down the columns
- * first (one pass over each source row, integer column sums), then across: while no cell can
- * sum past FLOAT32_EXACT this is the same integer the row-by-row float32 sums gave, so the same
- * view; larger cells keep that order (boxInRowOrder).
+ * first, then across (boxAverage): while no cell can sum past FLOAT32_EXACT this is the same
+ * integer the row-by-row float32 sums gave, so the same view; larger cells keep that order
+ * (boxInRowOrder).
  */
 function box(p: Pixels, W: number, H: number): Uint8Array {
   const { data, width: w, height: h, channels: c } = p;
   const xs = spans(w, W);
   const ys = spans(h, H);
   if (255 * xs.widest * ys.widest > FLOAT32_EXACT) return boxInRowOrder(p, xs, ys);
-  const { x0, x1 } = xs;
-  const rowLength = w * c;
-  const columns = new Int32Array(rowLength);
-  const out = new Uint8Array(W * H * c);
-  for (let r = 0, o = 0; r < H; r++) {
-    const a = ys.x0[r];
-    const b = ys.x1[r];
-    columns.set(data.subarray(a * rowLength, (a + 1) * rowLength));
-    addRows(data, { from: a + 1, to: b, rowLength }, columns);
-    for (let x = 0; x < W; x++) {
-      const n = (b - a) * (x1[x] - x0[x]);
-      const e = x1[x] * c;
-      for (let k = 0; k < c; k++, o++) {
-        let sum = 0;
-        for (let j = x0[x] * c + k; j < e; j += c) sum += columns[j];
-        out[o] = seen(sum / n);
-      }
-    }
-  }
-  return out;
-}
-
-/** Adds source rows [from, to) of `data` into `columns`, two rows a pass (half the column loads and stores). */
-function addRows(data: Uint8Array, { from, to, rowLength }: { from: number; to: number; rowLength: number }, columns: Int32Array): void {
-  let i = from;
-  for (; i + 1 < to; i += 2) for (let j = 0, s = i * rowLength; j < rowLength; j++, s++) columns[j] += data[s] + data[s + rowLength];
-  if (i < to) for (let j = 0, s = i * rowLength; j < rowLength; j++, s++) columns[j] += data[s];
+  return boxAverage(data, { w, c }, xs, ys);
 }
 
 /** box for cells whose sums pass FLOAT32_EXACT: each source row's cell sum added to a float32 sum in row order, as the view was defined. */
@@ -217,13 +192,9 @@ function boxInRowOrder(p: Pixels, xs: { x0: Int32Array; x1: Int32Array }, ys: { 
   return out;
 }
 
-/**
- * Bilinear magnification of interleaved samples, pixel centres aligned, rounded. Each source
- * row is interpolated across once (as magnified rows share source rows), then between rows.
- */
+/** Bilinear magnification of interleaved samples, pixel centres aligned, rounded (bilinearMagnify, given the view's columns). */
 function bilinear(p: Pixels, W: number, H: number): Uint8Array {
   const { width: w, height: h, channels: c } = p;
-  const out = new Uint8Array(W * H * c);
   const xi = new Int32Array(W);
   const xf = new Float32Array(W);
   for (let x = 0; x < W; x++) {
@@ -231,32 +202,5 @@ function bilinear(p: Pixels, W: number, H: number): Uint8Array {
     xi[x] = Math.min(w - 2, Math.floor(sx));
     xf[x] = sx - xi[x];
   }
-  const across = { xi, xf, c };
-  let top = new Float64Array(W * c);
-  let bottom = new Float64Array(W * c);
-  // No source row interpolated yet (not even the one above the first).
-  let topRow = -2;
-  for (let r = 0, o = 0; r < H; r++) {
-    const sy = Math.min(h - 1, Math.max(0, ((r + 0.5) * h) / H - 0.5));
-    const i = Math.min(h - 2, Math.floor(sy));
-    const fy = sy - i;
-    if (i !== topRow) {
-      if (i === topRow + 1) [top, bottom] = [bottom, top];
-      else interpolateRow(p, i, across, top);
-      interpolateRow(p, i + 1, across, bottom);
-      topRow = i;
-    }
-    for (let j = 0; j < top.length; j++, o++) out[o] = seen(top[j] + (bottom[j] - top[j]) * fy);
-  }
-  return out;
-}
-
-/** Source row `i` of `p` interpolated across at the view's columns (xi + xf) into `into`. */
-function interpolateRow(p: Pixels, i: number, { xi, xf, c }: { xi: Int32Array; xf: Float32Array; c: number }, into: Float64Array): void {
-  const y = p.data;
-  const base = i * p.width * c;
-  for (let x = 0, o = 0; x < xi.length; x++) {
-    const f = xf[x];
-    for (let k = 0, at = base + xi[x] * c; k < c; k++, at++, o++) into[o] = y[at] + (y[at + c] - y[at]) * f;
-  }
+  return bilinearMagnify(p.data, { w, h, c }, { xi, xf }, H);
 }

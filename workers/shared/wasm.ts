@@ -26,3 +26,58 @@ export function instantiateWasm<T>(module: object, pages: number): { exports: T;
   const memory = new api.Memory({ initial: pages });
   return { exports: new api.Instance(module, { env: { memory } }).exports as T, memory };
 }
+
+/**
+ * A kernel module's instance kept by one thread, and a bump allocator above the module's static
+ * data (its exported `heap_base`), reset on every take: the caller places a call's arrays, runs
+ * the kernel and copies out what it keeps before the next take. An instance whose memory grew
+ * past `keepBytes` in a call is let go after it (see done), so a thread does not hold a large
+ * picture's memory.
+ */
+export class WasmArena<T extends { heap_base(): number }> {
+  private compiled: object | undefined;
+  private kept: { exports: T; memory: WasmMemory } | undefined;
+  private top = 0;
+
+  constructor(private readonly base64: string, private readonly pages: number, private readonly keepBytes: number) {}
+
+  /** The thread's instance, its allocator reset. */
+  take(): { exports: T; memory: WasmMemory } {
+    this.compiled ??= compileWasm(this.base64);
+    this.kept ??= instantiateWasm<T>(this.compiled, this.pages);
+    this.top = this.kept.exports.heap_base();
+    return this.kept;
+  }
+
+  /** `bytes` of the instance's memory, 16-byte aligned: their offset. */
+  alloc(bytes: number): number {
+    const { memory } = this.kept!;
+    const at = Math.ceil(this.top / 16) * 16;
+    this.top = at + bytes;
+    const short = this.top - memory.buffer.byteLength;
+    if (short > 0) memory.grow(Math.ceil(short / WASM_PAGE));
+    return at;
+  }
+
+  /** A copy of `a` in the instance's memory: its offset. */
+  put(a: Uint8Array | Int16Array | Int32Array | Float32Array): number {
+    const at = this.alloc(a.byteLength);
+    this.view(at, a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
+    return at;
+  }
+
+  /** `n` bytes of the instance's memory from `at`, in place: valid until the next alloc. */
+  view(at: number, n: number): Uint8Array {
+    return new Uint8Array(this.kept!.memory.buffer, at, n);
+  }
+
+  /** `n` bytes of the instance's memory from `at`, copied out. */
+  bytes(at: number, n: number): Uint8Array {
+    return new Uint8Array(this.kept!.memory.buffer, at, n).slice();
+  }
+
+  /** After a call: lets the instance go when its memory grew past keepBytes. */
+  done(): void {
+    if (this.kept && this.kept.memory.buffer.byteLength > this.keepBytes) this.kept = undefined;
+  }
+}

@@ -6,7 +6,7 @@
  * step with ours.
  */
 
-import { compileWasm, instantiateWasm, WASM_PAGE, type WasmMemory } from '../../shared/wasm.ts';
+import { WasmArena } from '../../shared/wasm.ts';
 import { LZW_WASM_BASE64 } from './lzw-wasm.ts';
 
 const MAX_CODES = 4096;
@@ -138,25 +138,24 @@ export interface LzwOptions {
  */
 export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: LossyPalette, options: LzwOptions = {}): LzwEncoded {
   const { threshold = 0, backdrop, shows, deferClear = false } = options;
-  const w = encoder();
+  const { exports: lzw, memory } = encoder.take();
   const n = indices.length;
-  w.reset();
-  const input = w.put(indices);
-  const target = backdrop ? w.alloc(n * 6) : 0;
-  const under = backdrop ? w.alloc(n * 6) : 0;
-  const shown = shows ? w.alloc(n) : 0;
+  const input = encoder.put(indices);
+  const target = backdrop ? encoder.alloc(n * 6) : 0;
+  const under = backdrop ? encoder.alloc(n * 6) : 0;
+  const shown = shows ? encoder.alloc(n) : 0;
   // 12 bits a code at most, one code a pixel at most plus a clear every 3,838 codes and the end.
-  const out = w.alloc(Math.ceil(1.5 * n + n / 2048) + 64);
-  if (backdrop) gather(backdrop, n, new Int16Array(w.memory.buffer, target, n * 3), new Int16Array(w.memory.buffer, under, n * 3));
-  const rgb = new Int32Array(w.memory.buffer, w.k.palette(), 768);
+  const out = encoder.alloc(Math.ceil(1.5 * n + n / 2048) + 64);
+  if (backdrop) gather(backdrop, n, new Int16Array(memory.buffer, target, n * 3), new Int16Array(memory.buffer, under, n * 3));
+  const rgb = new Int32Array(memory.buffer, lzw.palette(), 768);
   rgb.fill(0);
   for (let k = 0; k < 768 && k < palette.rgb.length; k++) rgb[k] = palette.rgb[k];
-  const result = w.k.lzw_encode(input, n, minCodeSize, palette.transparent, threshold * threshold, target, under, shown, deferClear ? 1 : 0, out);
+  const result = lzw.lzw_encode(input, n, minCodeSize, palette.transparent, threshold * threshold, target, under, shown, deferClear ? 1 : 0, out);
   const length = result & 0x7fffffff;
-  if (shows) shows.set(new Uint8Array(w.memory.buffer, shown, n));
-  const data = Object.assign(new Uint8Array(w.memory.buffer, out, length).slice(), { filled: result < 0 });
+  if (shows) shows.set(new Uint8Array(memory.buffer, shown, n));
+  const data = Object.assign(encoder.bytes(out, length), { filled: result < 0 });
   // A thread keeps the encoder between frames and jobs, but not the memory a large frame grew.
-  if (w.memory.buffer.byteLength > KEEP_BYTES) shared = undefined;
+  encoder.done();
   return data;
 }
 
@@ -190,42 +189,5 @@ const KEEP_BYTES = 64 * 1024 ** 2;
 /** lzw.c's static tables (the plain encoder's lookup table of 2 MB, the search's frames) fit in these pages. */
 const STATIC_PAGES = 48;
 
-/** The thread's encoder: one instance, and a bump allocator above its static tables reset on every call. */
-class Encoder {
-  readonly k: LzwExports;
-  readonly memory: WasmMemory;
-  private readonly base: number;
-  private top: number;
-
-  constructor() {
-    compiled ??= compileWasm(LZW_WASM_BASE64);
-    ({ exports: this.k, memory: this.memory } = instantiateWasm<LzwExports>(compiled, STATIC_PAGES));
-    this.base = this.k.heap_base();
-    this.top = this.base;
-  }
-
-  reset(): void {
-    this.top = this.base;
-  }
-
-  alloc(bytes: number): number {
-    const at = Math.ceil(this.top / 16) * 16;
-    this.top = at + bytes;
-    const short = this.top - this.memory.buffer.byteLength;
-    if (short > 0) this.memory.grow(Math.ceil(short / WASM_PAGE));
-    return at;
-  }
-
-  put(a: Uint8Array | Int16Array | Int32Array): number {
-    const at = this.alloc(a.byteLength);
-    new Uint8Array(this.memory.buffer, at, a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
-    return at;
-  }
-}
-
-let compiled: object | undefined;
-let shared: Encoder | undefined;
-function encoder(): Encoder {
-  shared ??= new Encoder();
-  return shared;
-}
+/** The thread's encoder. */
+const encoder = new WasmArena<LzwExports>(LZW_WASM_BASE64, STATIC_PAGES, KEEP_BYTES);
