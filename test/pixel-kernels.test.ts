@@ -143,6 +143,11 @@ describe('pixel kernels in WebAssembly', () => {
       const view = asSeen(p, W, H);
       assert.deepEqual(new Uint8Array(view.data), magnified ? bilinearDefined(p, W, H) : boxDefined(p, W, H), `${width}×${height}×${channels} → ${W}×${H}`);
     }
+    // Magnified 4 times or more, and along one axis only, the view repeats samples (the area average's cells of one).
+    for (const [width, height, channels, W, H] of [[5, 3, 1, 40, 30], [3, 4, 3, 13, 17], [60, 2, 3, 30, 9]]) {
+      const p = picture(width, height, channels, 'noise');
+      assert.deepEqual(new Uint8Array(asSeen(p, W, H).data), boxDefined(p, W, H), `${width}×${height}×${channels} → ${W}×${H}`);
+    }
   });
 
   it('reduce a picture larger than a band as defined', () => {

@@ -64,24 +64,32 @@ export function boxAverage(data: Uint8Array, { w, c }: { w: number; c: number },
   const W = xs.x0.length;
   const H = ys.x0.length;
   const rowBytes = w * c;
+  let widest = 1;
+  for (let r = 0; r < H; r++) widest = Math.max(widest, ys.x1[r] - ys.x0[r]);
+  // Output rows [r0, r1) and the source rows they cover, as few bands as fit BAND_BYTES (both
+  // ends of the spans only grow from one cell to the next).
+  const bandRows = Math.max(widest, Math.floor(BAND_BYTES / rowBytes));
+  const bands: [number, number][] = [];
+  let mostRows = 0;
+  for (let r0 = 0; r0 < H; ) {
+    let r1 = r0 + 1;
+    while (r1 < H && ys.x1[r1] - ys.x0[r0] <= bandRows) r1++;
+    bands.push([r0, r1]);
+    mostRows = Math.max(mostRows, r1 - r0);
+    r0 = r1;
+  }
   const { exports: k, memory } = kernels.take();
   const x0 = kernels.put(xs.x0);
   const x1 = kernels.put(xs.x1);
-  let widest = 1;
-  for (let r = 0; r < H; r++) widest = Math.max(widest, ys.x1[r] - ys.x0[r]);
-  const bandRows = Math.max(widest, Math.floor(BAND_BYTES / rowBytes));
   const source = kernels.alloc(bandRows * rowBytes);
-  const y0 = kernels.alloc(H * 4);
-  const y1 = kernels.alloc(H * 4);
+  const y0 = kernels.alloc(mostRows * 4);
+  const y1 = kernels.alloc(mostRows * 4);
   const columns = kernels.alloc(rowBytes * 4);
-  const cells = kernels.alloc(W * H * c);
+  const cells = kernels.alloc(mostRows * W * c);
   const out = new Uint8Array(W * H * c);
   try {
-    for (let r0 = 0; r0 < H; ) {
-      // Both ends of the spans only grow from one cell to the next.
+    for (const [r0, r1] of bands) {
       const first = ys.x0[r0];
-      let r1 = r0 + 1;
-      while (r1 < H && ys.x1[r1] - first <= bandRows) r1++;
       const last = ys.x1[r1 - 1];
       kernels.view(source, (last - first) * rowBytes).set(data.subarray(first * rowBytes, last * rowBytes));
       const bandY0 = new Int32Array(memory.buffer, y0, r1 - r0);
@@ -92,7 +100,6 @@ export function boxAverage(data: Uint8Array, { w, c }: { w: number; c: number },
       }
       k.box_view(source, w, c, x0, x1, W, y0, y1, r1 - r0, columns, cells);
       out.set(kernels.view(cells, (r1 - r0) * W * c), r0 * W * c);
-      r0 = r1;
     }
     return out;
   } finally {
