@@ -4,7 +4,7 @@ import { aimOnProxy, fromProxy, PERCEIVED_TARGET } from '../image/perceived.ts';
 import type { Pixels } from '../image/ssim.ts';
 import { Ssimulacra2Reference, ssimulacra2 } from '../image/ssimulacra2.ts';
 import { encodedPipeline, pixelPipeline } from '../image/vips.ts';
-import { bilinearMagnify, boxAverage } from '../image/pixels/kernels.ts';
+import { bilinearMagnify, boxAverage, type Spans } from '../image/pixels/kernels.ts';
 
 /**
  * The resolution a page is judged at: 100 % zoom on a typical screen, which is also how the
@@ -137,7 +137,7 @@ function seen(v: number): number {
 }
 
 /** Source spans [x0, x1) of `W` area-average cells over `w` samples (repeating samples where the size grows). */
-function spans(w: number, W: number): { x0: Int32Array; x1: Int32Array; widest: number } {
+function spans(w: number, W: number): Spans {
   const x0 = new Int32Array(W);
   const x1 = new Int32Array(W);
   let widest = 1;
@@ -167,7 +167,7 @@ function box(p: Pixels, W: number, H: number): Uint8Array {
 }
 
 /** box for cells whose sums pass FLOAT32_EXACT: each source row's cell sum added to a float32 sum in row order, as the view was defined. */
-function boxInRowOrder(p: Pixels, xs: { x0: Int32Array; x1: Int32Array }, ys: { x0: Int32Array; x1: Int32Array }): Uint8Array {
+function boxInRowOrder(p: Pixels, xs: Spans, ys: Spans): Uint8Array {
   const { data, width: w, channels: c } = p;
   const { x0, x1 } = xs;
   const W = x0.length;

@@ -49,10 +49,11 @@ export function greyPixels(data: Uint8Array, n: number, c: number, tolerance: nu
   }
 }
 
-/** Where an area average's cells start and end along one axis: [x0, x1) per cell. */
+/** Where an area average's cells start and end along one axis: [x0, x1) per cell, and the widest cell. */
 export interface Spans {
   x0: Int32Array;
   x1: Int32Array;
+  widest: number;
 }
 
 /**
@@ -64,11 +65,9 @@ export function boxAverage(data: Uint8Array, { w, c }: { w: number; c: number },
   const W = xs.x0.length;
   const H = ys.x0.length;
   const rowBytes = w * c;
-  let widest = 1;
-  for (let r = 0; r < H; r++) widest = Math.max(widest, ys.x1[r] - ys.x0[r]);
   // Output rows [r0, r1) and the source rows they cover, as few bands as fit BAND_BYTES (both
   // ends of the spans only grow from one cell to the next).
-  const bandRows = Math.max(widest, Math.floor(BAND_BYTES / rowBytes));
+  const bandRows = Math.max(ys.widest, Math.floor(BAND_BYTES / rowBytes));
   const bands: [number, number][] = [];
   let mostRows = 0;
   for (let r0 = 0; r0 < H; ) {
