@@ -10,9 +10,10 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions } from '../workers/image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions, MIN_QUALITY } from '../workers/image/encode.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { atMostTwoColours } from '../workers/image/png-encode.ts';
+import { greyOf } from '../workers/image/door.ts';
 import { tiffReader } from '../workers/image/exif-thumbnail.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
@@ -20,6 +21,7 @@ import { parseGif } from '../workers/image/gif/parse.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import { ClassQualities, FULL_SEARCH, IMAGE_SEARCH, incompressible, oxipngFilters, type SearchBudget } from '../workers/image/budget.ts';
 import { estimatedProgress, forwardProgress, onScale } from '../workers/shared/progress.ts';
+import { profiled } from '../workers/shared/profile.ts';
 import { ProgressOfThread } from '../src/jobs/thread-progress.ts';
 import { progressThroughPool, valuesWithin } from './helpers/pool-progress.ts';
 import { LANE_PIXELS, Lanes } from '../workers/shared/lanes.ts';
@@ -223,6 +225,15 @@ describe('JPEG quality search', () => {
     } finally {
       await thread.terminate();
     }
+  });
+
+  it('halves the bracket where the score does not rise with quality, instead of creeping one quality a probe', async () => {
+    // A grey scan of faint detail (searched as one component, as the job does) that scores 97-98 at every quality.
+    const grey = greyOf(await photo('tiff/exifr-001.tif'));
+    assert.ok(grey);
+    const { result, profile } = await profiled(() => chooseJpeg(grey));
+    assert.equal(result.quality, MIN_QUALITY);
+    assert.ok(profile.probes <= 20, `${profile.probes} probes (32 when the secant crept)`);
   });
 
   it('work started ahead of need on a spare core leaves the answer as it is, the form included', async () => {
