@@ -227,6 +227,16 @@ describe('JPEG quality search', () => {
     }
   });
 
+  it('a small picture whose table is not the default one searches it from the probe the form choice made, to the same answer', async () => {
+    for (const file of ['tiff/bali.tif', 'tiff/BSG1.tiff']) {
+      const { result: choice, profile } = await profiled(async () => chooseJpeg(await photo(file)));
+      assert.notEqual(choice.table, 3, file);
+      const { table, chroma } = choice;
+      assert.equal(choice.quality, await chooseJpegQuality(await photo(file), { judgedAt: 'full', search: unguided, form: { table, chroma } }), file);
+      assert.ok(profile.probes <= { 'tiff/bali.tif': 16, 'tiff/BSG1.tiff': 14 }[file]!, `${file}: ${profile.probes} probes (17 and 16 searching from q80)`);
+    }
+  });
+
   it('halves the bracket where the score does not rise with quality, instead of creeping one quality a probe', async () => {
     // A grey scan of faint detail (searched as one component, as the job does) that scores 97-98 at every quality.
     const grey = greyOf(await photo('tiff/exifr-001.tif'));

@@ -210,7 +210,12 @@ async function searchJpeg(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const probes = probesOf(pixels, search.proxyTiles);
   const full = search.probes === Infinity;
   const { form, guide } = full && search.forms ? await chooseForm(pixels, target, judgedAt, search) : { form: DEFAULT_FORM, guide: undefined };
-  const guided = guide && hasGuide(pixels, search) ? guide : undefined;
+  // A small picture's guide was searched on its own proxy: the default form's answer there is
+  // the search's own (all cached) and is not passed; another table's curve, shifted, aims its
+  // first probes. Not another subsampling's: 4:4:4's curve is far steeper than 4:2:0's (a
+  // palette BMP at q94: 74 and 89, at q85 69 and 81), so the shifted one sent the search to q57.
+  const shiftedTable = form !== DEFAULT_FORM && form.chroma === DEFAULT_FORM.chroma;
+  const guided = guide && (hasGuide(pixels, search) || shiftedTable) ? guide : undefined;
   const found = await searchQuality(pixels, { target, judgedAt, form, search }, guided ?? (full ? undefined : null));
   return { quality: found.quality, ...form, score: fromProxy(found.score, probes.exact) };
 }
@@ -242,7 +247,10 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const [baseline] = predictions;
   const best = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
   if (best === baseline || best.bytes > baseline.bytes + Math.log(1 - SWITCH_GAIN)) return { form: DEFAULT_FORM, guide: base };
-  return { form: best.form, guide: shiftedGuide(base, best.score, aim) };
+  const shifted = shiftedGuide(base, best.score, aim);
+  // On a small picture's own proxy the chosen form was probed at the default's answer already:
+  // that free probe starts its search, and the shifted curve aims the next.
+  return { form: best.form, guide: quarter === GUIDE_TILES ? shifted : { ...shifted, quality: base.quality } };
 }
 
 /**
@@ -361,12 +369,12 @@ async function searchQuality(pixels: Pixels, sought: Sought, guided?: Guide | nu
   // practice, 2-3 after a guide.
   const bracket = new Bracket(score, aim, search.probes);
   const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start));
-  // With a spare core the probes a guided search most likely asks for next are encoded and
-  // decoded ahead (by libvips's threads): its answer first, alone, so that it is ready soonest;
-  // the qualities either side once it is, while this thread scores it. Scoring stays on demand:
+  // With a spare core the probes a search guided from the quarter proxy most likely asks for
+  // next are encoded and decoded ahead (by libvips's threads): its answer first, alone, so that
+  // it is ready soonest; the qualities either side once it is, while this thread scores it. Scoring stays on demand:
   // it runs on this thread. The noisy check below is settled on the quarter proxy first, where
   // it nearly always fails, so its full-proxy probe is not started ahead (it was wasted work).
-  if (guide && search.ahead && spareCore()) {
+  if (guide && hasGuide(pixels, search) && search.ahead && spareCore()) {
     const around = [first - 1, first + 1].filter((q) => q >= MIN_QUALITY);
     void probes.prefetch({ quality: first, ...form }).then(() => around.forEach((q) => void probes.prefetch({ quality: q, ...form })));
   }
@@ -457,17 +465,18 @@ function secantProbe({ seen, aim, lo, hi, sameSide }: Bracket): number {
  * The score rises with quality on ordinary images, but not where the signal is mostly noise a
  * few code values deep (nearly black or flat images): there whether trellis keeps that noise
  * flips from one quality to the next. One probe well below the search's answer `hi` tells; when
- * it passes, the qualities below it are scanned for the lowest that passes. After a guide the
- * check is made on its quarter-size proxy first, a quarter of the cost: the same noise shows in both.
+ * it passes, the qualities below it are scanned for the lowest that passes. After a guide from
+ * the quarter-size proxy the check is made there first, a quarter of the cost: the same noise
+ * shows in both.
  */
 async function noisyFloor(
   pixels: Pixels,
-  { target, judgedAt, form }: Sought,
+  { target, judgedAt, form, search }: Sought,
   { hi, aim, score, guide }: { hi: number; aim: number; score: (q: number) => Promise<number>; guide: Guide | undefined },
 ): Promise<number> {
   const check = hi - NOISY_CHECK;
   let found = Math.max(MIN_QUALITY, hi);
-  const quarter = guide ? probesOf(pixels, GUIDE_TILES) : undefined;
+  const quarter = guide && hasGuide(pixels, search) ? probesOf(pixels, GUIDE_TILES) : undefined;
   const quarterPasses = async () => !quarter || (await quarter.score({ quality: check, ...form }, judgedAt)) >= aimOnProxy(target, quarter.exact);
   if (check >= MIN_QUALITY && (await quarterPasses()) && (await score(check)) >= aim) {
     found = check;
