@@ -39,7 +39,7 @@ function search(c: Case, root: TrieNode, pos: number): { node: TrieNode; end: nu
 function fit(c: Case, p: number, px: number, carry: Carry, limit: number): Carry | undefined {
   const { indices, palette, backdrop } = c;
   const want = indices[p];
-  const o = backdrop ? backdrop.at[p] : 0;
+  const o = backdrop ? positionsOf(backdrop)[p] : 0;
   const wanted = backdrop ? [backdrop.target[o], backdrop.target[o + 1], backdrop.target[o + 2]] : [...palette.rgb.subarray(want * 3, want * 3 + 3)];
   const nothing = wanted[0] < 0 || (!backdrop && want === palette.transparent);
   if (px === want) return { sum: carry.sum, r: (carry.r * 3) >> 2, g: (carry.g * 3) >> 2, b: (carry.b * 3) >> 2 };
@@ -123,23 +123,51 @@ function paletteOf(rnd: () => number, colours: number, close: boolean): Uint8Arr
   return rgb;
 }
 
-/** Screens around the frame: what it should show (nothing where transparent, sometimes) and what is under it (near it, or nothing). */
+/**
+ * Screens around the frame: what it should show (nothing where transparent, sometimes) and what
+ * is under it (near it, or nothing), its pixels in runs of 1-40 with gaps between them, as a
+ * frame's rows lie on a wider screen.
+ */
 function backdropOf(rnd: () => number, indices: Uint8Array, palette: LossyPalette): Backdrop {
   const n = indices.length;
-  const target = new Int16Array(n * 3);
-  const under = new Int16Array(n * 3);
-  const at = new Int32Array(n);
+  const runs: number[] = [];
+  let screen = 0;
+  for (let p = 0; p < n; ) {
+    const length = Math.min(n - p, 1 + Math.floor(rnd() * 40));
+    screen += Math.floor(rnd() * 4) * 3;
+    runs.push(screen, length);
+    screen += length * 3;
+    p += length;
+  }
+  const target = new Int16Array(screen).fill(-1);
+  const under = new Int16Array(screen).fill(-1);
+  const backdrop = { target, under, runs: Int32Array.from(runs) };
+  const at = positionsOf(backdrop);
   for (let p = 0; p < n; p++) {
-    at[p] = p * 3;
     const k = indices[p];
     const blank = k === palette.transparent && rnd() < 0.5;
     const bare = rnd() < 0.15;
     for (let ch = 0; ch < 3; ch++) {
-      target[p * 3 + ch] = blank ? -1 : palette.rgb[k * 3 + ch];
-      under[p * 3 + ch] = bare ? -1 : palette.rgb[k * 3 + ch] + Math.floor(rnd() * 17) - 8;
+      target[at[p] + ch] = blank ? -1 : palette.rgb[k * 3 + ch];
+      under[at[p] + ch] = bare ? -1 : palette.rgb[k * 3 + ch] + Math.floor(rnd() * 17) - 8;
     }
   }
-  return { target, under, at };
+  return backdrop;
+}
+
+const positions = new WeakMap<Backdrop, Int32Array>();
+
+/** Where each pixel of the frame, in stream order, has its red in the backdrop's screens. */
+function positionsOf(backdrop: Backdrop): Int32Array {
+  let at = positions.get(backdrop);
+  if (!at) {
+    const { runs } = backdrop;
+    const all: number[] = [];
+    for (let r = 0; r < runs.length; r += 2) for (let k = 0; k < runs[r + 1]; k++) all.push(runs[r] + k * 3);
+    at = Int32Array.from(all);
+    positions.set(backdrop, at);
+  }
+  return at;
 }
 
 /** Every combination for one frame: thresholds (0 only with a backdrop), with and without a backdrop, both clears. */

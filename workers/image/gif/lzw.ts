@@ -91,7 +91,7 @@ export function lzwDecode(data: Uint8Array, minCodeSize: number, pixelCount: num
 
 /**
  * What the screen shows around a frame of an animation (RGB triples, red -1 where nothing is
- * shown), with where each pixel of the frame is in it. With it the lossy encoder compares what
+ * shown), with where the frame's pixels are in it. With it the lossy encoder compares what
  * each candidate index would show, the transparent index showing `under`, against `target`.
  */
 export interface Backdrop {
@@ -99,8 +99,11 @@ export interface Backdrop {
   target: Int16Array;
   /** What the encoded animation shows before this frame is drawn. */
   under: Int16Array;
-  /** Per pixel of the frame in stream order: the index of its red in `target` and `under`. */
-  at: Int32Array;
+  /**
+   * The frame's pixels in stream order as runs adjacent in `target` and `under` (a frame's rows
+   * on the screen): pairs of where a run starts (the index of its first red) and its pixels.
+   */
+  runs: Int32Array;
 }
 
 export interface LossyPalette {
@@ -146,7 +149,7 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   const shown = shows ? encoder.alloc(n) : 0;
   // 12 bits a code at most, one code a pixel at most plus a clear every 3,838 codes and the end.
   const out = encoder.alloc(Math.ceil(1.5 * n + n / 2048) + 64);
-  if (backdrop) gather(backdrop, n, new Int16Array(memory.buffer, target, n * 3), new Int16Array(memory.buffer, under, n * 3));
+  if (backdrop) gather(backdrop, new Int16Array(memory.buffer, target, n * 3), new Int16Array(memory.buffer, under, n * 3));
   const rgb = new Int32Array(memory.buffer, lzw.palette(), 768);
   rgb.fill(0);
   for (let k = 0; k < 768 && k < palette.rgb.length; k++) rgb[k] = palette.rgb[k];
@@ -159,20 +162,14 @@ export function lzwEncode(indices: Uint8Array, minCodeSize: number, palette: Los
   return data;
 }
 
-/**
- * The backdrop's colours of each pixel in stream order: what the encoder reads, only the frame's
- * pixels copied, a run of pixels adjacent on the screen (a row, or the whole frame when it is as
- * wide as the screen) at a time.
- */
-function gather({ target, under, at }: Backdrop, n: number, t: Int16Array, u: Int16Array): void {
-  for (let p = 0; p < n; ) {
-    const o = at[p];
-    let end = p + 1;
-    while (end < n && at[end] === o + (end - p) * 3) end++;
-    const len = (end - p) * 3;
-    t.set(target.subarray(o, o + len), p * 3);
-    u.set(under.subarray(o, o + len), p * 3);
-    p = end;
+/** The backdrop's colours of each pixel in stream order, what the encoder reads: only the frame's pixels, a run at a time. */
+function gather({ target, under, runs }: Backdrop, t: Int16Array, u: Int16Array): void {
+  for (let r = 0, p = 0; r < runs.length; r += 2) {
+    const o = runs[r];
+    const len = runs[r + 1] * 3;
+    t.set(target.subarray(o, o + len), p);
+    u.set(under.subarray(o, o + len), p);
+    p += len;
   }
 }
 

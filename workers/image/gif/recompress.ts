@@ -23,8 +23,8 @@ export class GifRecompressor {
   private readonly transparent: number[];
   /** Pixels of all frames' rectangles: what one recompression encodes. */
   readonly framePixels: number;
-  /** Scratch for backdrop positions and for the indices a frame decodes to, grown to the largest frame. */
-  private at = new Int32Array(0);
+  /** Scratch for a backdrop's runs and for the indices a frame decodes to, grown to the largest frame. */
+  private runs = new Int32Array(0);
   private shows = [new Uint8Array(0), new Uint8Array(0)];
   /** Per frame, once known: whether its own smaller colour table, and a deferred clear, encoded it smaller. */
   private readonly choice: ({ local: boolean; defer: boolean } | undefined)[] = [];
@@ -159,21 +159,20 @@ export class GifRecompressor {
   }
 
   /**
-   * The screens around a frame for lzwEncode: read in place when the frame lies on the screen
-   * row by row, else picked out (interlaced, or partly off the screen).
+   * The screens around a frame for lzwEncode: read in place, a row a run, when the frame lies
+   * on the screen row by row, else picked out (interlaced, or partly off the screen).
    */
   private backdrop(f: GifFrame, wanted: Canvas, shown: Canvas): Backdrop {
-    const n = f.width * f.height;
-    if (this.at.length < n) this.at = new Int32Array(n);
-    const at = this.at;
     if (f.interlaced || f.left + f.width > wanted.width || f.top + f.height > wanted.height) {
-      for (let p = 0; p < n; p++) at[p] = p * 3;
-      return { target: wanted.pick(f), under: shown.pick(f), at };
+      return { target: wanted.pick(f), under: shown.pick(f), runs: Int32Array.of(0, f.width * f.height) };
     }
-    for (let y = 0, p = 0; y < f.height; y++) {
-      for (let x = 0, o = ((f.top + y) * wanted.width + f.left) * 3; x < f.width; x++, p++, o += 3) at[p] = o;
+    if (this.runs.length < f.height * 2) this.runs = new Int32Array(f.height * 2);
+    const runs = this.runs.subarray(0, f.height * 2);
+    for (let y = 0; y < f.height; y++) {
+      runs[2 * y] = ((f.top + y) * wanted.width + f.left) * 3;
+      runs[2 * y + 1] = f.width;
     }
-    return { target: wanted.rgb, under: shown.rgb, at };
+    return { target: wanted.rgb, under: shown.rgb, runs };
   }
 }
 
