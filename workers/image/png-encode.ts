@@ -195,8 +195,8 @@ function fromRaw(p: Pixels): Sharp {
  * quality, give or take dithering). It is not always the smallest file: on screenshots and
  * graphics with gradients a small palette dithers the gradients into noise that deflates badly,
  * and a larger palette is both closer and smaller (a UI screenshot: 28.9 KB at q50, 21.7 KB at
- * q95). So every quality from there upward is scored while the files shrink and the palette is
- * not yet full, on the tile proxy (each probe there costs about 1 MP whatever the image's size;
+ * q95). So every quality from there upward is tried while the files shrink and the palette is
+ * not yet full (a larger file ends the scan before it is scored), on the tile proxy (each probe there costs about 1 MP whatever the image's size;
  * for a large image the highest quality is tried right after the lowest, and when both fail the
  * search ends). The smallest passing one is encoded at full resolution and its tiles confirmed,
  * one quality up while they fall short (the proxy's palette sees fewer colours than the whole image).
@@ -206,13 +206,23 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
   const exact = proxy === p;
   const aim = aimOnProxy(PNG_PALETTE_TARGET, exact);
   const top = LOSSY_QUALITIES.length - 1;
+  const quantised = new Map<number, Promise<Buffer>>();
   const scored = new Map<number, { score: number; png: Buffer }>();
   const reference = new Ssimulacra2Reference(proxy);
   try {
+    const png = (i: number) => {
+      let made = quantised.get(i);
+      if (!made) {
+        made = palettePng(proxy, LOSSY_QUALITIES[i]);
+        quantised.set(i, made);
+      }
+      return made;
+    };
     const score = async (i: number) => {
       let r = scored.get(i);
       if (!r) {
-        r = await paletteScore(proxy, LOSSY_QUALITIES[i], { reference, aim });
+        const data = await png(i);
+        r = { png: data, score: await scorePng(data, proxy.channels, { reference, aim }) };
         scored.set(i, r);
       }
       return r;
@@ -234,14 +244,13 @@ async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number }
     let best = passes;
     // A full palette at a quality is the palette of every higher one too.
     for (let i = best + 1; i <= top && paletteEntries(scored.get(best)!.png) < MAX_COLOURS; i++) {
-      const r = await score(i);
-      if (!pass(r)) continue;
-      if (r.png.length >= scored.get(best)!.png.length) break;
-      best = i;
+      if ((await png(i)).length >= scored.get(best)!.png.length) break;
+      if (pass(await score(i))) best = i;
     }
     if (exact) return found(scored.get(best)!);
     for (const quality of LOSSY_QUALITIES.slice(best)) {
-      const r = await paletteScore(p, quality, { reference, aim, view: proxyOf });
+      const data = await palettePng(p, quality);
+      const r = { png: data, score: await scorePng(data, p.channels, { reference, aim, view: proxyOf }) };
       if (pass(r)) return found(r);
     }
     return undefined;
@@ -257,15 +266,16 @@ interface PaletteJudge {
   view?: (q: Pixels) => Pixels;
 }
 
-/**
- * A palette PNG of `p` at a quantisation quality and the score of its decode; a score under
- * `aim` is only known to be under it (Ssimulacra2Reference.score).
- */
-async function paletteScore(p: Pixels, quality: number, { reference, aim, view = (q) => q }: PaletteJudge): Promise<{ score: number; png: Buffer }> {
+/** A palette PNG of `p` at a quantisation quality. */
+function palettePng(p: Pixels, quality: number): Promise<Buffer> {
   // A middle deflate level: enough to rank the candidates by size; oxipng compresses the one kept.
-  const png = await fromRaw(p).png({ palette: true, quality, effort: quantiseEffort(p.width * p.height), dither: 1, compressionLevel: 6 }).toBuffer();
-  const decoded = await decodeAs(png, p.channels);
-  return { score: decoded === undefined ? -Infinity : reference.score(view(decoded), aim), png };
+  return fromRaw(p).png({ palette: true, quality, effort: quantiseEffort(p.width * p.height), dither: 1, compressionLevel: 6 }).toBuffer();
+}
+
+/** The score of a palette PNG's decode; a score under `aim` is only known to be under it (Ssimulacra2Reference.score). */
+async function scorePng(png: Buffer, channels: number, { reference, aim, view = (q) => q }: PaletteJudge): Promise<number> {
+  const decoded = await decodeAs(png, channels);
+  return decoded === undefined ? -Infinity : reference.score(view(decoded), aim);
 }
 
 /** Decodes a PNG to 8-bit pixels with the given channel count (grey/RGB, with or without alpha). */
