@@ -371,9 +371,10 @@ async function searchQuality(pixels: Pixels, sought: Sought, guided?: Guide | nu
   const first = Math.min(MAX_QUALITY - 1, Math.max(MIN_QUALITY, start));
   // With a spare core the probes a search guided from the quarter proxy most likely asks for
   // next are encoded and decoded ahead (by libvips's threads): its answer first, alone, so that
-  // it is ready soonest; the qualities either side once it is, while this thread scores it. Scoring stays on demand:
-  // it runs on this thread. The noisy check below is settled on the quarter proxy first, where
-  // it nearly always fails, so its full-proxy probe is not started ahead (it was wasted work).
+  // it is ready soonest; the qualities either side once it is, while this thread scores it.
+  // Scoring stays on demand: it runs on this thread. The noisy check below is settled on the
+  // quarter proxy first, where it nearly always fails, so its full-proxy probe is not started
+  // ahead (it was wasted work).
   if (guide && hasGuide(pixels, search) && search.ahead && spareCore()) {
     const around = [first - 1, first + 1].filter((q) => q >= MIN_QUALITY);
     void probes.prefetch({ quality: first, ...form }).then(() => around.forEach((q) => void probes.prefetch({ quality: q, ...form })));
