@@ -228,12 +228,13 @@ describe('JPEG quality search', () => {
   });
 
   it('a small picture whose table is not the default one searches it from the probe the form choice made, to the same answer', async () => {
-    for (const file of ['tiff/bali.tif', 'tiff/BSG1.tiff']) {
+    // Most probes: what the search took from the shared probe (BSG1.tiff took 16 from q80).
+    for (const [file, most] of [['tiff/bali.tif', 16], ['tiff/BSG1.tiff', 14]] as const) {
       const { result: choice, profile } = await profiled(async () => chooseJpeg(await photo(file)));
       assert.notEqual(choice.table, 3, file);
       const { table, chroma } = choice;
       assert.equal(choice.quality, await chooseJpegQuality(await photo(file), { judgedAt: 'full', search: unguided, form: { table, chroma } }), file);
-      assert.ok(profile.probes <= { 'tiff/bali.tif': 16, 'tiff/BSG1.tiff': 14 }[file]!, `${file}: ${profile.probes} probes (17 and 16 searching from q80)`);
+      assert.ok(profile.probes <= most, `${file}: ${profile.probes} probes`);
     }
   });
 

@@ -196,9 +196,9 @@ function fromRaw(p: Pixels): Sharp {
  * graphics with gradients a small palette dithers the gradients into noise that deflates badly,
  * and a larger palette is both closer and smaller (a UI screenshot: 28.9 KB at q50, 21.7 KB at
  * q95). So every quality from there upward is tried while the files shrink and the palette is
- * not yet full (a larger file ends the scan before it is scored), on the tile proxy (each probe there costs about 1 MP whatever the image's size;
- * for a large image the highest quality is tried right after the lowest, and when both fail the
- * search ends). The smallest passing one is encoded at full resolution and its tiles confirmed,
+ * not yet full (a larger file ends the scan before it is scored), on the tile proxy (each probe
+ * there costs about 1 MP whatever the image's size; for a large image the highest quality is
+ * tried right after the lowest, and when both fail the search ends). The smallest passing one is encoded at full resolution and its tiles confirmed,
  * one quality up while they fall short (the proxy's palette sees fewer colours than the whole image).
  */
 async function lossyCandidate(p: Pixels): Promise<{ png: Buffer; score: number } | undefined> {
