@@ -210,16 +210,34 @@ describe('bounded work per document (issue 21)', () => {
         if (p.channels === 1) img.toColourspace('b-w');
         return img.jpeg(jpegOptions(defaultSetting(q))).toBuffer();
       };
-      const { quality, encoded } = await chooseViewQuality(p, 72, { target: PERCEIVED_TARGET, search: FULL_SEARCH, final });
+      const { quality, encoded } = (await chooseViewQuality(p, 72, { target: PERCEIVED_TARGET, search: FULL_SEARCH, final }))!;
       assert.ok(encoded, 'the answer was probed with the final encode');
       assert.ok(encodes.includes(quality));
       assert.deepEqual(encoded, await final(quality), 'the kept probe is the final encode at the answer');
       assert.equal(frameComponents(encoded), p.channels);
       const big = { data: Buffer.alloc(400 * 400 * p.channels, 90), width: 400, height: 400, channels: p.channels };
       encodes.length = 0;
-      assert.equal((await chooseViewQuality(big, 72, { target: PERCEIVED_TARGET, search: FULL_SEARCH, final })).encoded, undefined, 'a large picture probes the cheap way');
+      assert.equal((await chooseViewQuality(big, 72, { target: PERCEIVED_TARGET, search: FULL_SEARCH, final }))?.encoded, undefined, 'a large picture probes the cheap way');
       assert.equal(encodes.length, 0);
     }
+  });
+
+  test('a search whose JPEG cannot be under the ceiling stops at the first probe that shows it, and one that can finds the same answer', async () => {
+    const { data, info } = await sharp(join(corpus, 'png/density_plot.png')).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+    const p: Pixels = { data, width: info.width, height: info.height, channels: 3 };
+    const encodes: number[] = [];
+    const final = (q: number) => {
+      encodes.push(q);
+      return sharp(p.data, { raw: { width: p.width, height: p.height, channels: 3 } }).jpeg(jpegOptions(defaultSetting(q))).toBuffer();
+    };
+    const aimed = { target: PERCEIVED_TARGET, search: FULL_SEARCH, final };
+    const unhurried = (await chooseViewQuality(p, 150, aimed))!;
+    const bytes = (await final(unhurried.quality)).length;
+    encodes.length = 0;
+    assert.equal(await chooseViewQuality(p, 150, { ...aimed, ceiling: bytes / 2 }), undefined);
+    assert.equal(encodes.length, 1, 'one final encode confirms it');
+    assert.ok(encodes[0] < unhurried.quality - 1, `confirmed at ${encodes[0]}, below the answer ${unhurried.quality}: the search stopped early`);
+    assert.equal((await chooseViewQuality(p, 150, { ...aimed, ceiling: bytes + 1 }))?.quality, unhurried.quality);
   });
 });
 

@@ -214,10 +214,11 @@ async function recompressJpeg(ctx: PDFContext, { stream, info, placement }: Docu
   const grey = pixels.channels === 3 && info.deviceRgb && !info.hasDecode ? greyOf(pixels) : undefined;
   if (grey) pixels = grey;
   const fitted = await fitInClass(pixels, placement, budget);
-  const { data, quality, score } = await encodePhoto(fitted.pixels, fitted.ppi, fitted.target, search);
-  budget.found({ quality, loss: fitted.loss });
-  if (data.length >= stream.contents.length * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN)) return undefined;
-  const out = { ...jpegOutcome(data, fitted.pixels), score };
+  const ceiling = stream.contents.length * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN);
+  const photo = await encodePhoto(fitted.pixels, fitted.ppi, { target: fitted.target, search, ceiling });
+  budget.found({ quality: photo?.quality, loss: fitted.loss });
+  if (!photo || photo.data.length >= ceiling) return undefined;
+  const out = { ...jpegOutcome(photo.data, fitted.pixels), score: photo.score };
   return grey ? withColourSpace(out, PDFName.of('DeviceGray')) : out;
 }
 
@@ -247,11 +248,12 @@ async function encodePixels(ctx: PDFContext, { image, pixels, budget }: { image:
   const flate = photo ? undefined : encodeFlateImage(pixels.data, { width: pixels.width, colors: pixels.channels, bitsPerComponent: 8, palette: false });
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
-  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, fitted.target, budget.search) : undefined;
+  // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
+  const ceiling = Math.min(image.stream.contents.length, flate ? flate.data.length * JPEG_OVER_FLATE : Infinity);
+  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, { target: fitted.target, search: budget.search, ceiling }) : undefined;
   budget.found({ quality: photoJpeg?.quality, loss: fitted.loss });
   const jpeg = photoJpeg?.data;
-  // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
-  const useJpeg = jpeg !== undefined && (flate === undefined || jpeg.length < flate.data.length * JPEG_OVER_FLATE);
+  const useJpeg = jpeg !== undefined && jpeg.length < ceiling;
   return useJpeg ? { ...jpegOutcome(jpeg, pixels), score: photoJpeg?.score } : flate && flateOutcome(ctx, flate, pixels);
 }
 
