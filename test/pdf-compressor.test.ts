@@ -223,7 +223,7 @@ describe('bounded work per document (issue 21)', () => {
   });
 
   test('a search whose JPEG cannot be under the ceiling stops at the first probe that shows it, and one that can finds the same answer', async () => {
-    const { data, info } = await sharp(join(corpus, 'png/density_plot.png')).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+    const { data, info } = await sharp(join(corpus, 'png/baiona_alpha.png')).removeAlpha().raw().toBuffer({ resolveWithObject: true });
     const p: Pixels = { data, width: info.width, height: info.height, channels: 3 };
     const encodes: number[] = [];
     const final = (q: number) => {

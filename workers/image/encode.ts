@@ -9,13 +9,7 @@ import { spareCore } from '../shared/spare-core.ts';
 import { greyOf } from './door.ts';
 import type { Pixels } from './ssim.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
-
-/**
- * Quality bounds of every JPEG search (images, PDF and Office pictures): below 40 blocking shows
- * whatever a metric says (or when a reader zooms into a page); above 95 bytes explode for nothing.
- */
-export const MIN_QUALITY = 40;
-export const MAX_QUALITY = 95;
+import { Bracket, logLoss, logLossAt, MAX_QUALITY, MIN_QUALITY, PROBE_QUALITY, PROBE_STEP, secantProbe, type Scored } from './quality-bracket.ts';
 
 /**
  * Quantisation tables (mozjpeg's numbering): 3 is mozjpeg's default (ImageMagick's, tuned for
@@ -106,15 +100,6 @@ export function defaultSetting(quality: number): JpegSetting {
  */
 export function probeOptions(options: JpegOptions): JpegOptions {
   return { ...options, progressive: false, optimiseScans: false, optimiseCoding: false };
-}
-
-/**
- * Whether a quality search bracketed by [lo fails, hi passes] may stop, with `left` probes of its
- * budget left: when the bracket is closed, or when the budget is spent and some quality below
- * MAX_QUALITY has passed (MAX_QUALITY itself is only assumed to).
- */
-export function searchDone(lo: number, hi: number, left: number): boolean {
-  return hi - lo <= 1 || (left <= 0 && hi < MAX_QUALITY);
 }
 
 /**
@@ -386,43 +371,6 @@ async function searchQuality(pixels: Pixels, sought: Sought, guided?: Guide | nu
   return { quality: found, score: await score(found), seen: bracket.seen };
 }
 
-/** The probes of one quality search: the bracket [lo fails, hi passes] they close, within a budget of probes. */
-class Bracket {
-  lo = MIN_QUALITY - 1;
-  hi = MAX_QUALITY;
-  readonly seen: Scored[] = [];
-  /** How many probes in a row before the last landed on the same side of the aim as it. */
-  sameSide = 0;
-  private left: number;
-
-  constructor(
-    private readonly score: (q: number) => Promise<number>,
-    readonly aim: number,
-    probes: number,
-  ) {
-    this.left = probes;
-  }
-
-  async probe(q: number): Promise<void> {
-    this.left--;
-    const s = await this.score(q);
-    const { seen, aim } = this;
-    seen.push({ q, s });
-    const pass = s >= aim;
-    this.sameSide = seen.length > 1 && pass === seen[seen.length - 2].s >= aim ? this.sameSide + 1 : 0;
-    if (pass) this.hi = q;
-    else this.lo = q;
-  }
-
-  get hasLeft(): boolean {
-    return this.left > 0;
-  }
-
-  get done(): boolean {
-    return searchDone(this.lo, this.hi, this.left);
-  }
-}
-
 /** The second probe: a typical step from the first, or after a guide where its curve, shifted by the first probe, reaches the aim. */
 function secondProbe({ seen, aim, lo, hi }: Bracket, first: number, guide: Guide | undefined): number {
   const pass = seen[0].s >= aim;
@@ -436,30 +384,6 @@ function secondProbe({ seen, aim, lo, hi }: Bracket, first: number, guide: Guide
     second = q !== first ? q : pass ? first - 1 : first + 1;
   }
   return Math.min(MAX_QUALITY, Math.max(MIN_QUALITY, second));
-}
-
-/**
- * The next probe along the secant of log(100 - score), which is nearly linear in quality:
- * through the bracket [lo fails, hi passes] once both ends are measured, through the two
- * measurements nearest the target before that. A bracket end that moves twice in a row pulls
- * the next probe halfway to the middle (the Illinois safeguard against creeping one quality at
- * a time along a curved stretch). A secant along which the score does not rise with quality (a
- * flat or noisy stretch, where trellis keeps or drops the same noise whatever the quality) says
- * nothing of where the target is: the bracket is halved instead (clamped to the last probe
- * ± MAX_JUMP, so it still narrows in a few probes). Clamping such a secant to the bracket's edge
- * crept one quality a probe: 32 probes on a 0.33 MP grey scan of faint detail.
- */
-function secantProbe({ seen, aim, lo, hi, sameSide }: Bracket): number {
-  const goal = logLoss(aim);
-  const ends = seen.filter((p) => p.q === lo || p.q === hi);
-  const [a, b] = ends.length === 2 ? ends : [...seen].sort((x, y) => Math.abs(logLoss(x.s) - goal) - Math.abs(logLoss(y.s) - goal));
-  const la = logLoss(a.s);
-  const lb = logLoss(b.s);
-  const rising = (lb - la) * (b.q - a.q) < 0;
-  let q = rising ? Math.round(a.q + ((la - goal) / (la - lb)) * (b.q - a.q)) : Math.round((lo + hi) / 2);
-  if (rising && ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
-  const last = seen[seen.length - 1].q;
-  return Math.min(hi - 1, Math.max(lo + 1, Math.min(q, last + MAX_JUMP), last - MAX_JUMP));
 }
 
 /**
@@ -492,39 +416,12 @@ async function noisyFloor(
   return found;
 }
 
-/** A probe's quality and the proxy score it reached. */
-interface Scored {
-  q: number;
-  s: number;
-}
-
-function logLoss(s: number): number {
-  return Math.log(Math.max(0.01, 100 - s));
-}
-
-/** log(100 - score) at quality q along a search's probes: linear between the two nearest on either side, else through the two nearest. */
-function logLossAt(points: Scored[], q: number): number {
-  const sorted = [...points].sort((a, b) => a.q - b.q);
-  const exact = sorted.find((p) => p.q === q);
-  if (exact) return logLoss(exact.s);
-  if (sorted.length < 2) return logLoss(sorted[0].s);
-  // The first point above q closes the segment; beyond either end, the end's segment extends.
-  const above = sorted.findIndex((p) => p.q > q);
-  const i = above === -1 ? sorted.length - 1 : Math.max(1, above);
-  const [a, b] = [sorted[i - 1], sorted[i]];
-  return logLoss(a.s) + ((logLoss(b.s) - logLoss(a.s)) * (q - a.q)) / (b.q - a.q);
-}
-
 /** Distance below the answer of the probe that detects a non-monotonic score, and the scan's step. */
 const NOISY_CHECK = 10;
 const NOISY_STEP = 3;
 
-const PROBE_QUALITY = 80;
-const PROBE_STEP = 5;
 /** Tiles of the guide proxy of a full search (a quarter of PROXY_TILES). */
 const GUIDE_TILES = 16;
-/** Largest move of one extrapolated probe. */
-const MAX_JUMP = 15;
 
 interface Probes {
   proxy: Pixels;

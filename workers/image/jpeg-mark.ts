@@ -1,4 +1,5 @@
-import { MAX_QUALITY, OUR_TABLES } from './encode.ts';
+import { OUR_TABLES } from './encode.ts';
+import { MAX_QUALITY } from './quality-bracket.ts';
 import { headerSegments, lumaQuantTable, ourQualityOf } from './jpeg-quant.ts';
 
 /**

@@ -1,5 +1,6 @@
 import sharp from 'sharp';
-import { jpegOptions, MAX_QUALITY, MIN_QUALITY, type QuantTable } from './encode.ts';
+import { jpegOptions, type QuantTable } from './encode.ts';
+import { MAX_QUALITY, MIN_QUALITY } from './quality-bracket.ts';
 
 /**
  * Sum of the luminance quantisation table (id 0) of a JPEG: a measure of how coarsely it was
