@@ -216,6 +216,7 @@ async function recompressJpeg(ctx: PDFContext, { stream, info, placement }: Docu
   const fitted = await fitInClass(pixels, placement, budget);
   const ceiling = stream.contents.length * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN);
   const photo = await encodePhoto(fitted.pixels, fitted.ppi, { target: fitted.target, search, ceiling });
+  // A search stopped at the ceiling found no quality: its class's later pictures go by the others'.
   budget.found({ quality: photo?.quality, loss: fitted.loss });
   if (!photo || photo.data.length >= ceiling) return undefined;
   const out = { ...jpegOutcome(photo.data, fitted.pixels), score: photo.score };

@@ -6,6 +6,7 @@ import type { Pixels } from '../image/ssim.ts';
 import { Ssimulacra2Reference, ssimulacra2 } from '../image/ssimulacra2.ts';
 import { encodedPipeline, pixelPipeline } from '../image/vips.ts';
 import { bilinearMagnify, boxAverage, type Spans } from '../image/pixels/kernels.ts';
+import { noteProbe } from '../shared/profile.ts';
 
 /**
  * The resolution a page is judged at: 100 % zoom on a typical screen, which is also how the
@@ -92,6 +93,7 @@ export async function chooseViewQuality(p: Pixels, ppi: number | undefined, aime
   const toPicture = (p.width * p.height) / (proxy.width * proxy.height);
   let bytes = 0;
   const measure = async (q: number): Promise<number> => {
+    noteProbe(proxy.width * proxy.height);
     const jpeg = probeWithFinal ? await probeWithFinal(q) : await pixelPipeline(proxy).jpeg(probeOptions(jpegOptions(defaultSetting(q)))).toBuffer();
     if (probeWithFinal) finals.set(q, jpeg);
     bytes = jpeg.length;
