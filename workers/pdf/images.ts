@@ -229,7 +229,7 @@ function decodedSamples(ctx: PDFContext, { stream, info }: DocumentImage): Uint8
   const rowBytes = Math.ceil((info.width * info.components * info.bitsPerComponent) / 8);
   const expected = rowBytes * info.height;
   if (expected > MAX_IMAGE_BYTES) return undefined;
-  let samples = undoFilters(ctx, filters, stream.contents, expected + info.height * 8 + 4096);
+  let samples = undoFilters(ctx, filters, stream.contents, { sized: expected + info.height * 8 + 4096 });
   const predictor = predictorOf(ctx, filters);
   if (predictor) samples = unpredict(samples, predictor);
   if (samples.length < expected) return undefined;
