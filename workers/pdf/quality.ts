@@ -62,7 +62,7 @@ export interface ViewQuality {
  * proxy (full-resolution tiles on the MCU grid, so the proxy's blocks are the image's blocks).
  * A full search probes as the JPG compressor's does (PROBE_QUALITY, a step toward the target,
  * then along the secant of log(100 - score): secantProbe); bisection took a third more probes
- * (600 pictures of 48×48: 2,942 → about 2,100) to the same answers on every corpus document.
+ * (600 pictures of 48×48: 2,942 → 2,248) to the same answers on every corpus document.
  * Under a document budget (budget.ts) the search starts from `search.start` (then one step below
  * it, or above) and bisects until `search.probes` are spent (see searchDone): the answer is the
  * lowest quality seen to pass, and bisection's long steps down find a lower one within the
@@ -75,7 +75,7 @@ export interface ViewQuality {
  * when a failing probe's file, scaled from the proxy to the picture, reaches the ceiling, the
  * final encode one quality above it, the smallest file the answer can have (a file does not
  * shrink as quality rises), is made once; at or above the ceiling the search stops. Artwork
- * that stays Flate was searched to its answer only to be thrown away (a 1.6 MP scan of a
+ * that stays Flate was searched to its answer only to be thrown away (a 1.6 MP picture of an
  * ocrmypdf page: 6 probes, 3.4 s, for a JPEG twice its Flate).
  */
 export async function chooseViewQuality(p: Pixels, ppi: number | undefined, aimed: ViewSearch = {}): Promise<ViewQuality | undefined> {
