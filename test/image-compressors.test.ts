@@ -25,7 +25,7 @@ import { estimatedProgress, forwardProgress, onScale } from '../workers/shared/p
 import { profiled } from '../workers/shared/profile.ts';
 import { ProgressOfThread } from '../src/jobs/thread-progress.ts';
 import { progressThroughPool, valuesWithin } from './helpers/pool-progress.ts';
-import { LANE_PIXELS, Lanes } from '../workers/shared/lanes.ts';
+import { LANE_PIXELS, Lanes, SMALL_LANE_PIXELS } from '../workers/shared/lanes.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { targetSize } from '../workers/image/resize.ts';
 import { ssim } from '../workers/image/ssim.ts';
@@ -277,27 +277,32 @@ describe('work budget', () => {
 describe('document pictures in lanes', () => {
   const later = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  it('runs at most two pictures at once, starts them in order, and gives results in order', async () => {
-    const started: number[] = [];
-    let running = 0;
-    let most = 0;
-    const lanes = new Lanes(
-      6,
-      async (i) => {
-        started.push(i);
-        most = Math.max(most, ++running);
-        await later(i % 2 ? 5 : 20);
-        running--;
-        return i * 10;
-      },
-      () => 1,
-      2,
-    );
-    const got: number[] = [];
-    for (let i = 0; i < 6; i++) got.push(await lanes.take(i));
-    assert.deepEqual(got, [0, 10, 20, 30, 40, 50]);
-    assert.deepEqual(started, [0, 1, 2, 3, 4, 5]);
-    assert.equal(most, 2);
+  it('runs two pictures at once (four small ones), starts them in order, and gives results in order', async () => {
+    for (const { pixels, lanesUsed } of [
+      { pixels: SMALL_LANE_PIXELS, lanesUsed: 2 },
+      { pixels: 48 * 48, lanesUsed: 4 },
+    ]) {
+      const started: number[] = [];
+      let running = 0;
+      let most = 0;
+      const lanes = new Lanes(
+        8,
+        async (i) => {
+          started.push(i);
+          most = Math.max(most, ++running);
+          await later(i % 2 ? 5 : 20);
+          running--;
+          return i * 10;
+        },
+        () => pixels,
+        2,
+      );
+      const got: number[] = [];
+      for (let i = 0; i < 8; i++) got.push(await lanes.take(i));
+      assert.deepEqual(got, [0, 10, 20, 30, 40, 50, 60, 70]);
+      assert.deepEqual(started, [0, 1, 2, 3, 4, 5, 6, 7]);
+      assert.equal(most, lanesUsed, `pictures of ${pixels} pixels`);
+    }
   });
 
   it('runs a picture over the pixel bound alone, and passes a failure to its taker only', async () => {

@@ -1,4 +1,4 @@
-import { LANE_PIXELS, PICTURE_LANES } from './lanes.ts';
+import { LANE_PIXELS, PICTURE_LANES, SMALL_LANE_PIXELS } from './lanes.ts';
 import { MEMORY_BUDGET_BYTES, peakBytes } from './memory.ts';
 
 /** Bounds on the pictures one document (DOCX, PPTX, PDF) recompresses; the rest are carried over unchanged. */
@@ -21,8 +21,8 @@ export const DOCUMENT_LIMITS = {
 
 /**
  * Which pictures of a document are recompressed (DOCUMENT_LIMITS), and the document's peak memory:
- * the pictures in flight together (lanes.ts: two at a time within LANE_PIXELS, a larger one alone;
- * one at a time when two could overrun the memory budget).
+ * the pictures in flight together (lanes.ts: two at a time within LANE_PIXELS, a larger one alone,
+ * four small ones within SMALL_LANE_PIXELS; one at a time when that could overrun the memory budget).
  */
 export class DocumentCaps {
   readonly carried = new Set<string>();
@@ -52,17 +52,24 @@ export class DocumentCaps {
     return true;
   }
 
-  /** Pictures in flight at once: one when two together could overrun the memory budget. */
+  /** Pictures in flight at once: one when more together could overrun the memory budget. */
   lanes(): number {
-    return peakBytes(this.twoInFlight()) <= MEMORY_BUDGET_BYTES ? PICTURE_LANES : 1;
+    return peakBytes(this.inFlight()) <= MEMORY_BUDGET_BYTES ? PICTURE_LANES : 1;
   }
 
   peakBytes(): number {
-    return peakBytes(this.lanes() > 1 ? this.twoInFlight() : this.largest[0]!);
+    return peakBytes(this.lanes() > 1 ? this.inFlight() : this.alone());
   }
 
-  private twoInFlight(): number {
+  /** The most pixels in flight with PICTURE_LANES (and their small lanes): no four pictures exceed four times the largest. */
+  private inFlight(): number {
     const [first = 0, second = 0] = this.largest;
-    return Math.max(first, Math.min(LANE_PIXELS, first + second));
+    return Math.max(first, Math.min(LANE_PIXELS, first + second), Math.min(SMALL_LANE_PIXELS, 2 * PICTURE_LANES * first));
+  }
+
+  /** The most pixels in flight with one lane: the largest picture, or two small ones. */
+  private alone(): number {
+    const first = this.largest[0]!;
+    return Math.max(first, Math.min(SMALL_LANE_PIXELS, 2 * first));
   }
 }
