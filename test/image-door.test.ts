@@ -250,6 +250,25 @@ describe('embedded ICC profiles', () => {
     assert.equal((await profileDecision(sharp(input), icc, (await readFile(input)).length)).keep, true);
   });
 
+  it('a picture tagged sRGB is read as stored, one tagged Display P3 through its profile', async () => {
+    // Saturated greens: the sRGB IEC61966-2.1 profile cameras embed moves some of them by one code value.
+    const width = 48;
+    const height = 4;
+    const raw = Buffer.alloc(width * height * 3);
+    for (let i = 0; i < width * height; i++) raw[i * 3 + 1] = 208 + (i % width);
+    const srgb = join(work, 'srgb.icc');
+    await writeFile(srgb, (await sharp(join(corpus, 'jpg/craft-beer.jpg')).metadata()).icc!);
+    for (const [profile, asStored] of [[srgb, true], ['p3', false]] as const) {
+      const input = join(work, `tagged-${asStored ? 'srgb' : 'p3'}.png`);
+      await sharp(raw, { raw: { width, height, channels: 3 } }).withIccProfile(profile).png().toFile(input);
+      const stored = await sharp(input, { ignoreIcc: true }).raw().toBuffer();
+      const converted = await sharp(input).toColourspace('srgb').raw().toBuffer();
+      assert.notDeepEqual(stored, converted);
+      const { image } = await openImage(input, { kind: 'png' });
+      assert.deepEqual(await image.toColourspace('srgb').raw().toBuffer(), asStored ? stored : converted, profile);
+    }
+  });
+
   it('a large profile on a picture larger than it is kept', async () => {
     const input = await profiledSmallJpeg(join(work, 'mid-icc.jpg'), 40_000);
     const meta = await sharp(input).metadata();

@@ -4,6 +4,7 @@ import { JobError } from '../contract.ts';
 import { withColrRange } from './av1-colour.ts';
 import { admitPixels, checkPixelBudget, decodeOptions, MAX_PIXELS } from '../image/decode-policy.ts';
 import { readHeader, type HeaderFacts, type ImageSource } from '../image/probe.ts';
+import { isSrgbProfile } from '../image/srgb-profile.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
 export interface LibvipsRead {
@@ -19,7 +20,8 @@ export interface LibvipsRead {
 /**
  * A picture libvips reads: its header (image/probe.ts), the pixel budget from it before any pixel
  * is decoded, then the pipeline with the image door's strictness (image/decode-policy.ts): corrupt
- * or truncated pixel data fails the job instead of producing a half-grey picture.
+ * or truncated pixel data fails the job instead of producing a half-grey picture. An embedded sRGB
+ * profile is not converted through (image/srgb-profile.ts): the pixels are sRGB as stored.
  */
 export async function openWithLibvips(source: ImageSource, read: LibvipsRead): Promise<{ image: Sharp; facts: HeaderFacts }> {
   const { animated = false, maxPixels = MAX_PIXELS } = read;
@@ -27,7 +29,8 @@ export async function openWithLibvips(source: ImageSource, read: LibvipsRead): P
   const frames = animated ? facts.pages : 1;
   if (read.memory === 'reserve') await admitPixels(facts.width, facts.height, maxPixels, frames);
   else checkPixelBudget(facts.width, facts.height, maxPixels, frames);
-  const image = sharp(source, decodeOptions({ limitInputPixels: maxPixels, ...(animated ? { animated } : {}), ...(read.ignoreIcc ? { ignoreIcc: true } : {}) }));
+  const ignoreIcc = read.ignoreIcc || (facts.icc !== undefined && facts.space === 'srgb' && facts.depth === 'uchar' && (await isSrgbProfile(facts.icc)));
+  const image = sharp(source, decodeOptions({ limitInputPixels: maxPixels, ...(animated ? { animated } : {}), ...(ignoreIcc ? { ignoreIcc } : {}) }));
   return { image, facts };
 }
 
