@@ -10,8 +10,8 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions } from '../workers/image/encode.ts';
-import { MIN_QUALITY } from '../workers/image/quality-bracket.ts';
+import { belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions, probesOf } from '../workers/image/encode.ts';
+import { Bracket, MIN_QUALITY } from '../workers/image/quality-bracket.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { atMostTwoColours } from '../workers/image/png-encode.ts';
 import { greyOf } from '../workers/image/door.ts';
@@ -204,6 +204,27 @@ describe('JPEG quality search', () => {
     for (const file of ['jpg/craft-beer.jpg', 'jpg/jpeg420exif.jpg', 'jpg/phone-IMG_20180725_163423.jpg']) {
       assert.equal(await chooseJpegQuality(await photo(file)), await chooseJpegQuality(await photo(file), { judgedAt: 'full', search: unguided }), file);
     }
+  });
+
+  it('a first probe at the guide\'s answer that passes is not confirmed below when the guide puts the quality below clearly under the aim', async () => {
+    // jpeg420exif.jpg's quarter-proxy guide (answer 83), then its first 1 MP probe; aim 81.2, margin 0.5.
+    const guide = { quality: 83, seen: [{ q: 80, s: 80.29 }, { q: 85, s: 84.24 }, { q: 81, s: 80.57 }, { q: 82, s: 80.92 }, { q: 83, s: 82.89 }] };
+    const cases = [
+      { first: 82.34, skips: true }, // the curve puts q82 at 80.31
+      { first: 82.8, skips: false }, // at 80.80: within the margin, probed
+      { first: 80.9, skips: false }, // the first probe failed
+    ];
+    for (const { first, skips } of cases) {
+      const bracket = new Bracket(async () => first, 81.2, Infinity);
+      await bracket.probe(83);
+      assert.equal(belowClearlyFails(bracket, guide), skips, `first probe ${first}`);
+    }
+    // The whole search (nothing encoded ahead): one 1 MP probe, the unguided answer (see above).
+    const pixels = await photo('jpg/jpeg420exif.jpg');
+    const { result, profile } = await profiled(() => chooseJpegQuality(pixels, { judgedAt: 'full', search: FULL_SEARCH }));
+    assert.equal(result, 83);
+    const [quarter, full] = [probesOf(pixels, 16).proxy, probesOf(pixels).proxy].map((p) => p.width * p.height);
+    assert.equal((profile.probePixels - profile.probes * quarter) / (full - quarter), 1);
   });
 
   it('a pool thread sees a spare core only while fewer jobs run than there are cores (the pool\'s shared count)', async () => {

@@ -1,8 +1,9 @@
 // Decompression bombs and hostile containers made on the fly: small files that declare or
 // inflate to gigapixels and gigabytes, in every container the service reads.
-import { createDeflate, crc32, deflateSync } from 'node:zlib';
+import { createDeflate, deflateSync } from 'node:zlib';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
+import { pngChunk } from '../../workers/image/png-chunks.ts';
 
 /** One GiB of zero bytes, zlib-compressed (about 1 MB). */
 export async function gigabyteOfZeros(): Promise<Buffer> {
@@ -15,15 +16,6 @@ export async function gigabyteOfZeros(): Promise<Buffer> {
   deflate.end();
   await ended;
   return Buffer.concat(out);
-}
-
-function pngChunk(type: string, data: Buffer): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'latin1');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-  return Buffer.concat([head, data, crc]);
 }
 
 /** A grey 8-bit PNG of `width`×`height` whose IDAT is `idat` (zlib data). */

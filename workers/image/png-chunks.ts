@@ -1,3 +1,5 @@
+import { crc32 } from 'node:zlib';
+
 /**
  * Colour and density chunks of a PNG, copied verbatim (with their CRCs) from the input to the
  * output: the re-encoded pixels are the input's pixels, so the input's description of them
@@ -51,4 +53,14 @@ export function pixelAndColourChunks(png: Buffer): Buffer | undefined {
 export function paletteEntries(png: Buffer): number {
   const plte = chunks(png).find((c) => c.type === 'PLTE');
   return plte ? (plte.bytes.length - 12) / 3 : 0;
+}
+
+/** One PNG chunk: its length, type, data and CRC. */
+export function pngChunk(type: string, data: Buffer): Buffer {
+  const head = Buffer.alloc(8);
+  head.writeUInt32BE(data.length, 0);
+  head.write(type, 4, 'latin1');
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
+  return Buffer.concat([head, data, crc]);
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
-import { crc32, deflateSync } from 'node:zlib';
+import { deflateSync } from 'node:zlib';
 import sharp from 'sharp';
+import { pngChunk } from './png-chunks.ts';
 
 /**
  * Whether an embedded RGB profile is sRGB as libvips converts it: a lattice of colours (every grey,
@@ -53,15 +54,6 @@ async function throughProfile(icc: Buffer): Promise<Buffer> {
   const height = LATTICE.length / 3 / LATTICE_WIDTH;
   const png = await sharp(LATTICE, { raw: { width: LATTICE_WIDTH, height, channels: 3 } }).png({ compressionLevel: 0 }).toBuffer();
   const headerEnd = 8 + 12 + png.readUInt32BE(8);
-  const withProfile = Buffer.concat([png.subarray(0, headerEnd), chunk('iCCP', Buffer.concat([Buffer.from('icc\0\0', 'latin1'), deflateSync(icc)])), png.subarray(headerEnd)]);
+  const withProfile = Buffer.concat([png.subarray(0, headerEnd), pngChunk('iCCP', Buffer.concat([Buffer.from('icc\0\0', 'latin1'), deflateSync(icc)])), png.subarray(headerEnd)]);
   return sharp(withProfile).toColourspace('srgb').raw().toBuffer();
-}
-
-function chunk(type: string, data: Buffer): Buffer {
-  const head = Buffer.alloc(8);
-  head.writeUInt32BE(data.length, 0);
-  head.write(type, 4, 'latin1');
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])), 0);
-  return Buffer.concat([head, data, crc]);
 }
