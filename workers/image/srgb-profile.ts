@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
-import sharp from 'sharp';
 import { pngChunk } from './png-chunks.ts';
+import { encodedPipeline, pixelPipeline } from './vips.ts';
 
 /**
  * Whether an embedded RGB profile is sRGB as libvips converts it: a lattice of colours (every grey,
@@ -43,6 +43,7 @@ const LATTICE: Buffer = (() => {
   return Buffer.from(colours);
 })();
 
+/** Whether every lattice sample came out within one code value of where it went in. */
 function withinRounding(out: Buffer): boolean {
   if (out.length !== LATTICE.length) return false;
   for (let i = 0; i < out.length; i++) if (Math.abs(out[i] - LATTICE[i]) > 1) return false;
@@ -52,8 +53,8 @@ function withinRounding(out: Buffer): boolean {
 /** The lattice as a PNG carrying the profile (an iCCP chunk after the header), decoded by sharp as any input is. */
 async function throughProfile(icc: Buffer): Promise<Buffer> {
   const height = LATTICE.length / 3 / LATTICE_WIDTH;
-  const png = await sharp(LATTICE, { raw: { width: LATTICE_WIDTH, height, channels: 3 } }).png({ compressionLevel: 0 }).toBuffer();
+  const png = await pixelPipeline({ data: LATTICE, width: LATTICE_WIDTH, height, channels: 3 }).png({ compressionLevel: 0 }).toBuffer();
   const headerEnd = 8 + 12 + png.readUInt32BE(8);
   const withProfile = Buffer.concat([png.subarray(0, headerEnd), pngChunk('iCCP', Buffer.concat([Buffer.from('icc\0\0', 'latin1'), deflateSync(icc)])), png.subarray(headerEnd)]);
-  return sharp(withProfile).toColourspace('srgb').raw().toBuffer();
+  return encodedPipeline(withProfile).toColourspace('srgb').raw().toBuffer();
 }
