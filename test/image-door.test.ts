@@ -16,6 +16,7 @@ import { greyOf, imageError, openImage, profileDecision, SMALL_PROFILE_BYTES, ty
 import { frameComponents } from '../workers/image/jpeg-quant.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
+import { isSrgbProfile } from '../workers/image/srgb-profile.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { recompressImage } from '../workers/office/media.ts';
 import { compress as pdf } from '../workers/pdf.ts';
@@ -267,6 +268,9 @@ describe('embedded ICC profiles', () => {
       const { image } = await openImage(input, { kind: 'png' });
       assert.deepEqual(await image.toColourspace('srgb').raw().toBuffer(), asStored ? stored : converted, profile);
     }
+    // A document's pictures opened together with one profile share one check of it.
+    const icc = await readFile(srgb);
+    assert.equal(isSrgbProfile(Buffer.from(icc)), isSrgbProfile(Buffer.from(icc)));
   });
 
   it('a large profile on a picture larger than it is kept', async () => {

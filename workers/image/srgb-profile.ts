@@ -14,11 +14,11 @@ import { encodedPipeline, pixelPipeline } from './vips.ts';
  * stored. A profile that moves any lattice colour further (Display P3 and Adobe RGB by tens of
  * code values, a 6,922-byte "sRGB" profile made by lcms by two) is converted as before.
  */
-export async function isSrgbProfile(icc: Buffer): Promise<boolean> {
+export function isSrgbProfile(icc: Buffer): Promise<boolean> {
   const key = createHash('sha256').update(icc).digest('hex');
   let known = verdicts.get(key);
   if (known === undefined) {
-    known = await throughProfile(icc).then(
+    known = throughProfile(icc).then(
       (out) => withinRounding(out),
       () => false,
     );
@@ -28,8 +28,12 @@ export async function isSrgbProfile(icc: Buffer): Promise<boolean> {
   return known;
 }
 
-/** Profiles seen by this thread and whether they are sRGB (a few distinct profiles in practice). */
-const verdicts = new Map<string, boolean>();
+/**
+ * Profiles seen by this thread and whether they are sRGB (a few distinct profiles in practice). The
+ * verdict's promise is kept, not its value, so that a document's pictures opened together with one
+ * profile share one check.
+ */
+const verdicts = new Map<string, Promise<boolean>>();
 const MAX_VERDICTS = 64;
 
 const CUBE_STEP = 17;
