@@ -11,7 +11,7 @@ import type { JobOptions } from '../src/catalog/index.ts';
 import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
 import { belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions, probesOf } from '../workers/image/encode.ts';
-import { Bracket, MIN_QUALITY } from '../workers/image/quality-bracket.ts';
+import { Bracket, MAX_QUALITY, MIN_QUALITY, secantProbe } from '../workers/image/quality-bracket.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { atMostTwoColours } from '../workers/image/png-encode.ts';
 import { greyOf } from '../workers/image/door.ts';
@@ -267,6 +267,32 @@ describe('JPEG quality search', () => {
     const { result, profile } = await profiled(() => chooseJpeg(grey));
     assert.equal(result.quality, MIN_QUALITY);
     assert.ok(profile.probes <= 20, `${profile.probes} probes (32 when the secant crept)`);
+  });
+
+  it('goes to the end of the range where the score is flat, far from the aim, and every probe so far is on one side of it', async () => {
+    const next = async (aim: number, probes: [number, number][]) => {
+      const scores = new Map(probes);
+      const bracket = new Bracket(async (q) => scores.get(q)!, aim, Infinity);
+      for (const [q] of probes) await bracket.probe(q);
+      return secantProbe(bracket);
+    };
+    const cases: { probes: [number, number][]; next: number; why: string }[] = [
+      { probes: [[80, 100], [75, 100]], next: MIN_QUALITY, why: 'a flat graphic passing everywhere so far' },
+      { probes: [[80, 51.5], [85, 51.0]], next: MAX_QUALITY - 1, why: 'flat and far under the aim everywhere so far' },
+      { probes: [[80, 82.3], [75, 84.0]], next: 60, why: 'noisy near the aim: the bracket halved, at most MAX_JUMP from the last probe' },
+      { probes: [[80, 84], [75, 82]], next: 71, why: 'rising: along the secant' },
+      { probes: [[80, 100], [75, 100], [40, 70]], next: 42, why: 'both ends measured: along the secant' },
+    ];
+    for (const c of cases) assert.equal(await next(80, c.probes), c.next, c.why);
+    // A flat-coloured graphic's whole search: 80 and 75, then the floor, which passes (9 probes when it was halved toward it).
+    const boxes = await sharp({ create: { width: 640, height: 480, channels: 3, background: '#1f6f8b' } })
+      .composite([{ input: { create: { width: 320, height: 240, channels: 3, background: '#f2c14e' } }, left: 64, top: 64 }])
+      .raw()
+      .toBuffer({ resolveWithObject: true });
+    const flat = { data: boxes.data, width: boxes.info.width, height: boxes.info.height, channels: boxes.info.channels };
+    const { result, profile } = await profiled(() => chooseJpegQuality(flat, { judgedAt: 'full', search: unguided }));
+    assert.equal(result, MIN_QUALITY);
+    assert.equal(profile.probes, 3);
   });
 
   it('work started ahead of need on a spare core leaves the answer as it is, the form included', async () => {

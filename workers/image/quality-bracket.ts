@@ -15,6 +15,8 @@ export const PROBE_QUALITY = 80;
 export const PROBE_STEP = 5;
 /** Largest move of one extrapolated probe. */
 const MAX_JUMP = 15;
+/** A flat stretch's distance from the aim, in log(100 - score), beyond which its level is taken to hold to the end of the range: twice or half the aim's distance from lossless. */
+const FAR_FROM_AIM = Math.LN2;
 
 /**
  * Whether a quality search bracketed by [lo fails, hi passes] may stop, with `left` probes of its
@@ -67,11 +69,17 @@ export class Bracket {
  * through the bracket [lo fails, hi passes] once both ends are measured, through the two
  * measurements nearest the target before that. A bracket end that moves twice in a row pulls
  * the next probe halfway to the middle (the Illinois safeguard against creeping one quality at
- * a time along a curved stretch). A secant along which the score does not rise with quality (a
- * flat or noisy stretch, where trellis keeps or drops the same noise whatever the quality) says
- * nothing of where the target is: the bracket is halved instead (clamped to the last probe
- * ± MAX_JUMP, so it still narrows in a few probes). Clamping such a secant to the bracket's edge
- * crept one quality a probe: 32 probes on a 0.33 MP grey scan of faint detail.
+ * a time along a curved stretch). A secant along which the score does not rise with quality says
+ * nothing of where the target is; that happens only while every probe is on one side of the aim
+ * (a failing and a passing end always rise). Far from the aim (FAR_FROM_AIM) such a stretch is
+ * flat — a flat-coloured graphic scoring 100 at every quality, an 8×8 grey picture 95.7-96.3 — and
+ * the next probe is the end of the range on the far side, MIN_QUALITY (or MAX_QUALITY - 1,
+ * the last one a search probes), the likeliest answer: halving toward it took 5-7 more probes
+ * (a flat graphic: 80, 75, 60, 50, 46, 45, 42, 41, 40). Near the aim it is noise (a q100 export
+ * scoring 82.3 at q80 and 84.0 at q75, aim 81.2), and the end of the range a poor guess (that
+ * export took 3 more probes to a 5 % larger file): the bracket is halved, clamped to the last
+ * probe ± MAX_JUMP so that it still narrows in a few probes. Clamping such a secant to the
+ * bracket's edge crept one quality a probe: 32 probes on a 0.33 MP grey scan.
  */
 export function secantProbe({ seen, aim, lo, hi, sameSide }: Bracket): number {
   const goal = logLoss(aim);
@@ -80,6 +88,7 @@ export function secantProbe({ seen, aim, lo, hi, sameSide }: Bracket): number {
   const la = logLoss(a.s);
   const lb = logLoss(b.s);
   const rising = (lb - la) * (b.q - a.q) < 0;
+  if (!rising && Math.abs(la - goal) >= FAR_FROM_AIM) return a.s >= aim ? MIN_QUALITY : MAX_QUALITY - 1;
   let q = rising ? Math.round(a.q + ((la - goal) / (la - lb)) * (b.q - a.q)) : Math.round((lo + hi) / 2);
   if (rising && ends.length === 2 && sameSide >= 1) q = Math.round((q + (lo + hi) / 2) / 2);
   const last = seen[seen.length - 1].q;
