@@ -1,9 +1,27 @@
 // `npm run bench [section…]`: runs every module in bench/sections (or the named ones)
 // and writes their Markdown reports to bench/results/. Each section measures our
 // compressors side by side with peer tools in the same run (medians of several runs).
+import { spawnSync } from 'node:child_process';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { allocatorChoice, jemallocEnv, mapsJemalloc } from '../src/runtime/allocator.ts';
+import { systemJemalloc } from '../src/runtime/source-start.ts';
 import type { BenchContext } from './lib.ts';
+
+// Our compressors are measured in this process on the allocator the server runs them on (jemalloc
+// with its settings, src/runtime/allocator.ts; COMPRESSD_ALLOCATOR=system: glibc's malloc). The
+// peers, run as processes, keep their own: the preload is not handed on.
+const jemalloc = allocatorChoice(process.env) === 'jemalloc' ? systemJemalloc() : undefined;
+const preloaded = (process.env.LD_PRELOAD ?? '').split(/\s+/).includes(jemalloc ?? '');
+if (jemalloc && !mapsJemalloc() && !preloaded) {
+  const run = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: jemallocEnv(jemalloc, process.env) });
+  process.exit(run.status ?? 1);
+}
+if (jemalloc) {
+  const others = (process.env.LD_PRELOAD ?? '').split(/\s+/).filter((lib) => lib && lib !== jemalloc);
+  if (others.length) process.env.LD_PRELOAD = others.join(' ');
+  else delete process.env.LD_PRELOAD;
+}
 
 const sectionsDir = new URL('./sections/', import.meta.url);
 const resultsDir = new URL('./results/', import.meta.url).pathname;
