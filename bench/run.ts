@@ -11,14 +11,15 @@ import type { BenchContext } from './lib.ts';
 // Our compressors are measured in this process on the allocator the server runs them on (jemalloc
 // with its settings, src/runtime/allocator.ts; COMPRESSD_ALLOCATOR=system: glibc's malloc). The
 // peers, run as processes, keep their own: the preload is not handed on.
+// LD_PRELOAD's entries are separated by spaces or colons (as src/runtime/source-start.ts reads them).
 const jemalloc = allocatorChoice(process.env) === 'jemalloc' ? systemJemalloc() : undefined;
-const preloaded = (process.env.LD_PRELOAD ?? '').split(/\s+/).includes(jemalloc ?? '');
-if (jemalloc && !mapsJemalloc() && !preloaded) {
+const preloads = (process.env.LD_PRELOAD ?? '').split(/[\s:]+/).filter(Boolean);
+if (jemalloc && !mapsJemalloc() && !preloads.includes(jemalloc)) {
   const run = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: jemallocEnv(jemalloc, process.env) });
   process.exit(run.status ?? 1);
 }
 if (jemalloc) {
-  const others = (process.env.LD_PRELOAD ?? '').split(/\s+/).filter((lib) => lib && lib !== jemalloc);
+  const others = preloads.filter((lib) => lib !== jemalloc);
   if (others.length) process.env.LD_PRELOAD = others.join(' ');
   else delete process.env.LD_PRELOAD;
 }
