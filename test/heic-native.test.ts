@@ -2,15 +2,16 @@
 // WebAssembly libheif-js as the fallback where the native libraries do not load.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
 import { decodeHeifWasm, useNativeHeif } from '../workers/decoders/heic.ts';
-import { decodeHeifNatively, probeNativeHeif, type NativeHeif } from '../workers/decoders/heic-native.ts';
+import { decodeHeifNatively, probeNativeHeif, programEnv, type NativeHeif } from '../workers/decoders/heic-native.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
-import type { RawPixels } from '../workers/decoders/pixels.ts';
+import { tiffOf, type RawPixels } from '../workers/decoders/pixels.ts';
 import { rejectsWithJobError } from './helpers/job-error.ts';
 import { tenBitAlphaHeic } from './helpers/made-files.ts';
 
@@ -94,6 +95,42 @@ describe('native HEIC decoding', () => {
     const damaged = Buffer.from(whole);
     damaged.fill(0x5a, 4096, 300_000);
     await rejectsWithJobError(decode(damaged), /^image\.(decode_failed|truncated)$/);
+  });
+
+  it("with the container's profile: the pixels read into the end of the TIFF that carries it, the same file tiffOf makes", async () => {
+    const bytes = await readFile(join(corpus, 'heic/IMG_2682.heic'));
+    const icc = (await sharp(bytes).metadata()).icc;
+    assert.ok(icc);
+    const plain = await decodeHeifNatively(heif, bytes, limits());
+    const tagged = await decodeHeifNatively(heif, bytes, limits(), icc);
+    assert.equal(plain.tiff, undefined);
+    assert.ok(tagged.tiff && tagged.data.buffer === tagged.tiff.buffer);
+    assert.ok(tagged.tiff.equals(tiffOf({ ...plain, icc })));
+  });
+
+  it('the picture crosses by a temporary file that is gone when the decode ends, and fails or succeeds', async () => {
+    const tmp = join(work, 'tmp');
+    mkdirSync(tmp);
+    const before = process.env.TMPDIR;
+    process.env.TMPDIR = tmp;
+    try {
+      const whole = await readFile(join(corpus, 'heic/heic-iphone7.heic'));
+      const decoded = await decodeHeifNatively(heif, whole, limits());
+      assert.equal(decoded.data.length, decoded.width * decoded.height * decoded.channels);
+      await rejectsWithJobError(decodeHeifNatively(heif, whole.subarray(0, Math.floor(whole.length * 0.6)), limits()), 'image.truncated');
+      await rejectsWithJobError(decodeHeifNatively(heif, whole, limits(1_000_000)), 'image.too_many_pixels');
+      assert.deepEqual(readdirSync(tmp), []);
+    } finally {
+      if (before === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = before;
+    }
+  });
+
+  it("asks the program's malloc, either of them, for huge pages, keeping what the operator set", () => {
+    const env = programEnv('/opt/heif', { LD_LIBRARY_PATH: '/opt/lib', MALLOC_CONF: 'background_thread:true', GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' });
+    assert.deepEqual([env.LD_LIBRARY_PATH, env.MALLOC_CONF, env.GLIBC_TUNABLES], ['/opt/lib:/opt/heif', 'background_thread:true,thp:always', 'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1']);
+    const bare = programEnv('/opt/heif', {});
+    assert.deepEqual([bare.LD_LIBRARY_PATH, bare.MALLOC_CONF, bare.GLIBC_TUNABLES], ['/opt/heif', 'thp:always', 'glibc.malloc.hugetlb=1']);
   });
 
   it('falls back to WebAssembly where the native libraries do not load', async () => {

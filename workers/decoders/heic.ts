@@ -79,9 +79,9 @@ export async function decodeHeic(bytes: Buffer, limits: DecodeLimits): Promise<D
   limits.signal.throwIfAborted();
   native ??= probeNativeHeif();
   const heif = await native;
-  const pixels = heif ? await decodeHeifNatively(heif, bytes, limits) : await decodeHeifWasm(bytes, limits);
+  const pixels = heif ? await decodeHeifNatively(heif, bytes, limits, meta.icc) : { ...(await decodeHeifWasm(bytes, limits)), icc: meta.icc };
   return {
-    image: sharpFromPixels({ ...pixels, icc: meta.icc }),
+    image: sharpFromPixels(pixels),
     width: pixels.width,
     height: pixels.height,
     orientation: 1,
