@@ -60,8 +60,9 @@ interface Ended {
   err: string;
 }
 
-/** Runs the program; its stdout is piped back, or written to `output`. */
-function run(dir: string, args: string[], input: Buffer | undefined, signal?: AbortSignal, output?: FileHandle): Promise<Ended> {
+/** Runs the program on `input`; its stdout is piped back, or written to `output`. */
+function run(dir: string, args: string[], io: { input?: Buffer; signal?: AbortSignal; output?: FileHandle } = {}): Promise<Ended> {
+  const { input, signal, output } = io;
   return new Promise((resolve, reject) => {
     const child = spawn(join(dir, PROGRAM), args, { env: programEnv(dir), signal, stdio: ['pipe', output?.fd ?? 'pipe', 'pipe'] });
     // Piped as asked: stdin and stderr always, stdout unless it goes to the file.
@@ -80,7 +81,7 @@ function run(dir: string, args: string[], input: Buffer | undefined, signal?: Ab
 
 /** The native decoder when its program and libraries load on this machine, else undefined (said in the log; a thread asks once). */
 export async function probeNativeHeif(dir = defaultDir()): Promise<NativeHeif | undefined> {
-  const said = await run(dir, ['--version'], undefined).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message }));
+  const said = await run(dir, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message }));
   const version = said.out.toString().trim();
   if (said.code === 0 && /^\d+\.\d+\.\d+$/.test(version)) return { dir, version };
   workerLog.warn({ event: 'heic.native_unavailable', dir, reason: said.err || `exit ${said.code ?? said.signal}` }, 'HEIC decodes through WebAssembly: the native libheif does not load here');
@@ -130,7 +131,7 @@ export async function decodeHeifNatively(heif: NativeHeif, bytes: Buffer, limits
   const file = await open(path, 'wx+', 0o600);
   try {
     await unlink(path);
-    const r = await run(heif.dir, [String(limits.maxPixels), String(threads)], bytes, limits.signal, file);
+    const r = await run(heif.dir, [String(limits.maxPixels), String(threads)], { input: bytes, signal: limits.signal, output: file });
     if (r.code === 0) return await readPam(file, icc);
     const refused = /^pixels (\d+) (\d+)$/.exec(r.err);
     if (r.code === 3 && refused) checkPixelBudget(Number(refused[1]), Number(refused[2]), limits.maxPixels);
