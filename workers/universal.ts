@@ -267,7 +267,8 @@ class SizeFit {
     // further measurement is needed before the target's own file is made.
     let ratio = (pixels.width * pixels.height) / (probes.proxy.width * probes.proxy.height);
     if (probes.proxy !== pixels && (await probes.size(target)) * ratio > maxBytes * FAR_UNDER) {
-      const [plainFull, plainProxy, proxyFinal] = await Promise.all([plainSize(pixels, target), plainSize(probes.proxy, target), encode(probes.proxy, target)]);
+      const measure = () => Promise.all([plainSize(pixels, target), plainSize(probes.proxy, target), encode(probes.proxy, target)]);
+      const [plainFull, plainProxy, proxyFinal] = await phase('fit', measure);
       ratio = (plainFull / plainProxy) * (proxyFinal.length / (await probes.size(target)));
     }
     return new SizeFit(files, probes, maxBytes, ratio);
