@@ -108,18 +108,23 @@ describe('native HEIC decoding', () => {
     assert.ok(tagged.tiff.equals(tiffOf({ ...plain, icc })));
   });
 
-  it('the picture crosses by a temporary file that is gone when the decode ends, and fails or succeeds', async () => {
+  it('the picture crosses by a temporary file that is gone when the decode ends, and fails or succeeds; through the pipe where no file can be made', async () => {
     const tmp = join(work, 'tmp');
     mkdirSync(tmp);
     const before = process.env.TMPDIR;
-    process.env.TMPDIR = tmp;
+    const whole = await readFile(join(corpus, 'heic/heic-iphone7.heic'));
     try {
-      const whole = await readFile(join(corpus, 'heic/heic-iphone7.heic'));
-      const decoded = await decodeHeifNatively(heif, whole, limits());
-      assert.equal(decoded.data.length, decoded.width * decoded.height * decoded.channels);
+      process.env.TMPDIR = tmp;
+      const byFile = await decodeHeifNatively(heif, whole, limits());
+      assert.equal(byFile.data.length, byFile.width * byFile.height * byFile.channels);
       await rejectsWithJobError(decodeHeifNatively(heif, whole.subarray(0, Math.floor(whole.length * 0.6)), limits()), 'image.truncated');
       await rejectsWithJobError(decodeHeifNatively(heif, whole, limits(1_000_000)), 'image.too_many_pixels');
       assert.deepEqual(readdirSync(tmp), []);
+      process.env.TMPDIR = join(work, 'no-such-dir');
+      const byPipe = await decodeHeifNatively(heif, whole, limits());
+      assert.deepEqual([byPipe.width, byPipe.height, byPipe.channels], [byFile.width, byFile.height, byFile.channels]);
+      assert.ok(Buffer.from(byPipe.data).equals(Buffer.from(byFile.data)));
+      await rejectsWithJobError(decodeHeifNatively(heif, whole.subarray(0, 3000), limits()), 'image.decode_failed');
     } finally {
       if (before === undefined) delete process.env.TMPDIR;
       else process.env.TMPDIR = before;

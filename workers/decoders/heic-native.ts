@@ -91,27 +91,66 @@ export async function probeNativeHeif(dir = defaultDir()): Promise<NativeHeif | 
 /** The longest PAM header the program writes (its fields are at most 10 digits). */
 const PAM_HEADER_MAX = 128;
 
+/** Where the program's picture is read from: its temporary file, or what came through the pipe. */
+interface PamSource {
+  size: number;
+  /** Fills `into` with the bytes from `position` on. */
+  read(into: Buffer, position: number): Promise<void>;
+}
+
+async function fileSource(file: FileHandle): Promise<PamSource> {
+  const { size } = await file.stat();
+  return {
+    size,
+    async read(into, position) {
+      for (let at = 0; at < into.length; ) {
+        const { bytesRead } = await file.read(into, at, into.length - at, position + at);
+        if (bytesRead === 0) throw new JobError('image.decode_failed', 'The native HEIF decoder returned no complete picture.');
+        at += bytesRead;
+      }
+    },
+  };
+}
+
+const piped = (out: Buffer): PamSource => ({ size: out.length, read: async (into, position) => void out.copy(into, 0, position, position + into.length) });
+
 /**
- * The program's PAM (P7) image, 3 or 4 samples per pixel, 8 bits each, read from its file straight
- * into place (pixelsInPlace), the profile `icc` attached.
+ * The program's PAM (P7) image, 3 or 4 samples per pixel, 8 bits each, read straight into place
+ * (pixelsInPlace), the profile `icc` attached.
  */
-async function readPam(file: FileHandle, icc: Buffer | undefined): Promise<RawPixels> {
-  const { buffer: first, bytesRead } = await file.read(Buffer.alloc(PAM_HEADER_MAX), 0, PAM_HEADER_MAX, 0);
-  const end = first.subarray(0, bytesRead).indexOf('ENDHDR\n');
+async function readPam(source: PamSource, icc: Buffer | undefined): Promise<RawPixels> {
+  const first = Buffer.alloc(Math.min(PAM_HEADER_MAX, source.size));
+  await source.read(first, 0);
+  const end = first.indexOf('ENDHDR\n');
   const head = end < 0 ? '' : first.toString('latin1', 0, end);
   const field = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(head)?.[1]);
   const [width, height, depth] = [field('WIDTH'), field('HEIGHT'), field('DEPTH')];
   const start = end + 7;
-  if (!head.startsWith('P7\n') || (depth !== 3 && depth !== 4) || (await file.stat()).size !== start + width * height * depth) {
+  if (!head.startsWith('P7\n') || (depth !== 3 && depth !== 4) || source.size !== start + width * height * depth) {
     throw new JobError('image.decode_failed', 'The native HEIF decoder returned no complete picture.');
   }
-  return pixelsInPlace({ width, height, channels: depth, icc }, async (into) => {
-    for (let at = 0; at < into.length; ) {
-      const { bytesRead: n } = await file.read(into, at, into.length - at, start + at);
-      if (n === 0) throw new JobError('image.decode_failed', 'The native HEIF decoder returned no complete picture.');
-      at += n;
-    }
-  });
+  return pixelsInPlace({ width, height, channels: depth, icc }, (into) => source.read(into, start));
+}
+
+let saidNoFile = false;
+
+/**
+ * A new temporary file, already unlinked (nothing is left behind whatever ends the job), or
+ * undefined where none can be made (the program's picture then comes through the pipe, slower).
+ */
+async function temporaryFile(): Promise<FileHandle | undefined> {
+  const path = join(tmpdir(), `compressd-heif-${randomUUID()}.pam`);
+  let file: FileHandle | undefined;
+  try {
+    file = await open(path, 'wx+', 0o600);
+    await unlink(path);
+    return file;
+  } catch (err) {
+    await file?.close();
+    if (!saidNoFile) workerLog.warn({ event: 'heic.no_temporary_file', dir: tmpdir(), reason: (err as Error).message }, 'HEIC pictures come through a pipe: no temporary file can be made');
+    saidNoFile = true;
+    return undefined;
+  }
 }
 
 /**
@@ -121,23 +160,21 @@ async function readPam(file: FileHandle, icc: Buffer | undefined): Promise<RawPi
  * anything. A file cut short fails as `image.truncated` (libheif-js decoded the tiles it had and
  * left the others grey).
  *
- * The picture comes back through a temporary file, unlinked as soon as it is open: through a pipe,
- * Node reads it in 64 KB pieces, and a 12 MP picture's 36 MB took 0.4 s to cross, longer than the
- * decode (0.35 s); from the file it is one read into its place.
+ * The picture comes back through a temporary file: through a pipe, Node reads it in 64 KB pieces,
+ * and a 12 MP picture's 36 MB took 0.4 s to cross, longer than the decode (0.35 s); from the file it
+ * is one read into its place.
  */
 export async function decodeHeifNatively(heif: NativeHeif, bytes: Buffer, limits: DecodeLimits, icc?: Buffer): Promise<RawPixels> {
   const threads = spareCore() ? availableParallelism() : 1;
-  const path = join(tmpdir(), `compressd-heif-${randomUUID()}.pam`);
-  const file = await open(path, 'wx+', 0o600);
+  const file = await temporaryFile();
   try {
-    await unlink(path);
     const r = await run(heif.dir, [String(limits.maxPixels), String(threads)], { input: bytes, signal: limits.signal, output: file });
-    if (r.code === 0) return await readPam(file, icc);
+    if (r.code === 0) return await readPam(file ? await fileSource(file) : piped(r.out), icc);
     const refused = /^pixels (\d+) (\d+)$/.exec(r.err);
     if (r.code === 3 && refused) checkPixelBudget(Number(refused[1]), Number(refused[2]), limits.maxPixels);
     if (r.code === 1) throw imageError(new Error(`libheif: ${r.err.replace(/^\w+: /, '')}`));
     throw new JobError('image.decode_failed', `libheif failed on this file (${r.signal ? `signal ${r.signal}` : `exit ${r.code}: ${r.err}`}).`);
   } finally {
-    await file.close();
+    await file?.close();
   }
 }
