@@ -1,7 +1,8 @@
 // Issue 40: HEIC decoded natively (Debian's libheif and libde265 in a helper process), with the
 // WebAssembly libheif-js as the fallback where the native libraries do not load.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -17,6 +18,7 @@ import { tenBitAlphaHeic } from './helpers/made-files.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 const HEICS = ['heic/IMG_2682.heic', 'heic/HMD_Nokia_8.3_5G.heif', 'heic/file-type-fixture-heic.heic', 'heic/heic-iphone7.heic', 'heic/iphone_13_pro_max.heic'];
+const canUnshare = spawnSync('unshare', ['-rm', 'true']).status === 0;
 const limits = (maxPixels = 100_000_000) => ({ maxPixels, signal: new AbortController().signal });
 
 let work: string;
@@ -129,6 +131,26 @@ describe('native HEIC decoding', () => {
       if (before === undefined) delete process.env.TMPDIR;
       else process.env.TMPDIR = before;
     }
+  });
+
+  it('a temporary filesystem too small for the picture: it comes through the pipe, the same pixels', { skip: !canUnshare && 'no user namespaces' }, async () => {
+    const small = join(work, 'small-tmp');
+    mkdirSync(small);
+    const bytes = await readFile(join(corpus, 'heic/heic-iphone7.heic'));
+    const here = await decodeHeifNatively(heif, bytes, limits());
+    // Inside a mount namespace of its own, with $TMPDIR a 1 MB tmpfs, a process decodes the same file.
+    const module = new URL('../workers/decoders/heic-native.ts', import.meta.url).href;
+    const script = `const m = await import(${JSON.stringify(module)}); const heif = await m.probeNativeHeif(${JSON.stringify(dir)});
+      const p = await m.decodeHeifNatively(heif, Buffer.from(await (await import('node:fs/promises')).readFile(${JSON.stringify(join(corpus, 'heic/heic-iphone7.heic'))})), { maxPixels: 1e8, signal: new AbortController().signal });
+      process.stdout.write(JSON.stringify({ width: p.width, height: p.height, sha: (await import('node:crypto')).createHash('sha256').update(p.data).digest('hex') }));`;
+    const shell = `mount -t tmpfs -o size=1m tmpfs "${small}" && exec "${process.execPath}" --import tsx --input-type=module -e '${script.replace(/'/g, `'\\''`)}'`;
+    const r = spawnSync('unshare', ['-rm', '/bin/sh', '-c', shell], { env: { ...process.env, TMPDIR: small }, encoding: 'utf8', cwd: new URL('..', import.meta.url).pathname });
+    assert.equal(r.status, 0, r.stderr);
+    // The log's lines first, then the answer.
+    const lines = r.stdout.trim().split('\n');
+    assert.ok(lines.some((line) => JSON.parse(line).event === 'heic.temporary_file_failed'), r.stdout);
+    const sha = createHash('sha256').update(here.data).digest('hex');
+    assert.deepEqual(JSON.parse(lines.at(-1)!), { width: here.width, height: here.height, sha });
   });
 
   it("asks the program's malloc, either of them, for huge pages, keeping what the operator set", () => {

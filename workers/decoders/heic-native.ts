@@ -166,10 +166,17 @@ async function temporaryFile(): Promise<FileHandle | undefined> {
  */
 export async function decodeHeifNatively(heif: NativeHeif, bytes: Buffer, limits: DecodeLimits, icc?: Buffer): Promise<RawPixels> {
   const threads = spareCore() ? availableParallelism() : 1;
+  const decode = (output?: FileHandle) => run(heif.dir, [String(limits.maxPixels), String(threads)], { input: bytes, signal: limits.signal, output });
   const file = await temporaryFile();
   try {
-    const r = await run(heif.dir, [String(limits.maxPixels), String(threads)], { input: bytes, signal: limits.signal, output: file });
-    if (r.code === 0) return await readPam(file ? await fileSource(file) : piped(r.out), icc);
+    let r = await decode(file);
+    if (file && r.code === 0) return await readPam(await fileSource(file), icc);
+    if (file && r.code === 2 && r.err.startsWith('output:')) {
+      // The file's filesystem is full (a small tmpfs, a large picture): the pipe needs no room.
+      workerLog.warn({ event: 'heic.temporary_file_failed', dir: tmpdir(), reason: r.err }, 'a HEIC picture did not fit in a temporary file and comes through a pipe');
+      r = await decode();
+    }
+    if (r.code === 0) return await readPam(piped(r.out), icc);
     const refused = /^pixels (\d+) (\d+)$/.exec(r.err);
     if (r.code === 3 && refused) checkPixelBudget(Number(refused[1]), Number(refused[2]), limits.maxPixels);
     if (r.code === 1) throw imageError(new Error(`libheif: ${r.err.replace(/^\w+: /, '')}`));
