@@ -71,9 +71,16 @@ export class WasmArena<T extends { heap_base(): number }> {
     return new Uint8Array(this.kept!.memory.buffer, at, n);
   }
 
-  /** `n` bytes of the instance's memory from `at`, copied out. */
+  /**
+   * `n` bytes of the instance's memory from `at`, copied out into memory that is not zeroed first
+   * (`slice`'s is, as is a new Uint8Array's, and here the zeroed allocation cost far more than the
+   * copy): in a document of 600 small pictures (2,745 copies of about 48 KB) the copies took
+   * 1.4-1.9 s with `slice`, 1.3 s into a new Uint8Array, 0.13-0.33 s so.
+   */
   bytes(at: number, n: number): Uint8Array {
-    return new Uint8Array(this.kept!.memory.buffer, at, n).slice();
+    const out = Buffer.allocUnsafeSlow(n);
+    out.set(this.view(at, n));
+    return out;
   }
 
   /** After a call: lets the instance go when its memory grew past keepBytes. */
