@@ -13,8 +13,8 @@
 # `prebuilt` build and the from-source build get the same allocator the same way. The from-source
 # build stage fetches that .deb from Debian's archive (or --build-arg DEBIAN_MIRROR=URL).
 # `docker run -e COMPRESSD_ALLOCATOR=system …` runs on glibc malloc instead, with MALLOC_ARENA_MAX=2.
-# HEIF: the executable also carries Debian's libheif and libde265 with a helper program that decodes
-# HEIC pictures (scripts/heif-decoder.mjs; the .debs pinned there, fetched the same way); they need only
+# HEIF: the executable also carries Debian's libheif, libde265 and dav1d with a helper program that decodes
+# HEIC and AVIF pictures (scripts/heif-decoder.mjs; the .debs pinned there, fetched the same way); they need only
 # the base image's glibc, libstdc++ and zlib.
 #
 # Build arguments:

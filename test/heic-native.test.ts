@@ -1,5 +1,5 @@
-// Issue 40: HEIC decoded natively (Debian's libheif and libde265 in a helper process), with the
-// WebAssembly libheif-js as the fallback where the native libraries do not load.
+// Issue 40: HEIC and AVIF decoded natively (Debian's libheif with libde265 and dav1d in a helper
+// process), with the WebAssembly libheif-js (HEIC) and libvips (AVIF) where the native libraries do not load.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -9,12 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
-import { decodeHeifWasm, useNativeHeif } from '../workers/decoders/heic.ts';
-import { decodeHeifNatively, probeNativeHeif, programEnv, type NativeHeif } from '../workers/decoders/heic-native.ts';
+import { decodeHeifWasm } from '../workers/decoders/heic.ts';
+import { decodeHeifNatively, probeNativeHeif, programEnv, useNativeHeif, type NativeHeif } from '../workers/decoders/heic-native.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
+import { imageError } from '../workers/image/decode-policy.ts';
 import { tiffOf, type RawPixels } from '../workers/decoders/pixels.ts';
 import { rejectsWithJobError } from './helpers/job-error.ts';
-import { tenBitAlphaHeic } from './helpers/made-files.ts';
+import { rangeMismatchAvif, tenBitAlphaAvif, tenBitAlphaHeic, tenBitP3Avif } from './helpers/made-files.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
 const HEICS = ['heic/IMG_2682.heic', 'heic/HMD_Nokia_8.3_5G.heif', 'heic/file-type-fixture-heic.heic', 'heic/heic-iphone7.heic', 'heic/iphone_13_pro_max.heic'];
@@ -176,5 +177,70 @@ describe('native HEIC decoding', () => {
     } finally {
       useNativeHeif(dir);
     }
+  });
+});
+
+describe('native AVIF decoding', () => {
+  const AVIFS = ['avif/Irvine_CA.avif', 'avif/immich-8bit-sRGB.avif', 'avif/immich-10bit-HDR-P3-nclx.avif', 'avif/file-type-sequence-animated.avif'];
+  let broken: string;
+  before(() => {
+    broken = join(work, 'no-native-avif');
+    cpSync(dir, broken, { recursive: true });
+    writeFileSync(join(broken, 'libdav1d.so.6'), '');
+  });
+
+  /** The picture as the universal compressor normalises it (8-bit sRGB), and which path decoded it. */
+  async function shown(bytes: Buffer, native: boolean): Promise<{ via: string; pixels: RawPixels }> {
+    useNativeHeif(native ? dir : broken);
+    try {
+      const { decoded } = await decodeImage(bytes, 'avif', limits());
+      const { data, info } = await decoded.image.rotate().toColourspace('srgb').raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+      return { via: decoded.via, pixels: { data, width: info.width, height: info.height, channels: info.channels } };
+    } finally {
+      useNativeHeif(dir);
+    }
+  }
+
+  // The helper carries dav1d; where it does not load, libvips decodes (sharp's libheif and dav1d).
+  const cases: [string, () => Promise<string>][] = [
+    ...AVIFS.map((rel): [string, () => Promise<string>] => [rel, async () => join(corpus, rel)]),
+    ['a made 10-bit 4:4:4 AVIF with alpha', () => tenBitAlphaAvif(join(work, 'ten-bit-alpha.avif'))],
+    ['a made AVIF whose colr says full range and its bitstream limited', () => rangeMismatchAvif(join(work, 'range-mismatch.avif'))],
+  ];
+  for (const [name, file] of cases) {
+    it(`${name}: by the helper, the picture libvips decodes, within a level`, async () => {
+      const bytes = await readFile(await file());
+      const [native, vips] = [await shown(bytes, true), await shown(bytes, false)];
+      assert.deepEqual([native.via, vips.via], ['libheif', 'sharp:heif']);
+      assert.ok(difference(native.pixels, vips.pixels).max <= 1, JSON.stringify(difference(native.pixels, vips.pixels)));
+    });
+  }
+
+  it('samples deeper than 8 bits in a profile of their own stay with libvips, converted at 16 bits', async () => {
+    const bytes = await readFile(await tenBitP3Avif(join(work, 'ten-bit-p3.avif')));
+    assert.ok((await sharp(bytes).metadata()).icc);
+    assert.equal((await shown(bytes, true)).via, 'sharp:heif');
+  });
+
+  it('a file the helper cannot decode fails with the code libvips gives it, and its pixel budget first', async () => {
+    const whole = await readFile(join(corpus, 'avif/immich-8bit-sRGB.avif'));
+    for (const bytes of [whole.subarray(0, Math.floor(whole.length * 0.6)), whole.subarray(0, 600)]) {
+      const codes: string[] = [];
+      for (const native of [true, false]) {
+        useNativeHeif(native ? dir : broken);
+        try {
+          await decodeImage(bytes, 'avif', limits()).then((d) => d.decoded.image.raw().toBuffer());
+          codes.push('decoded');
+        } catch (err) {
+          // libvips fails lazily, when the pixels are asked for; the compressors map that as the door does.
+          codes.push(imageError(err).code);
+        } finally {
+          useNativeHeif(dir);
+        }
+      }
+      assert.equal(codes[0], codes[1]);
+      assert.match(codes[0], /^image\./);
+    }
+    await rejectsWithJobError(decodeImage(whole, 'avif', limits(1_000_000)), 'image.too_many_pixels');
   });
 });

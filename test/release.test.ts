@@ -369,10 +369,10 @@ console.log(JSON.stringify(done));
     assert.deepEqual(jemalloc.map((c) => c.purl?.replace(/\?.*/, '')).sort(), ['pkg:deb/debian/libjemalloc2@5.3.0-1', 'pkg:deb/debian/libjemalloc2@5.3.0-1'], 'one jemalloc per CPU, from Debian');
     assert.ok(jemalloc.every((c) => c.version === allocatorOf('x64').version && JSON.stringify(c.licenses) === '[{"license":{"id":"BSD-2-Clause"}}]'));
     // The HEIF decoder's libraries, one .deb per CPU each, besides the WebAssembly fallback inside libheif-js.
-    for (const [name, deb] of [['libheif', 'libheif1'], ['libde265', 'libde265-0']]) {
+    for (const [name, deb, licence] of [['libheif', 'libheif1', 'LGPL-3.0-or-later'], ['libde265', 'libde265-0', 'LGPL-3.0-or-later'], ['dav1d', 'libdav1d6', 'BSD-2-Clause']]) {
       const fromDebian = named(name).filter((c) => c.purl?.startsWith(`pkg:deb/debian/${deb}@`));
       assert.deepEqual(fromDebian.map((c) => /arch=(\w+)/.exec(c.purl!)?.[1]).sort(), ['amd64', 'arm64'], `${name} from Debian for both CPUs`);
-      assert.ok(fromDebian.every((c) => JSON.stringify(c.licenses) === '[{"license":{"id":"LGPL-3.0-or-later"}}]'));
+      assert.ok(fromDebian.every((c) => JSON.stringify(c.licenses) === `[{"license":{"id":"${licence}"}}]`));
     }
 
     const listed = new Set(bom.components.map((c) => `${c.group ? `${c.group}/` : ''}${c.name}@${c.version}`));
@@ -397,8 +397,11 @@ console.log(JSON.stringify(done));
       assert.match(notices, /Node\.js is licensed for use as follows/);
       assert.match(notices, /^3\. jemalloc \d+\.\d+\.\d+ \(the memory allocator, from Debian's libjemalloc2 [^)]+\) — BSD-2-Clause$/m);
       assert.match(notices, /Copyright: 2002-present Jason Evans/);
-      assert.match(notices, /^3a\. The HEIF decoder: libheif 1\.15\.\d+ and libde265 1\.0\.\d+ \(from Debian's libheif1 [^,]+, libde265-0 [^)]+\)$/m);
+      assert.match(notices, /^3a\. The HEIF decoder: libheif 1\.15\.\d+, libde265 1\.0\.\d+ and dav1d 1\.0\.\d+ \(from Debian's libheif1 [^,]+, libde265-0 [^,]+, libdav1d6 [^)]+\)$/m);
       assert.match(notices, /^ {2}- libde265 1\.0\.\d+ \(LGPL-3\.0-or-later\), inside the HEIF decoder \(lib\/heif\)$/m);
+      assert.doesNotMatch(notices, /^ {2}- dav1d/m, 'dav1d is not under the LGPL');
+      assert.match(notices, /dav1d is under BSD-2-Clause\./);
+      assert.match(notices, /^----- libdav1d6$/m);
       assert.match(notices, /LD_LIBRARY_PATH=\/path\/to\/your\/libs compressd serve/);
       assert.match(notices, /libvips 8\.\d+\.\d+ — LGPL-3\.0-or-later/);
       assert.match(notices, /LD_PRELOAD=\/path\/to\/your\/libvips-cpp\.so/);

@@ -1,5 +1,5 @@
 // THIRD_PARTY_NOTICES.txt of one executable: Node's licence, the LGPL libraries and how to replace
-// them, jemalloc and the HEIF decoder's libheif and libde265 with Debian's copyright files, the native
+// them, jemalloc and the HEIF decoder's libheif, libde265 and dav1d with Debian's copyright files, the native
 // libraries with their licences, and every npm package with its licence text.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +12,8 @@ const COMMON_LICENCES = ['/usr/share/common-licenses/LGPL-3', '/usr/share/common
 export class NoticesError extends Error {}
 
 const rule = (title) => `\n${'='.repeat(100)}\n${title}\n${'='.repeat(100)}\n`;
+/** a, b and c */
+const inWords = (items) => (items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
 const licenceText = (l) => (l ? (l.id ?? l.expression ?? l.name) : 'not recorded');
 
 function declaredLicence(pkg) {
@@ -38,7 +40,9 @@ export function notices({ root, version, contents, libraries }) {
   const sharpAddon = npm.find((p) => /^@img\/sharp-linux-/.test(p.name));
   const vips = libraries.find((l) => l.name === 'libvips');
   const heif = contents.heifDecoder;
-  const lgpl = [...heif.libraries.map((l) => ({ ...l, carriedBy: `the HEIF decoder (${heif.path})` })), ...libraries.filter(isLgpl)];
+  const heifLgpl = heif.libraries.filter(isLgpl);
+  const lgpl = [...heifLgpl.map((l) => ({ ...l, carriedBy: `the HEIF decoder (${heif.path})` })), ...libraries.filter(isLgpl)];
+  const names = (list) => inWords(list.map((l) => l.path.split('/').pop()));
   const soname = readdirSync(join(root, libvips.source, 'lib')).find((f) => f.startsWith('libvips-cpp.so'));
   const out = [];
 
@@ -73,7 +77,7 @@ export function notices({ root, version, contents, libraries }) {
     '    (the dynamic loader then satisfies sharp\'s dependency on that soname with your library). Replacing the',
     '    extracted file in place does not last: every start checks the extracted files\' sizes and extracts a',
     '    changed tree again.',
-    `  * The native libheif and libde265 (Debian's ${heif.libraries.map((l) => l.path.split('/').pop()).join(' and ')}) lie in ${heif.path} of the`,
+    `  * The native ${inWords(heifLgpl.map((l) => l.name))} (Debian's ${names(heifLgpl)}) lie in ${heif.path} of the`,
     `    same extracted tree, beside the program ${heif.program} that compressd runs for each HEIF picture. That`,
     '    program looks in the directories of LD_LIBRARY_PATH before its own, so',
     '      LD_LIBRARY_PATH=/path/to/your/libs compressd serve',
@@ -95,11 +99,11 @@ export function notices({ root, version, contents, libraries }) {
     readFileSync(join(root, allocator.copyright), 'utf8').trim(),
   );
 
-  out.push(rule(`3a. The HEIF decoder: ${heif.libraries.map((l) => `${l.name} ${l.version}`).join(' and ')} (from Debian's ${heif.libraries.map((l) => `${l.debian.package} ${l.debian.version}`).join(', ')})`));
+  out.push(rule(`3a. The HEIF decoder: ${inWords(heif.libraries.map((l) => `${l.name} ${l.version}`))} (from Debian's ${heif.libraries.map((l) => `${l.debian.package} ${l.debian.version}`).join(', ')})`));
   out.push(
-    `The runtime tree's ${heif.path} holds ${heif.libraries.map((l) => l.path.split('/').pop()).join(' and ')}, taken unchanged from ${heif.libraries.map((l) => l.deb.name).join(' and ')},`,
-    `and the program ${heif.program} (compressd's own, MIT) built against them. libheif's links to x265, libaom and dav1d`,
-    'are met by a stub of compressd\'s own (MIT) under those libraries\' names: none of them is carried. Debian\'s copyright files, verbatim:',
+    `The runtime tree's ${heif.path} holds ${names(heif.libraries)}, taken unchanged from ${inWords(heif.libraries.map((l) => l.deb.name))},`,
+    `and the program ${heif.program} (compressd's own, MIT) built against them. ${heif.libraries.filter((l) => !isLgpl(l)).map((l) => `${l.name} is under ${licenceText(l.licence)}. `).join('')}libheif's links to x265 and libaom`,
+    'are met by a stub of compressd\'s own (MIT) under those libraries\' names: neither is carried. Debian\'s copyright files, verbatim:',
   );
   for (const l of heif.libraries) out.push('', `----- ${l.debian.package}`, '', readFileSync(join(root, l.copyright), 'utf8').trim());
 

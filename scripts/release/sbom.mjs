@@ -2,7 +2,7 @@
 // package-lock.json, so the arm64 platform packages, which are not installed here, are in it),
 // kept to the packages the executables contain; then the embedded Node with the libraries it is
 // built from, the native libraries inside the npm packages, the jemalloc each executable preloads, and
-// Debian's libheif and libde265 its HEIF decoder runs on.
+// Debian's libheif, libde265 and dav1d its HEIF decoder runs on.
 // Without a serial number or timestamp (`--output-reproducible`): scripts/release.mjs gives it the release's.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';

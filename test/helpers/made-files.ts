@@ -461,6 +461,15 @@ export async function tenBitAlphaAvif(path: string, edge = 1070): Promise<string
   return path;
 }
 
+/** The same vignetted photo as a 10-bit AVIF in the Display P3 profile, embedded (made with avifenc), as wide-gamut editors export it. */
+export async function tenBitP3Avif(path: string, edge = 640): Promise<string> {
+  const [png, icc] = [`${path}.png`, `${path}.icc`];
+  await vignettedPng(png, edge);
+  await writeFile(icc, await paddedP3Profile(0));
+  await exec('avifenc', ['--speed', '8', '--depth', '10', '--min', '10', '--max', '20', '--icc', icc, png, path]);
+  return path;
+}
+
 /** The same vignetted photo as a 10-bit 4:2:0 HEIC with an alpha plane, made with libheif's heif-enc (x265). */
 export async function tenBitAlphaHeic(path: string, edge = 700): Promise<string> {
   const png = `${path}.png`;

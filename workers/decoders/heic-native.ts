@@ -13,10 +13,10 @@ import { pixelsInPlace, type RawPixels } from './pixels.ts';
 import type { DecodeLimits } from './types.ts';
 
 /**
- * HEIF through Debian's libheif and libde265, natively: a small program (heif/decode.c, built with its
- * libraries by scripts/heif-decoder.mjs) run once per picture, which reads the file on stdin and writes
- * a PAM image to stdout. A process of its own, so that a fault of the HEVC decoder on a hostile file
- * fails one job instead of ending the server. In the single executable it lies in the runtime tree's
+ * HEIF through Debian's libheif, natively, with libde265 for HEIC (HEVC) and dav1d for AVIF (AV1): a
+ * small program (heif/decode.c, built with its libraries by scripts/heif-decoder.mjs) run once per
+ * picture, which reads the file on stdin and writes a PAM image to stdout. A process of its own, so
+ * that a fault of a video decoder on a hostile file fails one job instead of ending the server. In the single executable it lies in the runtime tree's
  * lib/heif (the pool hands its threads the tree's path); from source in dist/heif-decoder/<cpu>.
  */
 const PROGRAM = 'compressd-heif-decode';
@@ -79,12 +79,25 @@ function run(dir: string, args: string[], io: { input?: Buffer; signal?: AbortSi
   });
 }
 
+let native: Promise<NativeHeif | undefined> | undefined;
+
+/** This thread's native decoder, probed on first use: undefined where it does not load (HEIC then decodes through WebAssembly, AVIF through libvips). */
+export function nativeHeif(): Promise<NativeHeif | undefined> {
+  native ??= probeNativeHeif();
+  return native;
+}
+
+/** Decode with the native decoder in `dir` when it loads there, else without it (tests point it at a broken one). */
+export function useNativeHeif(dir?: string): void {
+  native = probeNativeHeif(dir);
+}
+
 /** The native decoder when its program and libraries load on this machine, else undefined (said in the log; a thread asks once). */
 export async function probeNativeHeif(dir = defaultDir()): Promise<NativeHeif | undefined> {
   const said = await run(dir, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message }));
   const version = said.out.toString().trim();
   if (said.code === 0 && /^\d+\.\d+\.\d+$/.test(version)) return { dir, version };
-  workerLog.warn({ event: 'heic.native_unavailable', dir, reason: said.err || `exit ${said.code ?? said.signal}` }, 'HEIC decodes through WebAssembly: the native libheif does not load here');
+  workerLog.warn({ event: 'heic.native_unavailable', dir, reason: said.err || `exit ${said.code ?? said.signal}` }, 'HEIC decodes through WebAssembly and AVIF through libvips: the native libheif does not load here');
   return undefined;
 }
 
@@ -147,7 +160,7 @@ async function temporaryFile(): Promise<FileHandle | undefined> {
     return file;
   } catch (err) {
     await file?.close();
-    if (!saidNoFile) workerLog.warn({ event: 'heic.no_temporary_file', dir: tmpdir(), reason: (err as Error).message }, 'HEIC pictures come through a pipe: no temporary file can be made');
+    if (!saidNoFile) workerLog.warn({ event: 'heic.no_temporary_file', dir: tmpdir(), reason: (err as Error).message }, 'HEIF pictures come through a pipe: no temporary file can be made');
     saidNoFile = true;
     return undefined;
   }
@@ -173,7 +186,7 @@ export async function decodeHeifNatively(heif: NativeHeif, bytes: Buffer, limits
     if (file && r.code === 0) return await readPam(await fileSource(file), icc);
     if (file && r.code === 2 && r.err.startsWith('output:')) {
       // The file's filesystem is full (a small tmpfs, a large picture): the pipe needs no room.
-      workerLog.warn({ event: 'heic.temporary_file_failed', dir: tmpdir(), reason: r.err }, 'a HEIC picture did not fit in a temporary file and comes through a pipe');
+      workerLog.warn({ event: 'heic.temporary_file_failed', dir: tmpdir(), reason: r.err }, 'a HEIF picture did not fit in a temporary file and comes through a pipe');
       r = await decode();
     }
     if (r.code === 0) return await readPam(piped(r.out), icc);

@@ -4,7 +4,7 @@ import sharp from 'sharp';
 import type { Metadata } from 'sharp';
 import { JobError } from '../contract.ts';
 import { admitPixels, checkPixelBudget } from '../image/decode-policy.ts';
-import { decodeHeifNatively, probeNativeHeif, type NativeHeif } from './heic-native.ts';
+import { decodeHeifNatively, nativeHeif } from './heic-native.ts';
 import { sharpFromPixels, type RawPixels } from './pixels.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
@@ -23,13 +23,6 @@ import type { Decoded, DecodeLimits } from './types.ts';
  * on a few tenths of a percent of the samples of a phone photo; the native pixels with both filters
  * switched off equal the WebAssembly ones within 1).
  */
-
-let native: Promise<NativeHeif | undefined> | undefined;
-
-/** Decode with the native decoder in `dir` when it loads there, else with WebAssembly (tests point it at a broken one). */
-export function useNativeHeif(dir?: string): void {
-  native = probeNativeHeif(dir);
-}
 
 /** One libheif-js instance per pool thread, dropped after any WebAssembly fault so the next job gets a clean one. */
 
@@ -77,8 +70,7 @@ export async function decodeHeic(bytes: Buffer, limits: DecodeLimits): Promise<D
   }
   await admitPixels(meta.width ?? 0, meta.height ?? 0, limits.maxPixels);
   limits.signal.throwIfAborted();
-  native ??= probeNativeHeif();
-  const heif = await native;
+  const heif = await nativeHeif();
   const pixels = heif ? await decodeHeifNatively(heif, bytes, limits, meta.icc) : { ...(await decodeHeifWasm(bytes, limits)), icc: meta.icc };
   return {
     image: sharpFromPixels(pixels),

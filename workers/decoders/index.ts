@@ -1,9 +1,10 @@
+import { decodeAvif } from './avif.ts';
 import { decodeBmp } from './bmp.ts';
 import { detectFamily, type Family } from './detect.ts';
 import { decodeHeic } from './heic.ts';
 import { decodePsd } from './psd.ts';
 import { decodeRaw } from './raw.ts';
-import { decodeAvif, decodeWithSharp } from './sharp-native.ts';
+import { decodeWithSharp } from './sharp-native.ts';
 import type { Decoded, Decoder, DecodeLimits } from './types.ts';
 
 export type { Family } from './detect.ts';

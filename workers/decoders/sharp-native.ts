@@ -1,7 +1,5 @@
 import sharp from 'sharp';
 import type { Sharp } from 'sharp';
-import { JobError } from '../contract.ts';
-import { withColrRange } from './av1-colour.ts';
 import { admitPixels, checkPixelBudget, decodeOptions, MAX_PIXELS } from '../image/decode-policy.ts';
 import { readHeader, type HeaderFacts, type ImageSource } from '../image/probe.ts';
 import { isSrgbProfile } from '../image/srgb-profile.ts';
@@ -42,24 +40,4 @@ export async function openWithLibvips(source: ImageSource, read: LibvipsRead): P
 export async function decodeWithSharp(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
   const { image, facts } = await openWithLibvips(bytes, { maxPixels: limits.maxPixels, memory: 'reserve' });
   return { image, width: facts.width, height: facts.height, orientation: facts.orientation, exif: facts.exif, via: `sharp:${facts.format}` };
-}
-
-/**
- * AVIF, including image sequences (animated AVIF): libvips recognises a HEIF file by its major
- * brand and does not know the sequence brand `avis`, although such files also carry a still
- * primary image (the first frame, as libavif writes them). A sequence with a primary item is
- * therefore read through a copy whose major brand says `avif`; one without fails as an
- * unsupported variant. The colour range is the file's `colr` property's (see av1-colour.ts).
- */
-export function decodeAvif(input: Buffer, limits: DecodeLimits): Promise<Decoded> {
-  const bytes = withColrRange(input);
-  const sequence = bytes.length > 16 && bytes.toString('latin1', 8, 12) === 'avis';
-  if (!sequence) return decodeWithSharp(bytes, limits);
-  const meta = bytes.indexOf('meta', 0, 'latin1');
-  if (meta < 0 || meta > 4096 || bytes.indexOf('pitm', meta, 'latin1') < 0) {
-    throw new JobError('image.unsupported_variant', 'This animated AVIF has no still primary image to read the first frame from.');
-  }
-  const still = bytes === input ? Buffer.from(bytes) : bytes;
-  still.write('avif', 8, 'latin1');
-  return decodeWithSharp(still, limits);
 }

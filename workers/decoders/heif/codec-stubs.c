@@ -1,16 +1,15 @@
 /*
  * Stand-ins for the codec libraries Debian's libheif 1.15 links but compressd's HEIF decoder never
- * calls: x265 (HEVC encoding), libaom (AV1 encoding and decoding) and dav1d (AV1 decoding).
- * libheif 1.15 links them directly (no plugins), with BIND_NOW, so each of their symbols must
- * resolve when it loads; only HEVC decoding is used here (AVIF goes through sharp's libvips), so
- * these entry points only ever answer "not available". Carrying them instead would add 23 MB per
- * CPU, and x265 is GPL-2.0-or-later. The same file is linked three times, once per SONAME
- * (scripts/heif-decoder.mjs); a libheif call into one of them fails as an unsupported codec.
+ * calls: x265 (HEVC encoding) and libaom (AV1 encoding, and decoding, which dav1d does here: libheif
+ * prefers it). libheif 1.15 links them directly (no plugins), with BIND_NOW, so each of their
+ * symbols must resolve when it loads; these entry points only ever answer "not available".
+ * Carrying them instead would add 21 MB per CPU, and x265 is GPL-2.0-or-later. The same file is
+ * linked twice, once per SONAME (scripts/heif-decoder.mjs); a libheif call into one of them fails
+ * as an unsupported codec.
  */
 #include <stddef.h>
 
 #define AOM_CODEC_INCAPABLE 4
-#define DAV1D_ENOSYS (-38)
 
 /* x265 */
 const void *x265_api_get_199(int bit_depth) { (void)bit_depth; return NULL; }
@@ -34,13 +33,3 @@ const void *aom_codec_get_cx_data(void *ctx, const void **iter) { (void)ctx; (vo
 void *aom_codec_get_frame(void *ctx, const void **iter) { (void)ctx; (void)iter; return NULL; }
 void *aom_img_alloc(void *img, int fmt, unsigned w, unsigned h, unsigned align) { (void)img; (void)fmt; (void)w; (void)h; (void)align; return NULL; }
 void aom_img_free(void *img) { (void)img; }
-
-/* dav1d */
-void dav1d_default_settings(void *s) { (void)s; }
-int dav1d_open(void **c, const void *s) { if (c) *c = NULL; (void)s; return DAV1D_ENOSYS; }
-void dav1d_close(void **c) { if (c) *c = NULL; }
-unsigned char *dav1d_data_create(void *data, size_t size) { (void)data; (void)size; return NULL; }
-void dav1d_data_unref(void *data) { (void)data; }
-int dav1d_send_data(void *c, void *in) { (void)c; (void)in; return DAV1D_ENOSYS; }
-int dav1d_get_picture(void *c, void *out) { (void)c; (void)out; return DAV1D_ENOSYS; }
-void dav1d_picture_unref(void *p) { (void)p; }

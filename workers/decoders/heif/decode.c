@@ -1,8 +1,8 @@
 /*
  * compressd-heif-decode: decodes the primary image of a HEIF file read from stdin with Debian's
- * libheif and libde265, and writes its pixels to stdout as a PAM (P7) image, 8 bits per sample,
- * RGB or RGB_ALPHA. workers/decoders/heic-native.ts runs it; a separate process, so that a fault in
- * the HEVC decoder on a hostile file ends this program, not the server.
+ * libheif (HEVC through libde265, AV1 through dav1d), and writes its pixels to stdout as a PAM (P7)
+ * image, 8 bits per sample, RGB or RGB_ALPHA. workers/decoders/heic-native.ts runs it; a separate
+ * process, so that a fault in a video decoder on a hostile file ends this program, not the server.
  *
  *   compressd-heif-decode MAX_PIXELS THREADS     decode; THREADS bounds libheif's grid-tile threads
  *   compressd-heif-decode --version              print libheif's version (proves the libraries load)
