@@ -16,8 +16,9 @@ import type { DecodeLimits } from './types.ts';
  * HEIF through Debian's libheif, natively, with libde265 for HEIC (HEVC) and dav1d for AVIF (AV1): a
  * small program (heif/decode.c, built with its libraries by scripts/heif-decoder.mjs) run once per
  * picture, which reads the file on stdin and writes a PAM image to stdout. A process of its own, so
- * that a fault of a video decoder on a hostile file fails one job instead of ending the server. In the single executable it lies in the runtime tree's
- * lib/heif (the pool hands its threads the tree's path); from source in dist/heif-decoder/<cpu>.
+ * that a fault of a video decoder on a hostile file fails one job instead of ending the server. In
+ * the single executable it lies in the runtime tree's lib/heif (the pool hands its threads the
+ * tree's path); from source in dist/heif-decoder/<cpu>.
  */
 const PROGRAM = 'compressd-heif-decode';
 const TREE_DIR = 'lib/heif';
