@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp, { type JpegOptions } from 'sharp';
 import { jpegOptions, jpegPipeline, type JpegSetting } from '../workers/image/encode.ts';
+import { programEnv } from '../workers/decoders/heic-native.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import type { Pixels } from '../workers/image/ssim.ts';
 import type { Profile } from '../workers/shared/profile.ts';
@@ -16,6 +17,8 @@ interface Decoder {
   /** Shell script: $1 the input, $2 the output file (named with the decoder's extension). */
   script: string;
   ext: 'v' | 'ppm' | 'pam';
+  /** The process's environment, where it is not the benchmark's own. */
+  env?: NodeJS.ProcessEnv;
 }
 
 const VIPS: Decoder = { name: 'vips', script: 'vips copy "$1" "$2"', ext: 'v' };
@@ -28,8 +31,9 @@ const MAGICK: Decoder = { name: 'ImageMagick', script: 'convert "$1[0]" -depth 8
 const HEIF_DIR = fileURLToPath(new URL(`../dist/heif-decoder/${process.arch}`, import.meta.url));
 const LIBHEIF: Decoder = {
   name: 'libheif (Debian)',
-  script: `LD_LIBRARY_PATH="${HEIF_DIR}" MALLOC_CONF=thp:always GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "${HEIF_DIR}/compressd-heif-decode" 100000000 2 < "$1" > "$2"`,
+  script: `"${HEIF_DIR}/compressd-heif-decode" 100000000 2 < "$1" > "$2"`,
   ext: 'pam',
+  env: programEnv(HEIF_DIR),
 };
 
 /** Candidate decoders by input extension; the fastest in the run counts. */
@@ -141,7 +145,7 @@ export async function physicalLimit(input: string, profile: Profile, runs: numbe
     let best: { name: string; ms: number; out: string } | undefined;
     for (const [i, d] of decodersFor(input).entries()) {
       const out = join(dir, `o${i}.${d.ext}`);
-      const ms = await timedMs(runs, () => exec('sh', ['-c', d.script, 'sh', input, out], { maxBuffer: 64 << 20 })).catch(() => undefined);
+      const ms = await timedMs(runs, () => exec('sh', ['-c', d.script, 'sh', input, out], { maxBuffer: 64 << 20, env: d.env })).catch(() => undefined);
       if (ms !== undefined && (!best || ms < best.ms)) best = { name: d.name, ms, out };
     }
     if (!best) return undefined;

@@ -1,11 +1,10 @@
 import { JobError } from '../contract.ts';
 import { admitPixels } from '../image/decode-policy.ts';
 import { readHeader } from '../image/probe.ts';
-import { isSrgbProfile } from '../image/srgb-profile.ts';
 import { withColrRange } from './av1-colour.ts';
 import { decodeHeifNatively, nativeHeif, type NativeHeif } from './heic-native.ts';
 import { sharpFromPixels } from './pixels.ts';
-import { decodeWithSharp } from './sharp-native.ts';
+import { decodeWithSharp, srgbAsStored } from './sharp-native.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
 /**
@@ -52,8 +51,7 @@ async function decodeNatively(heif: NativeHeif, bytes: Buffer, limits: DecodeLim
   if ((facts.icc && facts.depth !== 'uchar') || facts.orientation !== 1) return undefined;
   await admitPixels(facts.width, facts.height, limits.maxPixels);
   limits.signal.throwIfAborted();
-  // An sRGB profile is not converted through, as openWithLibvips does not.
-  const icc = facts.icc && !(await isSrgbProfile(facts.icc)) ? facts.icc : undefined;
+  const icc = (await srgbAsStored(facts)) ? undefined : facts.icc;
   try {
     const pixels = await decodeHeifNatively(heif, bytes, limits, icc);
     return { image: sharpFromPixels(pixels), width: pixels.width, height: pixels.height, orientation: 1, exif: facts.exif, via: 'libheif' };

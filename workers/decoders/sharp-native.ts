@@ -27,9 +27,14 @@ export async function openWithLibvips(source: ImageSource, read: LibvipsRead): P
   const frames = animated ? facts.pages : 1;
   if (read.memory === 'reserve') await admitPixels(facts.width, facts.height, maxPixels, frames);
   else checkPixelBudget(facts.width, facts.height, maxPixels, frames);
-  const ignoreIcc = read.ignoreIcc || (facts.icc !== undefined && facts.space === 'srgb' && facts.depth === 'uchar' && (await isSrgbProfile(facts.icc)));
+  const ignoreIcc = read.ignoreIcc || (await srgbAsStored(facts));
   const image = sharp(source, decodeOptions({ limitInputPixels: maxPixels, ...(animated ? { animated } : {}), ...(ignoreIcc ? { ignoreIcc } : {}) }));
   return { image, facts };
+}
+
+/** An embedded profile that is sRGB itself, on 8-bit RGB: the pixels are taken as stored, not converted through it. */
+export async function srgbAsStored(facts: HeaderFacts): Promise<boolean> {
+  return facts.icc !== undefined && facts.space === 'srgb' && facts.depth === 'uchar' && (await isSrgbProfile(facts.icc));
 }
 
 /**
