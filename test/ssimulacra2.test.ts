@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import { describe, it } from 'node:test';
+import { describe, it, mock } from 'node:test';
 import sharp from 'sharp';
+import { THREAD_IDLE_MS } from '../src/catalog/contract.ts';
 import type { Pixels } from '../workers/image/ssim.ts';
 import { idleArenaBytes, Ssimulacra2Reference, ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 
@@ -55,14 +56,27 @@ describe('SSIMULACRA2 in use', () => {
     assert.ok(again[0] < again[1]);
   });
 
-  it('keeps a finished reference\'s memory for the next one only while references keep coming: a thread at rest lets it go', async () => {
+  it('keeps a finished reference\'s memory for the next one as long as the pool keeps the idle thread, then lets it go', async () => {
     const original = await decode(`${quality}denali.png`);
-    const reference = new Ssimulacra2Reference(original);
-    reference.score(await decode(`${quality}denali.q85-420.jpg`));
-    reference.dispose();
-    assert.ok(idleArenaBytes() > 0, 'a disposed reference\'s arena waits for the next reference');
-    await new Promise((r) => setTimeout(r, 5_500));
-    assert.equal(idleArenaBytes(), 0, 'idle arenas are let go 5 s after the last one went idle');
+    const distorted = await decode(`${quality}denali.q85-420.jpg`);
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      const reference = new Ssimulacra2Reference(original);
+      const first = reference.score(distorted);
+      reference.dispose();
+      const held = idleArenaBytes();
+      assert.ok(held > 0, 'a disposed reference\'s arena waits for the next reference');
+      mock.timers.tick(THREAD_IDLE_MS - 1_000);
+      assert.equal(idleArenaBytes(), held, 'still there for a job that comes within the thread\'s idle time');
+      const next = new Ssimulacra2Reference(original);
+      assert.equal(next.score(distorted), first, 'a reused arena scores the same');
+      assert.ok(idleArenaBytes() < held, 'the next reference took an idle arena');
+      next.dispose();
+      mock.timers.tick(THREAD_IDLE_MS);
+      assert.equal(idleArenaBytes(), 0, 'idle arenas are let go when the pool would let the idle thread go');
+    } finally {
+      mock.timers.reset();
+    }
   });
 
   it('sees colour: a hue shift luma SSIM cannot see costs points', async () => {

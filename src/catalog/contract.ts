@@ -5,6 +5,12 @@ import type { CompressorModule, JobOptions } from './types.ts';
 // import them from here, so the server never imports worker code; what runs inside a thread (the
 // compressor's signature, JobError) is workers/contract.ts.
 
+/**
+ * How long the pool keeps a worker thread that has nothing to run before it exits. A thread keeps
+ * what it reuses from job to job (the perceptual metric's memory, workers/image/ssimulacra2.ts) as long.
+ */
+export const THREAD_IDLE_MS = 60_000;
+
 /** What a compressor is given: files and options, nothing of HTTP, accounts or the engine. */
 export interface CompressJob {
   inputPath: string;

@@ -1,6 +1,6 @@
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import type { CompressOutcome, CompressTask, MemoryAnswer, MemoryAsk, PreviewJob, PreviewOutcome, PreviewTask, ProgressMessage } from '../catalog/contract.ts';
+import { THREAD_IDLE_MS, type CompressOutcome, type CompressTask, type MemoryAnswer, type MemoryAsk, type PreviewJob, type PreviewOutcome, type PreviewTask, type ProgressMessage } from '../catalog/contract.ts';
 import { compressorForJobType } from '../catalog/index.ts';
 import { truncateDetail } from '../errors.ts';
 import { runtimeTree, workerEntry } from '../runtime/bundled.ts';
@@ -103,7 +103,7 @@ export class CompressorPool implements Runner {
       // Threads start with the first job rather than with the process, which keeps start-up short.
       minThreads: 0,
       maxThreads: slots + this.laneSlots,
-      idleTimeout: 60_000,
+      idleTimeout: THREAD_IDLE_MS,
       // One task per thread: a compressor is CPU-bound and already uses libvips' threads.
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 4096 },
@@ -115,7 +115,7 @@ export class CompressorPool implements Runner {
       filename: workerEntry(),
       minThreads: 0,
       maxThreads: this.previewThreads,
-      idleTimeout: 60_000,
+      idleTimeout: THREAD_IDLE_MS,
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 2048 },
       workerData: { runtimeTree: runtimeTree() },

@@ -1,3 +1,4 @@
+import { THREAD_IDLE_MS } from '../../src/catalog/contract.ts';
 import { KERNELS_WASM_BASE64 } from './metric/kernels.ts';
 import type { Pixels } from './ssim.ts';
 import { phaseSync } from '../shared/profile.ts';
@@ -224,12 +225,13 @@ class Arena {
  * Arenas whose reference is gone, kept for the next reference of this thread: a fresh memory's
  * growth and first touch of its pages cost the first score of every reference about as much as
  * the score itself. Idle arenas hold at most IDLE_BYTES (a 1 MP reference's arena is 100-150 MB);
- * a bigger one is let go. They are kept only while references keep coming: IDLE_MS after the last
- * one went idle they are let go, so a thread at rest does not hold a job's worth of memory (the
- * memory budget counts running jobs only; docs/operating.md).
+ * a bigger one is let go. They are kept as long as the pool keeps the idle thread itself: let go
+ * after 5 s, they cost the next job fresh pages again (jobs 6 s apart through the server: a 3 MP
+ * JPG 1.7 -> 1.1 s, an animated GIF 2.0 -> 1.2 s, a transparent logo 3.2 -> 2.0 s) and gave no
+ * memory back, since V8 frees a dropped memory only when it collects it, which an idle thread
+ * seldom does (the server's RSS 1-45 s after a job was the same either way; docs/operating.md, "Memory").
  */
 const IDLE_BYTES = 320 * 1024 * 1024;
-const IDLE_MS = 5_000;
 const idle: Arena[] = [];
 const returned = new FinalizationRegistry<Arena>((arena) => giveBack(arena));
 let forget: ReturnType<typeof setTimeout> | undefined;
@@ -239,7 +241,7 @@ function giveBack(arena: Arena): void {
   if (held + arena.size() > IDLE_BYTES) return;
   idle.push(arena.reset());
   clearTimeout(forget);
-  forget = setTimeout(() => (idle.length = 0), IDLE_MS);
+  forget = setTimeout(() => (idle.length = 0), THREAD_IDLE_MS);
   forget.unref?.();
 }
 
