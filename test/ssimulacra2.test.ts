@@ -79,6 +79,28 @@ describe('SSIMULACRA2 in use', () => {
     }
   });
 
+  it('keeps both backgrounds\' arenas of a transparent picture as large as a search\'s own proxy', () => {
+    // 1,616 × 855, the size of a transparent logo that is its own proxy: its palette search scores it over a dark and a light background.
+    const original = gradient(1616, 855, 4);
+    for (let o = 3; o < original.data.length; o += 4) original.data[o] = (o >> 2) % 1616 < 400 ? 0 : 255;
+    const distorted = { ...original, data: original.data.map((v, i) => (i % 4 === 3 ? v : v ^ 4)) };
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      ssimulacra2(gradient(16, 16, 3), gradient(16, 16, 3));
+      mock.timers.tick(THREAD_IDLE_MS);
+      assert.equal(idleArenaBytes(), 0);
+      const reference = new Ssimulacra2Reference(original);
+      reference.score(distorted);
+      reference.dispose();
+      // Each arena holds this picture's reference and a score's scratch: about 90 bytes a pixel.
+      const pixels = original.width * original.height;
+      assert.ok(idleArenaBytes() >= 2 * 85 * pixels, `both arenas kept for the next search (idle: ${idleArenaBytes()} bytes)`);
+    } finally {
+      mock.timers.tick(THREAD_IDLE_MS);
+      mock.timers.reset();
+    }
+  });
+
   it('sees colour: a hue shift luma SSIM cannot see costs points', async () => {
     const original = gradient(256, 192, 3);
     const shifted = { ...original, data: Uint8Array.from(original.data) };
