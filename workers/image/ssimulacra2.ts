@@ -163,7 +163,7 @@ class Arena {
     // Arithmetic, not bitwise: offsets pass 2 GiB for pictures of 20 MP and more.
     const at = Math.ceil(this.top / 16) * 16;
     this.top = at + bytes;
-    this.grow(this.top - this.memory.buffer.byteLength);
+    this.room(0);
     return at;
   }
 
@@ -191,7 +191,7 @@ class Arena {
    */
   keep(scratch: number): void {
     this.mark = this.top;
-    this.grow(this.top + scratch - this.memory.buffer.byteLength);
+    this.room(scratch);
   }
 
   /**
@@ -200,19 +200,19 @@ class Arena {
    * such, a transparent picture's backgrounds, over what a thread keeps idle).
    */
   reserve(bytes: number): void {
-    const short = this.top + bytes - this.memory.buffer.byteLength;
-    if (short > 0) this.memory.grow(Math.min(Math.ceil(short / WASM_PAGE), MAX_PAGES - this.memory.buffer.byteLength / WASM_PAGE));
+    this.room(bytes, true);
   }
 
   /**
-   * Room for `short` more bytes (none when it is not positive), and at least half the memory's
-   * size more while under the 4 GiB a module can address: a fresh arena grown allocation by
-   * allocation, each growth a call into the engine, cost its first score tens of milliseconds.
+   * Room for `bytes` more past the top. Unless `exact`, at least half the memory's size more while
+   * under the 4 GiB a module can address: a fresh arena grown allocation by allocation, each growth
+   * a call into the engine, cost its first score tens of milliseconds.
    */
-  private grow(short: number): void {
-    if (short <= 0) return;
+  private room(bytes: number, exact = false): void {
     const pages = this.memory.buffer.byteLength / WASM_PAGE;
-    this.memory.grow(Math.max(Math.ceil(short / WASM_PAGE), Math.min(pages >> 1, MAX_PAGES - pages)));
+    const short = Math.ceil((this.top + bytes) / WASM_PAGE) - pages;
+    if (short <= 0) return;
+    this.memory.grow(exact ? Math.min(short, MAX_PAGES - pages) : Math.max(short, Math.min(pages >> 1, MAX_PAGES - pages)));
   }
 
   release(): void {
