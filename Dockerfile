@@ -14,8 +14,9 @@
 # build stage fetches that .deb from Debian's archive (or --build-arg DEBIAN_MIRROR=URL).
 # `docker run -e COMPRESSD_ALLOCATOR=system …` runs on glibc malloc instead, with MALLOC_ARENA_MAX=2.
 # HEIF: the executable also carries Debian's libheif, libde265 and dav1d with a helper program that decodes
-# HEIC and AVIF pictures (scripts/heif-decoder.mjs; the .debs pinned there, fetched the same way); they need only
-# the base image's glibc, libstdc++ and zlib.
+# HEIC and AVIF pictures (scripts/heif-decoder.mjs; the .debs pinned there, fetched the same way), and LibRaw
+# (with GCC's OpenMP runtime, libjpeg-turbo and Little CMS) with one that develops camera RAW files
+# (scripts/raw-decoder.mjs); they need only the base image's glibc, libstdc++ and zlib.
 #
 # Build arguments:
 #   NODE_IMAGE     image of the build stage (Node 24 LTS; any Debian-based Node 24 image will do)
@@ -32,7 +33,7 @@ ARG EXECUTABLE=build
 
 # ---- build: the locked dependencies, then build.mjs (it embeds the pinned Node 24 from node_modules) ----
 FROM ${NODE_IMAGE} AS build
-# A C compiler for the native HEIF decoder's helper program (scripts/heif-decoder.mjs).
+# A C compiler for the native decoders' helper programs (scripts/native-decoder.mjs).
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./

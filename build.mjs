@@ -18,8 +18,9 @@
 // the tree once into a hash-named cache directory (src/runtime/extract.ts). The tree also holds
 // lib/libjemalloc.so.2, Debian's jemalloc for the target CPU (a .deb pinned by SHA256 in
 // scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts);
-// lib/heif, the native HEIF decoder (a helper program with Debian's libheif and libde265,
-// scripts/heif-decoder.mjs) that workers/decoders/heic-native.ts runs; and lib/compressd-init, the init
+// lib/heif and lib/raw, the native decoders (helper programs with Debian's libheif and libde265,
+// scripts/heif-decoder.mjs, and LibRaw, scripts/raw-decoder.mjs) that workers/decoders/heic-native.ts
+// and raw-native.ts run; and lib/compressd-init, the init
 // the executable runs in front of itself when it starts as PID 1 (src/runtime/init.c, src/runtime/pid1.ts).
 // For arm64, the platform packages (the embedded Node, sharp's and @napi-rs's native builds) are
 // not installed on this machine: they are fetched at the versions and integrity hashes that
@@ -35,10 +36,12 @@ import { basename, dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { tsImport } from 'tsx/esm/api';
-import { buildHeifDecoder, HEIF_DECODER_PROGRAM, HeifDecoderError } from './scripts/heif-decoder.mjs';
+import { HEIF_DECODER } from './scripts/heif-decoder.mjs';
 import { buildInitProgram, InitProgramError } from './scripts/init-program.mjs';
 import { fetchJemalloc, JEMALLOC, JemallocError } from './scripts/jemalloc.mjs';
 import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
+import { buildNativeDecoder, NativeDecoderError } from './scripts/native-decoder.mjs';
+import { RAW_DECODER } from './scripts/raw-decoder.mjs';
 
 const ROOT = dirname(fileURLToPath(import.meta.url));
 const OUT = join(ROOT, 'dist');
@@ -58,8 +61,8 @@ const MANIFEST_KEY = '@manifest';
 const ALLOCATOR_KEY = '@allocator';
 /** Where the tree holds the allocator src/runtime/allocator.ts preloads. */
 const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
-/** Where the tree holds the native HEIF decoder (workers/decoders/heic-native.ts looks there). */
-const HEIF_DECODER_PATH = 'lib/heif';
+/** The native decoders, each in the tree's lib/<name> (workers/decoders/native-program.ts looks there). */
+const NATIVE_DECODERS = [HEIF_DECODER, RAW_DECODER];
 /** Where the tree holds the init the executable puts in front of itself as PID 1 (src/runtime/pid1.ts looks there). */
 const INIT_PATH = 'lib/compressd-init';
 /**
@@ -420,21 +423,25 @@ copyFileSync(jemalloc.lib, join(TREE, ALLOCATOR_PATH));
 chmodSync(join(TREE, ALLOCATOR_PATH), 0o644);
 writeFileSync(join(WORK, 'allocator.json'), JSON.stringify({ name: JEMALLOC.name, version: JEMALLOC.version, path: ALLOCATOR_PATH }));
 
-// The native HEIF decoder: its program and libraries; Debian's copyright files stay out of the tree.
-let heif;
-try {
-  heif = await buildHeifDecoder(ARCH, join(WORK, 'heif'));
-} catch (err) {
-  if (err instanceof HeifDecoderError) fail(err.message);
-  throw err;
-}
-mkdirSync(join(TREE, HEIF_DECODER_PATH), { recursive: true });
-for (const entry of readdirSync(join(WORK, 'heif'), { withFileTypes: true })) {
-  if (!entry.isFile()) continue;
-  const from = join(WORK, 'heif', entry.name);
-  if (elfArch(from) !== ARCH) fail(`${entry.name} of the HEIF decoder is not a linux-${ARCH} ELF file`);
-  copyFileSync(from, join(TREE, HEIF_DECODER_PATH, entry.name));
-  chmodSync(join(TREE, HEIF_DECODER_PATH, entry.name), statSync(from).mode & 0o755);
+// The native decoders: their programs and libraries; Debian's copyright files stay out of the tree.
+const decoders = [];
+for (const decoder of NATIVE_DECODERS) {
+  const built = join(WORK, decoder.name);
+  const path = `lib/${decoder.name}`;
+  try {
+    decoders.push({ decoder, path, libraries: (await buildNativeDecoder(decoder, ARCH, built)).libraries });
+  } catch (err) {
+    if (err instanceof NativeDecoderError) fail(err.message);
+    throw err;
+  }
+  mkdirSync(join(TREE, path), { recursive: true });
+  for (const entry of readdirSync(built, { withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const from = join(built, entry.name);
+    if (elfArch(from) !== ARCH) fail(`${entry.name} of ${decoder.title} is not a linux-${ARCH} ELF file`);
+    copyFileSync(from, join(TREE, path, entry.name));
+    chmodSync(join(TREE, path, entry.name), statSync(from).mode & 0o755);
+  }
 }
 
 // The init for PID 1, from our own source.
@@ -508,11 +515,13 @@ writeFileSync(
       node: node.version,
       packages: [...contents.values()].sort((a, b) => a.name.localeCompare(b.name)),
       allocator: { ...JEMALLOC, path: ALLOCATOR_PATH, deb: jemalloc.deb, copyright: relative(ROOT, jemalloc.copyright) },
-      heifDecoder: {
-        path: HEIF_DECODER_PATH,
-        program: HEIF_DECODER_PROGRAM,
-        libraries: heif.libraries.map(({ lib, copyright, ...l }) => ({ ...l, path: `${HEIF_DECODER_PATH}/${lib}`, copyright: relative(ROOT, copyright) })),
-      },
+      decoders: decoders.map(({ decoder, path, libraries }) => ({
+        title: decoder.title,
+        path,
+        program: decoder.program,
+        stubbed: decoder.stubbed ?? [],
+        libraries: libraries.map(({ lib, copyright, ...l }) => ({ ...l, path: `${path}/${lib}`, copyright: relative(ROOT, copyright) })),
+      })),
     },
     null,
     2,
@@ -525,5 +534,5 @@ const carriedNames = [...contents.values()].filter((p) => p.how === 'carried').m
 console.log(
   `build: ${relative(ROOT, EXECUTABLE)} ${mb(statSync(EXECUTABLE).size)} (node ${node.version}, ${targetCheck}; runtime tree ${manifest.id}: ` +
     `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}; allocator: ${JEMALLOC.name} ${JEMALLOC.version} from ${jemalloc.deb.name}; ` +
-    `HEIF decoder: ${heif.libraries.map((l) => `${l.name} ${l.version}`).join(', ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `${decoders.map(({ decoder, libraries }) => `${decoder.title.replace(/^the /, '')}: ${libraries.map((l) => `${l.name} ${l.version}`).join(', ')}`).join('; ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

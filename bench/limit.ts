@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp, { type JpegOptions } from 'sharp';
 import { jpegOptions, jpegPipeline, type JpegSetting } from '../workers/image/encode.ts';
-import { programEnv } from '../workers/decoders/heic-native.ts';
+import { programEnv } from '../workers/decoders/native-program.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import type { Pixels } from '../workers/image/ssim.ts';
 import type { Profile } from '../workers/shared/profile.ts';

@@ -6,39 +6,25 @@
 // in their place it gets workers/decoders/heif/codec-stubs.c under their SONAMEs (21 MB less per CPU,
 // and no GPL x265). The directory holds:
 //   compressd-heif-decode, libheif.so.1, libde265.so.0, libdav1d.so.6, libx265.so.199, libaom.so.3
-// and heic-native.ts runs the program with LD_LIBRARY_PATH naming its own directory.
+// and heic-native.ts runs the program with LD_LIBRARY_PATH naming its own directory (scripts/native-decoder.mjs).
 //
 //   node scripts/heif-decoder.mjs [--arch x64|arm64]    builds dist/heif-decoder/<arch> (from source, npm test does it)
 // build.mjs builds the same into the executable's runtime tree. Needs gcc (and gcc-aarch64-linux-gnu for
 // arm64 on an x64 machine), dpkg-deb, and Debian's archive on the first run (the .debs stay in the build cache).
-import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cCompiler } from './c-compiler.mjs';
-import { DebError, debUrl, fetchDeb, unpackDeb } from './debian-deb.mjs';
+import { buildFromCommandLine } from './native-decoder.mjs';
 
-export class HeifDecoderError extends Error {}
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const SOURCES = join(ROOT, 'workers/decoders/heif');
-export const HEIF_DECODER_PROGRAM = 'compressd-heif-decode';
 const LGPL3 = { id: 'LGPL-3.0-or-later' };
 const BSD2 = { id: 'BSD-2-Clause' };
 
 /** The carried libraries, with what the notices and the SBOM say of them. */
-export const HEIF_LIBRARIES = [
+const LIBRARIES = [
   { name: 'libheif', version: '1.15.1', licence: LGPL3, website: 'https://github.com/strukturag/libheif', debian: { package: 'libheif1', version: '1.15.1-1+deb12u1' }, lib: 'libheif.so.1' },
   { name: 'libde265', version: '1.0.11', licence: LGPL3, website: 'https://github.com/strukturag/libde265', debian: { package: 'libde265-0', version: '1.0.11-1+deb12u3' }, lib: 'libde265.so.0' },
   { name: 'dav1d', version: '1.0.0', licence: BSD2, website: 'https://code.videolan.org/videolan/dav1d', debian: { package: 'libdav1d6', version: '1.0.0-2+deb12u1' }, lib: 'libdav1d.so.6' },
 ];
-/** Libraries libheif links that the stub stands in for. */
-const STUBBED = ['libx265.so.199', 'libaom.so.3'];
-
 const ARCHES = {
   x64: {
-    cc: cCompiler('x64'),
-    triplet: 'x86_64-linux-gnu',
     debs: {
       libheif1: { pool: 'pool/main/libh/libheif/libheif1_1.15.1-1+deb12u1_amd64.deb', sha256: '13a0a3a6e22ddf5eb891b7c7873ace79f13f2c96473576e5f7da2ae3228a2113' },
       'libde265-0': { archive: 'debian-security', pool: 'pool/updates/main/libd/libde265/libde265-0_1.0.11-1+deb12u3_amd64.deb', sha256: '72c3edb400c3494974181e9ca75a11d859c715c9685c38fb251783c7c8841afe' },
@@ -47,8 +33,6 @@ const ARCHES = {
     },
   },
   arm64: {
-    cc: cCompiler('arm64'),
-    triplet: 'aarch64-linux-gnu',
     debs: {
       libheif1: { pool: 'pool/main/libh/libheif/libheif1_1.15.1-1+deb12u1_arm64.deb', sha256: '92dddfa77e4281997af385cb2bc9e8ffa13b0876f889a3d6d6ad177ac968a2bc' },
       'libde265-0': { archive: 'debian-security', pool: 'pool/updates/main/libd/libde265/libde265-0_1.0.11-1+deb12u3_arm64.deb', sha256: '8b49a68b62db516ed18f5990e192e603706f51d994ceb7bfe30080a6871e0cab' },
@@ -58,59 +42,15 @@ const ARCHES = {
   },
 };
 
-function run(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.status !== 0) throw new HeifDecoderError(`${cmd} ${args.join(' ')} failed: ${r.error?.message ?? r.stderr.trim()}`);
-}
+export const HEIF_DECODER = {
+  name: 'heif',
+  title: 'the HEIF decoder',
+  program: 'compressd-heif-decode',
+  libraries: LIBRARIES,
+  link: 'libheif.so.1',
+  // libheif links x265 and libaom, which this decoder never calls (it decodes, and AV1 through dav1d).
+  stubbed: ['libx265.so.199', 'libaom.so.3'],
+  arches: ARCHES,
+};
 
-/**
- * Builds the decoder for `arch` into `dest` (replaced). Returns the carried libraries with their .debs
- * and the paths of Debian's copyright files (under dest/.copyright, which the caller keeps out of the tree).
- */
-export async function buildHeifDecoder(arch, dest) {
-  const target = ARCHES[arch];
-  if (!target) throw new HeifDecoderError(`no HEIF decoder for ${arch}`);
-  rmSync(dest, { recursive: true, force: true });
-  mkdirSync(join(dest, '.copyright'), { recursive: true });
-  const work = mkdtempSync(join(dirname(dest), '.heif-'));
-  try {
-    const fetched = {};
-    for (const [pkg, deb] of Object.entries(target.debs)) {
-      fetched[pkg] = await fetchDeb(deb);
-      unpackDeb(fetched[pkg].file, work);
-    }
-    const libdir = join(work, 'usr/lib', target.triplet);
-    const libraries = HEIF_LIBRARIES.map((l) => {
-      copyFileSync(join(libdir, l.lib), join(dest, l.lib));
-      const copyright = join(dest, '.copyright', l.debian.package);
-      copyFileSync(join(work, 'usr/share/doc', l.debian.package, 'copyright'), copyright);
-      const deb = target.debs[l.debian.package];
-      return { ...l, deb: { name: fetched[l.debian.package].name, sha256: deb.sha256, url: debUrl(deb) }, copyright };
-    });
-    for (const soname of STUBBED) run(target.cc, ['-O2', '-shared', '-fPIC', `-Wl,-soname,${soname}`, '-o', join(dest, soname), join(SOURCES, 'codec-stubs.c')]);
-    const program = join(dest, HEIF_DECODER_PROGRAM);
-    // Linked by file name against the carried libheif, found at run time through LD_LIBRARY_PATH.
-    run(target.cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(work, 'usr/include', target.triplet), '-o', program, join(SOURCES, 'decode.c'), join(dest, 'libheif.so.1'), '-Wl,--allow-shlib-undefined']);
-    for (const f of [...HEIF_LIBRARIES.map((l) => l.lib), ...STUBBED]) chmodSync(join(dest, f), 0o644);
-    chmodSync(program, 0o755);
-    return { program, libraries };
-  } catch (err) {
-    if (err instanceof DebError) throw new HeifDecoderError(err.message);
-    throw err;
-  } finally {
-    rmSync(work, { recursive: true, force: true });
-  }
-}
-
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const at = process.argv.indexOf('--arch');
-  const arch = at < 0 ? 'x64' : process.argv[at + 1];
-  try {
-    const { program } = await buildHeifDecoder(arch, join(ROOT, 'dist', 'heif-decoder', arch));
-    console.log(`heif-decoder: ${program}`);
-  } catch (err) {
-    if (!(err instanceof HeifDecoderError)) throw err;
-    console.error(`heif-decoder: ${err.message}`);
-    process.exit(1);
-  }
-}
+if (process.argv[1] === fileURLToPath(import.meta.url)) await buildFromCommandLine(HEIF_DECODER);

@@ -13,8 +13,8 @@
 //   --out DIR         write the release to DIR instead of dist/release
 //   --no-image        leave out the Docker image (no engine needed)
 // Needs an x64 Linux machine with the locked dependencies installed (`npm ci`) and dpkg-deb, the npm registry
-// for the arm64 platform packages and Debian's archive for the pinned .debs (jemalloc, libheif, libde265;
-// scripts/jemalloc.mjs, scripts/heif-decoder.mjs) and for the base image (debootstrap) on the first run (all
+// for the arm64 platform packages and Debian's archive for the pinned .debs (jemalloc, libheif, libde265, LibRaw;
+// scripts/jemalloc.mjs, scripts/heif-decoder.mjs, scripts/raw-decoder.mjs) and for the base image (debootstrap) on the first run (all
 // cached afterwards). The image is built on the project's private Docker engine (scripts/docker-engine.ts:
 // root, Debian's docker.io and debootstrap), started for the build and stopped afterwards; with DOCKER_HOST
 // set, on that engine instead (with BuildKit and debian:bookworm-slim; `DOCKER` names its CLI).

@@ -80,9 +80,11 @@ before(async () => {
   copyFileSync(join(ROOT, 'dist/compressd'), bin);
   mkdirSync(inputs);
   for (const s of SAMPLES) copyFileSync(join(CORPUS, s), join(inputs, basename(s)));
-  // The source run decodes HEIC natively too (its decoder in dist/heif-decoder), so equal bytes prove the executable's.
-  const heif = spawnSync(process.execPath, ['scripts/heif-decoder.mjs', '--arch', process.arch], { cwd: ROOT, encoding: 'utf8' });
-  assert.equal(heif.status, 0, heif.stderr);
+  // The source run decodes HEIC and RAW natively too (its decoders in dist/<name>-decoder), so equal bytes prove the executable's.
+  for (const script of ['scripts/heif-decoder.mjs', 'scripts/raw-decoder.mjs']) {
+    const decoder = spawnSync(process.execPath, [script, '--arch', process.arch], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(decoder.status, 0, decoder.stderr);
+  }
   // The reference: the same command from source (tsx), in this process.
   const code = await compressCommand([inputs, '--out', sourceOut, '--jobs', '2'], { stdout: sink, stderr: sink, cwd: work });
   assert.equal(code, 0);
@@ -116,6 +118,18 @@ describe('single executable', () => {
     assert.deepEqual(produced, readdirSync(sourceOut).sort());
     assert.equal(produced.length, SAMPLES.length);
     for (const name of produced) assert.ok(readFileSync(join(out, name)).equals(readFileSync(join(sourceOut, name))), `${name} differs from the source run`);
+  });
+
+  test('carries the native decoders (HEIF, RAW), which load from the extracted tree with their own libraries', async () => {
+    const root = join(work, 'cache-decoders');
+    assert.equal((await run(bin, ['--help'], { COMPRESSD_CACHE_DIR: root })).code, 0);
+    const tree = join(root, readdirSync(root).find((n) => TREE_NAME.test(n))!);
+    for (const [name, version] of [['heif', /^1\.15\.\d+$/], ['raw', /^0\.20\.\d+$/]] as const) {
+      const dir = join(tree, 'lib', name);
+      const said = spawnSync(join(dir, `compressd-${name}-decode`), ['--version'], { env: { LD_LIBRARY_PATH: dir }, encoding: 'utf8' });
+      assert.equal(said.status, 0, said.stderr);
+      assert.match(said.stdout.trim(), version, name);
+    }
   });
 
   test('serves under env -i: a JPG job through the API gives the source-run bytes', async () => {

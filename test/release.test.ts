@@ -294,6 +294,13 @@ console.log(JSON.stringify(done));
     const preloaded = await run('/usr/bin/env', offline([QEMU, '-E', `LD_PRELOAD=${join(env.COMPRESSD_CACHE_DIR, tree, jemalloc.path)}`, './compressd', '--version'], env), { cwd: home });
     assert.equal(preloaded.code, 0, preloaded.stderr);
     assert.equal(preloaded.stdout.trim().split('\n').at(-1), `allocator jemalloc ${jemalloc.version} (bundled)`);
+    // So are the native decoders' programs, which the executable, in the same way, cannot start here: they load with their libraries.
+    for (const [name, version] of [['heif', /^1\.15\.\d+$/], ['raw', /^0\.20\.\d+$/]] as const) {
+      const dir = join(env.COMPRESSD_CACHE_DIR, tree, 'lib', name);
+      const said = await run('/usr/bin/env', offline([QEMU, '-E', `LD_LIBRARY_PATH=${dir}`, join(dir, `compressd-${name}-decode`), '--version'], env), { cwd: home });
+      assert.equal(said.code, 0, said.stderr);
+      assert.match(said.stdout.trim(), version, name);
+    }
 
     const out = join(work, 'out-arm64');
     since = Date.now();
@@ -374,6 +381,12 @@ console.log(JSON.stringify(done));
       assert.deepEqual(fromDebian.map((c) => /arch=(\w+)/.exec(c.purl!)?.[1]).sort(), ['amd64', 'arm64'], `${name} from Debian for both CPUs`);
       assert.ok(fromDebian.every((c) => JSON.stringify(c.licenses) === `[{"license":{"id":"${licence}"}}]`));
     }
+    // The RAW decoder's: LibRaw besides the WebAssembly one inside libraw-wasm, and what it links.
+    for (const [name, deb, licence] of [['LibRaw', 'libraw20', 'LGPL-2.1-only OR CDDL-1.0'], ['libgomp', 'libgomp1', 'GPL-3.0-or-later WITH GCC-exception-3.1'], ['libjpeg-turbo', 'libjpeg62-turbo', 'IJG AND BSD-3-Clause AND Zlib']]) {
+      const fromDebian = named(name).filter((c) => c.purl?.startsWith(`pkg:deb/debian/${deb}@`));
+      assert.deepEqual(fromDebian.map((c) => /arch=(\w+)/.exec(c.purl!)?.[1]).sort(), ['amd64', 'arm64'], `${name} from Debian for both CPUs`);
+      assert.ok(fromDebian.every((c) => JSON.stringify(c.licenses) === `[{"expression":"${licence}"}]`), JSON.stringify(fromDebian[0]?.licenses));
+    }
 
     const listed = new Set(bom.components.map((c) => `${c.group ? `${c.group}/` : ''}${c.name}@${c.version}`));
     for (const arch of ['x64', 'arm64'] as const) {
@@ -399,6 +412,9 @@ console.log(JSON.stringify(done));
       assert.match(notices, /Copyright: 2002-present Jason Evans/);
       assert.match(notices, /^3a\. The HEIF decoder: libheif 1\.15\.\d+, libde265 1\.0\.\d+ and dav1d 1\.0\.\d+ \(from Debian's libheif1 [^,]+, libde265-0 [^,]+, libdav1d6 [^)]+\)$/m);
       assert.match(notices, /^ {2}- libde265 1\.0\.\d+ \(LGPL-3\.0-or-later\), inside the HEIF decoder \(lib\/heif\)$/m);
+      assert.match(notices, /^3b\. The RAW decoder: LibRaw 0\.20\.\d+, libgomp 12\.\d+\.\d+, libjpeg-turbo 2\.\d+\.\d+ and lcms2 2\.\d+ \(from Debian's libraw20 [^,]+, libgomp1 [^,]+, libjpeg62-turbo [^,]+, liblcms2-2 [^)]+\)$/m);
+      assert.match(notices, /^ {2}- LibRaw 0\.20\.\d+ \(LGPL-2\.1-only OR CDDL-1\.0\), inside the RAW decoder \(lib\/raw\)$/m);
+      assert.match(notices, /^----- libgomp1$/m);
       assert.doesNotMatch(notices, /^ {2}- dav1d/m, 'dav1d is not under the LGPL');
       assert.match(notices, /dav1d is under BSD-2-Clause\./);
       assert.match(notices, /^----- libdav1d6$/m);

@@ -1,5 +1,6 @@
 // THIRD_PARTY_NOTICES.txt of one executable: Node's licence, the LGPL libraries and how to replace
-// them, jemalloc and the HEIF decoder's libheif, libde265 and dav1d with Debian's copyright files, the native
+// them, jemalloc and the native decoders' libraries (libheif, libde265, dav1d; LibRaw and what it links)
+// with Debian's copyright files, the native
 // libraries with their licences, and every npm package with its licence text.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,9 +40,8 @@ export function notices({ root, version, contents, libraries }) {
   const libvips = npm.find((p) => p.name.startsWith('@img/sharp-libvips-linux-'));
   const sharpAddon = npm.find((p) => /^@img\/sharp-linux-/.test(p.name));
   const vips = libraries.find((l) => l.name === 'libvips');
-  const heif = contents.heifDecoder;
-  const heifLgpl = heif.libraries.filter(isLgpl);
-  const lgpl = [...heifLgpl.map((l) => ({ ...l, carriedBy: `the HEIF decoder (${heif.path})` })), ...libraries.filter(isLgpl)];
+  const decoders = contents.decoders;
+  const lgpl = [...decoders.flatMap((d) => d.libraries.filter(isLgpl).map((l) => ({ ...l, carriedBy: `${d.title} (${d.path})` }))), ...libraries.filter(isLgpl)];
   const names = (list) => inWords(list.map((l) => l.path.split('/').pop()));
   const soname = readdirSync(join(root, libvips.source, 'lib')).find((f) => f.startsWith('libvips-cpp.so'));
   const out = [];
@@ -77,12 +77,18 @@ export function notices({ root, version, contents, libraries }) {
     '    (the dynamic loader then satisfies sharp\'s dependency on that soname with your library). Replacing the',
     '    extracted file in place does not last: every start checks the extracted files\' sizes and extracts a',
     '    changed tree again.',
-    `  * The native ${inWords(heifLgpl.map((l) => l.name))} (Debian's ${names(heifLgpl)}) lie in ${heif.path} of the`,
-    `    same extracted tree, beside the program ${heif.program} that compressd runs for each HEIF picture. That`,
-    '    program looks in the directories of LD_LIBRARY_PATH before its own, so',
-    '      LD_LIBRARY_PATH=/path/to/your/libs compressd serve',
-    '    has it load your build of either library (same soname and interface; libheif 1.15 links libde265).',
-    '  * The WebAssembly fallbacks libheif and libde265, and LibRaw, are modules inside the npm packages libheif-js and libraw-wasm.',
+    ...decoders.flatMap((d) => {
+      const ours = d.libraries.filter(isLgpl);
+      if (!ours.length) return [];
+      return [
+        `  * The native ${inWords(ours.map((l) => l.name))} (Debian's ${names(ours)}) lie in ${d.path} of the`,
+        `    same extracted tree, beside the program ${d.program} that compressd runs for each such picture. That`,
+        '    program looks in the directories of LD_LIBRARY_PATH before its own, so',
+        '      LD_LIBRARY_PATH=/path/to/your/libs compressd serve',
+        '    has it load your build of such a library (same soname and interface).',
+      ];
+    }),
+    '  * The WebAssembly fallbacks libheif, libde265 and LibRaw are modules inside the npm packages libheif-js and libraw-wasm.',
     '    compressd\'s complete source code is public (MIT): put a modified build of such a package in',
     '    node_modules and run `npm run release` (or `node build.mjs`) to build an executable that carries it.',
     '    The same rebuild works for libvips through the package ' + libvips.name + '.',
@@ -99,13 +105,19 @@ export function notices({ root, version, contents, libraries }) {
     readFileSync(join(root, allocator.copyright), 'utf8').trim(),
   );
 
-  out.push(rule(`3a. The HEIF decoder: ${inWords(heif.libraries.map((l) => `${l.name} ${l.version}`))} (from Debian's ${heif.libraries.map((l) => `${l.debian.package} ${l.debian.version}`).join(', ')})`));
-  out.push(
-    `The runtime tree's ${heif.path} holds ${names(heif.libraries)}, taken unchanged from ${inWords(heif.libraries.map((l) => l.deb.name))},`,
-    `and the program ${heif.program} (compressd's own, MIT) built against them. ${heif.libraries.filter((l) => !isLgpl(l)).map((l) => `${l.name} is under ${licenceText(l.licence)}. `).join('')}libheif's links to x265 and libaom`,
-    'are met by a stub of compressd\'s own (MIT) under those libraries\' names: neither is carried. Debian\'s copyright files, verbatim:',
-  );
-  for (const l of heif.libraries) out.push('', `----- ${l.debian.package}`, '', readFileSync(join(root, l.copyright), 'utf8').trim());
+  decoders.forEach((d, i) => {
+    const title = `${d.title[0].toUpperCase()}${d.title.slice(1)}`;
+    out.push(rule(`3${'abcdefgh'[i]}. ${title}: ${inWords(d.libraries.map((l) => `${l.name} ${l.version}`))} (from Debian's ${d.libraries.map((l) => `${l.debian.package} ${l.debian.version}`).join(', ')})`));
+    out.push(
+      `The runtime tree's ${d.path} holds ${names(d.libraries)}, taken unchanged from ${inWords(d.libraries.map((l) => l.deb.name))},`,
+      `and the program ${d.program} (compressd's own, MIT) built against them. ${d.libraries.filter((l) => !isLgpl(l)).map((l) => `${l.name} is under ${licenceText(l.licence)}. `).join('')}`,
+      ...(d.stubbed?.length
+        ? [`Its library's links to ${inWords(d.stubbed)} are met by a stub of compressd's own (MIT) under those names: none of them is carried.`]
+        : []),
+      "Debian's copyright files, verbatim:",
+    );
+    for (const l of d.libraries) out.push('', `----- ${l.debian.package}`, '', readFileSync(join(root, l.copyright), 'utf8').trim());
+  });
 
   out.push(rule(`4. Native and WebAssembly libraries inside the npm packages`));
   for (const l of libraries) {

@@ -2,7 +2,7 @@
 // package-lock.json, so the arm64 platform packages, which are not installed here, are in it),
 // kept to the packages the executables contain; then the embedded Node with the libraries it is
 // built from, the native libraries inside the npm packages, the jemalloc each executable preloads, and
-// Debian's libheif, libde265 and dav1d its HEIF decoder runs on.
+// Debian's libraries its native decoders run on (libheif, libde265, dav1d; LibRaw and what it links).
 // Without a serial number or timestamp (`--output-reproducible`): scripts/release.mjs gives it the release's.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -108,7 +108,7 @@ export function sbom({ root, builds, libraries, nodeVersions }) {
   const debianRefs = [];
   const fromDebian = (b) => [
     { ...b.allocator, role: 'memory allocator preloaded by the executable' },
-    ...b.heifDecoder.libraries.map((l) => ({ ...l, role: `run by the executable's HEIF decoder (${b.heifDecoder.path})` })),
+    ...b.decoders.flatMap((d) => d.libraries.map((l) => ({ ...l, role: `run by the executable's ${d.title.replace(/^the /, '')} (${d.path})` }))),
   ];
   for (const lib of builds.flatMap(fromDebian)) {
     const ref = `${lib.name}@${lib.version}/${lib.deb.name}`;

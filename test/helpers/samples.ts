@@ -9,6 +9,7 @@ export const ONE_OF_EACH_KIND = [
   'webp/derived-exifr-logo-lossless-alpha.webp',
   'avif/Irvine_CA.avif',
   'heic/IMG_2682.heic',
+  'raw/canon-eos-6d-photoprism-lossy.dng',
   'bmp/file-type-fixture.bmp',
   'pdf/ocrmypdf-cardinal-scan.pdf',
   'docx/python-docx-inline-shapes.docx',

@@ -7,10 +7,13 @@ import { JobError } from '../contract.ts';
 import { admitPixels, decodeOptions } from '../image/decode-policy.ts';
 import { wasm, type WasmInstance, type WasmMemory, type WasmModule } from './wasm.ts';
 import { sharpFromPixels } from './pixels.ts';
+import { developNatively, nativeRaw, type ShotFacts } from './raw-native.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
 
 /**
- * Camera RAW through LibRaw compiled to WebAssembly (libraw-wasm). The package's own entry runs
+ * Camera RAW through LibRaw: natively where Debian's LibRaw loads (raw-native.ts), for every file it
+ * develops whole; otherwise, and for every file it refuses or finds damaged, through LibRaw
+ * compiled to WebAssembly (libraw-wasm), which also decides those files' errors and previews. The package's own entry runs
  * LibRaw in a browser Web Worker; here its Emscripten module is instantiated directly in the pool
  * thread, from a WebAssembly.Module compiled once, with a fresh instance and a fresh, capped
  * memory for every file: a hostile file can neither exhaust the process nor leave a broken
@@ -103,6 +106,17 @@ function exceptionText(err: unknown, memory: WasmMemory): string {
 }
 
 export async function decodeRaw(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
+  const native = await nativeRaw();
+  const developed = native && (await developNatively(native, bytes, limits, MIN_PIXELS_PER_BYTE));
+  if (developed) {
+    const { pixels, facts } = developed;
+    return { image: sharpFromPixels(pixels), width: pixels.width, height: pixels.height, orientation: 1, exif: exifOf(facts), via: 'libraw' };
+  }
+  return decodeRawWasm(bytes, limits);
+}
+
+/** Through LibRaw in WebAssembly: a fresh instance and memory for the file. */
+export async function decodeRawWasm(bytes: Buffer, limits: DecodeLimits): Promise<Decoded> {
   const session = await newSession();
   const { raw, complaints, memory } = session;
   let meta: RawMetadata | undefined;
@@ -171,7 +185,7 @@ async function embeddedPreview(raw: LibRawInstance, meta: RawMetadata): Promise<
 }
 
 /** The shooting facts LibRaw read, as an EXIF block for the JPG (the RAW's own EXIF sits in maker-specific places). */
-function exifOf(meta: RawMetadata): Buffer | undefined {
+function exifOf(meta: ShotFacts | RawMetadata): Buffer | undefined {
   const ifd0: Record<string, string> = {};
   if (meta.camera_make) ifd0.Make = meta.camera_make;
   if (meta.camera_model) ifd0.Model = meta.camera_model;
