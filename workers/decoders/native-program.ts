@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { open, unlink, type FileHandle } from 'node:fs/promises';
+import { mkdtemp, open, readFile, rm, unlink, writeFile, type FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -8,12 +8,14 @@ import { workerData } from 'node:worker_threads';
 import { JobError } from '../contract.ts';
 import { workerLog } from '../shared/log.ts';
 import { pixelsInPlace, type RawPixels } from './pixels.ts';
+import { runFromShell } from './spawner.ts';
 
 /**
  * What the native decoders share (heic-native.ts, raw-native.ts): a small program of ours built with
  * Debian's libraries (scripts/native-decoder.mjs), run once per picture, which reads the file on stdin
  * and writes a PAM image to stdout. A process of its own, so that a fault of a decoder on a hostile
- * file fails one job instead of ending the server. In the single executable the program lies in the
+ * file fails one job instead of ending the server; started from the thread's shell (spawner.ts),
+ * with its files in a private temporary directory, or directly where that cannot be done. In the single executable the program lies in the
  * runtime tree's lib/<name> (the pool hands its threads the tree's path); from source in
  * dist/<name>-decoder/<cpu>.
  */
@@ -82,9 +84,48 @@ export function runProgram(
   });
 }
 
+/**
+ * Runs the program from the thread's shell (spawner.ts) with its stdin, stdout and stderr in a
+ * private temporary directory, and hands `use` its end and its stdout's path while they exist.
+ * Undefined where that cannot be done (no room for the files, no shell), or where `use` says so:
+ * the caller then runs the program directly.
+ */
+async function inShell<T>(
+  program: { dir: string; program: string },
+  args: string[],
+  io: { input?: Buffer; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
+  use: (ended: Ended, stdout: string) => Promise<T | undefined>,
+): Promise<T | undefined> {
+  let dir: string;
+  try {
+    dir = await mkdtemp(join(tmpdir(), 'compressd-decode-'));
+  } catch {
+    return undefined;
+  }
+  try {
+    const [stdin, stdout, stderr] = ['in', 'out', 'err'].map((f) => join(dir, f));
+    try {
+      await writeFile(stdin, io.input ?? Buffer.alloc(0), { mode: 0o600 });
+    } catch {
+      return undefined;
+    }
+    const full = programEnv(program.dir, process.env, io.env);
+    const env = Object.fromEntries(Object.entries(full).filter(([k, v]) => v !== undefined && v !== process.env[k])) as Record<string, string>;
+    const end = await runFromShell({ program: join(program.dir, program.program), args, env, stdin, stdout, stderr, signal: io.signal });
+    io.signal?.throwIfAborted();
+    if (end.lost) return undefined;
+    const err = (await readFile(stderr, 'latin1').catch(() => '')).trim();
+    return await use({ code: end.code, signal: end.signal, out: Buffer.alloc(0), err }, stdout);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** The program in `dir` when it and its libraries load on this machine, else undefined (said in the log, with what decodes instead). */
 export async function probeProgram(found: Omit<NativeProgram, 'version'>, instead: string): Promise<NativeProgram | undefined> {
-  const said = await runProgram(found, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message }));
+  const said =
+    (await inShell(found, ['--version'], {}, async (ended, stdout) => ({ ...ended, out: await readFile(stdout) }))) ??
+    (await runProgram(found, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message })));
   const version = said.out.toString().trim();
   if (said.code === 0 && /^\d+\.\d+\.\d+$/.test(version)) return { ...found, version };
   workerLog.warn({ event: `${found.events}.native_unavailable`, dir: found.dir, reason: said.err || `exit ${said.code ?? said.signal}` }, instead);
@@ -185,8 +226,9 @@ export async function temporaryFile(events: string): Promise<FileHandle | undefi
 }
 
 /**
- * Runs the program with its picture going to a temporary file, or through the pipe where there is
- * no file, or the file's filesystem is full (a small tmpfs, a large picture: the pipe needs no room).
+ * Runs the program with its picture going to a file: from the thread's shell (inShell), or, where
+ * that cannot be done, directly, to a temporary file, or through the pipe where there is no file or
+ * the file's filesystem is full (a small tmpfs, a large picture: the pipe needs no room).
  * `read` is given the picture when the program exits 0; otherwise the program's end is returned.
  */
 export async function runToPicture<T>(
@@ -195,6 +237,17 @@ export async function runToPicture<T>(
   io: { input: Buffer; signal?: AbortSignal; env?: NodeJS.ProcessEnv },
   read: (source: PamSource) => Promise<T>,
 ): Promise<{ picture: T } | { ended: Ended }> {
+  const fromShell = await inShell(program, args, io, async (ended, stdout): Promise<{ picture: T } | { ended: Ended } | undefined> => {
+    if (ended.code === 2 && ended.err.startsWith('output:')) return undefined;
+    if (ended.code !== 0) return { ended };
+    const file = await open(stdout, 'r');
+    try {
+      return { picture: await read(await fileSource(file)) };
+    } finally {
+      await file.close();
+    }
+  });
+  if (fromShell) return fromShell;
   const file = await temporaryFile(program.events);
   try {
     let r = await runProgram(program, args, { ...io, output: file });
