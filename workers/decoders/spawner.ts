@@ -79,7 +79,11 @@ class Shell {
       const waiting: Waiting = {
         signal: r.signal,
         onAbort: () => {
-          if (waiting.pid) process.kill(waiting.pid, 'SIGKILL');
+          try {
+            if (waiting.pid) process.kill(waiting.pid, 'SIGKILL');
+          } catch {
+            // It has ended already; its end is on its way.
+          }
         },
         resolve,
       };
