@@ -17,7 +17,8 @@
 // beside itself. Every file of tree/ becomes a SEA asset; at start the executable extracts
 // the tree once into a hash-named cache directory (src/runtime/extract.ts). The tree also holds
 // lib/libjemalloc.so.2, Debian's jemalloc for the target CPU (a .deb pinned by SHA256 in
-// scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts);
+// scripts/jemalloc.mjs): the executable re-executes itself onto it at start (src/runtime/allocator.ts),
+// with lib/libcompressd-arena.so of our own after it (src/runtime/arena-tune.c);
 // lib/heif and lib/raw, the native decoders (helper programs with Debian's libheif and libde265,
 // scripts/heif-decoder.mjs, and LibRaw, scripts/raw-decoder.mjs) that workers/decoders/heic-native.ts
 // and raw-native.ts run; and lib/compressd-init, the init
@@ -39,6 +40,7 @@ import { tsImport } from 'tsx/esm/api';
 import { HEIF_DECODER } from './scripts/heif-decoder.mjs';
 import { buildInitProgram, InitProgramError } from './scripts/init-program.mjs';
 import { fetchJemalloc, JEMALLOC, JemallocError } from './scripts/jemalloc.mjs';
+import { ARENA_TUNE_NAME, ArenaTuneError, buildArenaTune } from './scripts/arena-tune.mjs';
 import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
 import { buildNativeDecoder, NativeDecoderError } from './scripts/native-decoder.mjs';
 import { RAW_DECODER } from './scripts/raw-decoder.mjs';
@@ -59,8 +61,9 @@ const BUNDLED_TS = join(ROOT, 'src/runtime/bundled.ts');
 const SEA_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const MANIFEST_KEY = '@manifest';
 const ALLOCATOR_KEY = '@allocator';
-/** Where the tree holds the allocator src/runtime/allocator.ts preloads. */
+/** Where the tree holds the allocator src/runtime/allocator.ts preloads, and the library it preloads after it (src/runtime/arena-tune.c). */
 const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
+const ARENA_TUNE_PATH = `lib/${ARENA_TUNE_NAME}`;
 /** The native decoders, each in the tree's lib/<name> (workers/decoders/native-program.ts looks there). */
 const NATIVE_DECODERS = [HEIF_DECODER, RAW_DECODER];
 /** Where the tree holds the init the executable puts in front of itself as PID 1 (src/runtime/pid1.ts looks there). */
@@ -421,7 +424,15 @@ if (elfArch(jemalloc.lib) !== ARCH) fail(`${jemalloc.deb.name} does not hold a l
 mkdirSync(join(TREE, dirname(ALLOCATOR_PATH)), { recursive: true });
 copyFileSync(jemalloc.lib, join(TREE, ALLOCATOR_PATH));
 chmodSync(join(TREE, ALLOCATOR_PATH), 0o644);
-writeFileSync(join(WORK, 'allocator.json'), JSON.stringify({ name: JEMALLOC.name, version: JEMALLOC.version, path: ALLOCATOR_PATH }));
+try {
+  buildArenaTune(ARCH, join(TREE, ARENA_TUNE_PATH));
+} catch (err) {
+  if (err instanceof ArenaTuneError) fail(err.message);
+  throw err;
+}
+if (elfArch(join(TREE, ARENA_TUNE_PATH)) !== ARCH) fail(`${ARENA_TUNE_PATH} is not a linux-${ARCH} ELF file`);
+chmodSync(join(TREE, ARENA_TUNE_PATH), 0o644);
+writeFileSync(join(WORK, 'allocator.json'), JSON.stringify({ name: JEMALLOC.name, version: JEMALLOC.version, path: ALLOCATOR_PATH, arena: ARENA_TUNE_PATH }));
 
 // The native decoders: their programs and libraries; Debian's copyright files stay out of the tree.
 const decoders = [];

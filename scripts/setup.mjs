@@ -1,8 +1,9 @@
 // Installs the Debian packages the tests and the benchmark need, so that `npm test`
 // works on a fresh machine. Lists: scripts/apt-packages.txt (tests), plus
-// scripts/apt-packages-bench.txt when called with --bench. Then builds the native decoders the
-// workers use from source (scripts/heif-decoder.mjs, scripts/raw-decoder.mjs; without them HEIC and
-// camera RAW decode through WebAssembly).
+// scripts/apt-packages-bench.txt when called with --bench. Then builds the library `serve` from source
+// preloads after jemalloc (scripts/arena-tune.mjs) and the native decoders the workers use from source
+// (scripts/heif-decoder.mjs, scripts/raw-decoder.mjs; without them HEIC and camera RAW decode through
+// WebAssembly).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -31,6 +32,9 @@ if (missing.length === 0) {
   execFileSync('apt-get', ['-o', 'DPkg::Lock::Timeout=600', 'install', '-y', '-qq', '--no-install-recommends', ...missing], { stdio: 'inherit', env });
 }
 
+if (spawnSync(process.execPath, [join(here, 'arena-tune.mjs'), '--arch', process.arch], { stdio: 'inherit' }).status !== 0) {
+  console.warn('setup: libcompressd-arena.so was not built; the server from source gives freed buffers back to the kernel at once');
+}
 for (const [script, what] of [['heif-decoder.mjs', 'HEIF decoder was not built; HEIC decodes'], ['raw-decoder.mjs', 'RAW decoder was not built; camera RAW decodes']]) {
   const built = spawnSync(process.execPath, [join(here, script), '--arch', process.arch], { stdio: 'inherit' });
   if (built.status !== 0) console.warn(`setup: the native ${what} through WebAssembly from source`);

@@ -290,7 +290,8 @@ async function serveFromSource(command: string, args: string[], signalled: 'npm'
     assert.match(readFileSync(`/proc/${server}/maps`, 'utf8'), /\/libjemalloc\.so\.2$/m, 'jemalloc is mapped');
     const argv = readFileSync(`/proc/${server}/cmdline`, 'utf8').split('\0');
     for (const option of NODE_OPTIONS) assert.ok(argv.includes(option), `${option} in ${argv.join(' ')}`);
-    assert.match(readFileSync(`/proc/${server}/environ`, 'utf8'), /(^|\0)MALLOC_CONF=background_thread:true(\0|$)/);
+    assert.match(readFileSync(`/proc/${server}/environ`, 'utf8'), /(^|\0)MALLOC_CONF=background_thread:true,narenas:1,oversize_threshold:0(\0|$)/);
+    assert.match(readFileSync(`/proc/${server}/maps`, 'utf8'), /\/dist\/arena-tune\/[^/]+\/libcompressd-arena\.so$/m, 'the arena library scripts/setup.mjs built is preloaded after jemalloc');
     assert.match(output, /"allocator":"jemalloc \(/);
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
     if (signalled === 'npm') child.kill('SIGTERM');

@@ -251,6 +251,7 @@ console.log(JSON.stringify(done));
       // The process the test started serves (the client joins its network namespace by its PID) and,
       // having re-executed itself in place, maps the jemalloc of its runtime tree and has no child.
       assert.match(readFileSync(`/proc/${server.pid}/maps`, 'utf8'), new RegExp(`^.* ${cache}/${VERSION.replaceAll('.', '\\.')}-[0-9a-f]+/lib/libjemalloc\\.so\\.2$`, 'm'));
+      assert.match(readFileSync(`/proc/${server.pid}/maps`, 'utf8'), new RegExp(`^.* ${cache}/${VERSION.replaceAll('.', '\\.')}-[0-9a-f]+/lib/libcompressd-arena\\.so$`, 'm'), 'its arena library after it');
       assert.equal(readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, 'utf8'), '');
       // jemalloc's background thread is what returns an idle server's freed pages (docs/operating.md).
       const threads = readdirSync(`/proc/${server.pid}/task`).map((t) => readFileSync(`/proc/${server.pid}/task/${t}/comm`, 'utf8').trim());

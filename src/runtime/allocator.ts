@@ -18,6 +18,8 @@ export interface BundledAllocator {
   version: string;
   /** Path of the shared library inside the runtime tree. */
   path: string;
+  /** Path of libcompressd-arena.so inside the runtime tree (see jemallocEnv). */
+  arena?: string;
 }
 
 /** The only argument of a child started to learn whether the exec and the preload work here. */
@@ -40,13 +42,20 @@ export function describeAllocator(text: string): void {
 }
 
 /**
- * The environment that preloads `lib`, before what LD_PRELOAD already holds. Without its background
- * thread jemalloc purges freed pages only inside later malloc/free calls, so an idle server kept them:
- * 1,000-job soak, RSS at rest 282 MB without, 190 MB with (fresh: 127).
+ * The environment that preloads `lib` (and `arena`, libcompressd-arena.so, after it), before what
+ * LD_PRELOAD already holds, with compressd's MALLOC_CONF unless the environment has its own. Without
+ * its background thread jemalloc purges freed pages only inside later malloc/free calls, so an idle
+ * server kept them: 1,000-job soak, RSS at rest 282 MB without, 190 MB with (fresh: 127). With
+ * `arena`, every thread shares one arena and a freed buffer of any size waits for that decay (10 s)
+ * instead of going back to the kernel at once, so the next job's buffers are pages already mapped
+ * (src/runtime/arena-tune.c; docs/operating.md, "Large buffers"): a 24 MP JPG's job, repeated,
+ * 3.6–4.4 s → 2.8–3.4 s, its page faults 115,000 → 50,000.
  */
-export function jemallocEnv(lib: string, env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+export function jemallocEnv(lib: string, env: NodeJS.ProcessEnv, arena?: string): NodeJS.ProcessEnv {
+  const libs = arena ? `${lib} ${arena}` : lib;
   const preload = env.LD_PRELOAD ?? '';
-  return { ...env, LD_PRELOAD: preload ? `${lib} ${preload}` : lib, MALLOC_CONF: env.MALLOC_CONF ?? 'background_thread:true' };
+  const conf = arena ? 'background_thread:true,narenas:1,oversize_threshold:0' : 'background_thread:true';
+  return { ...env, LD_PRELOAD: preload ? `${libs} ${preload}` : libs, MALLOC_CONF: env.MALLOC_CONF ?? conf };
 }
 
 /** COMPRESSD_ALLOCATOR: `jemalloc` (the default) or `system`. */
@@ -80,6 +89,7 @@ export class AllocatorError extends Error {}
 export function useBundledAllocator(tree: string, bundled: BundledAllocator, env: NodeJS.ProcessEnv = process.env): void {
   const choice = allocatorChoice(env);
   const lib = join(tree, bundled.path);
+  const arena = bundled.arena === undefined ? undefined : join(tree, bundled.arena);
   const preload = env.LD_PRELOAD ?? '';
   if (mapsJemalloc()) {
     described = preload.split(/[\s:]+/).includes(lib) ? `${bundled.name} ${bundled.version} (bundled)` : 'jemalloc (preloaded by LD_PRELOAD)';
@@ -95,7 +105,7 @@ export function useBundledAllocator(tree: string, bundled: BundledAllocator, env
   if (!execve) return fallback(`cannot be preloaded: Node ${process.version} cannot re-execute itself`);
   if (/[\s:]/.test(lib)) return fallback(`cannot be preloaded from a path with spaces or colons: ${lib}`);
   if (preload.split(/[\s:]+/).includes(lib)) return fallback('was preloaded but did not load');
-  const preloadEnv = jemallocEnv(lib, env);
+  const preloadEnv = jemallocEnv(lib, env, arena);
   const probe = spawnSync(process.execPath, [PROBE_ARG], { env: preloadEnv, encoding: 'utf8', timeout: 60_000 });
   if (probe.stdout !== 'jemalloc') {
     const said = probe.stderr.replace(/\s+/g, ' ').trim().slice(0, 300);

@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 /**
  * Where the code that cannot live inside one JavaScript file is found. From source this is the
@@ -15,6 +16,11 @@ export function useRuntimeTree(dir: string): void {
 /** The extracted runtime tree, when running as the single executable. */
 export function runtimeTree(): string | undefined {
   return tree;
+}
+
+/** A file the checkout's scripts built under dist/ (from source only: the executable has its runtime tree). */
+export function sourceDistFile(path: string): string | undefined {
+  return tree ? undefined : fileURLToPath(new URL(`../../dist/${path}`, import.meta.url));
 }
 
 /** The module the compressor pool's threads load (piscina's `filename`). */

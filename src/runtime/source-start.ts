@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import NODE_OPTIONS from './node-options.json' with { type: 'json' };
 import { allocatorChoice, describeAllocator, jemallocEnv, mapsJemalloc } from './allocator.ts';
-import { runtimeTree } from './bundled.ts';
+import { runtimeTree, sourceDistFile } from './bundled.ts';
 import { execve } from './execve.ts';
 
 /**
@@ -24,6 +24,12 @@ const GENERIC_PATHS = ['/usr/lib/libjemalloc.so.2', '/usr/local/lib/libjemalloc.
 
 export function systemJemalloc(): string | undefined {
   return [...(JEMALLOC_PATHS[process.arch] ?? []), ...GENERIC_PATHS].find((p) => existsSync(p));
+}
+
+/** libcompressd-arena.so as scripts/setup.mjs builds it (scripts/arena-tune.mjs), if it did. */
+export function sourceArenaTune(): string | undefined {
+  const built = sourceDistFile(`arena-tune/${process.arch}/libcompressd-arena.so`);
+  return built && existsSync(built) ? built : undefined;
 }
 
 /** The options of `node-options.json` this process was not started with. */
@@ -55,7 +61,7 @@ export function runAsTheExecutable(argv: string[] = process.argv, env: NodeJS.Pr
     if (preload) describeAllocator(`glibc malloc (Node ${process.version} cannot re-execute itself onto ${preload}: run Node 22.15+ or preload it with LD_PRELOAD)`);
     return;
   }
-  execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...argv.slice(1)], preload ? jemallocEnv(preload, env) : env);
+  execve(process.execPath, [process.execPath, ...options, ...process.execArgv, ...argv.slice(1)], preload ? jemallocEnv(preload, env, sourceArenaTune()) : env);
 }
 
 runAsTheExecutable();
