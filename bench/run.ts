@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { allocatorChoice, jemallocEnv, mapsJemalloc } from '../src/runtime/allocator.ts';
-import { systemJemalloc } from '../src/runtime/source-start.ts';
+import { sourceArenaTune, systemJemalloc } from '../src/runtime/source-start.ts';
 import type { BenchContext } from './lib.ts';
 
 // Our compressors are measured in this process on the allocator the server runs them on (jemalloc
@@ -13,13 +13,14 @@ import type { BenchContext } from './lib.ts';
 // peers, run as processes, keep their own: the preload is not handed on.
 // LD_PRELOAD's entries are separated by spaces or colons (as src/runtime/source-start.ts reads them).
 const jemalloc = allocatorChoice(process.env) === 'jemalloc' ? systemJemalloc() : undefined;
+const arena = jemalloc ? sourceArenaTune() : undefined;
 const preloads = (process.env.LD_PRELOAD ?? '').split(/[\s:]+/).filter(Boolean);
 if (jemalloc && !mapsJemalloc() && !preloads.includes(jemalloc)) {
-  const run = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: jemallocEnv(jemalloc, process.env) });
+  const run = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: jemallocEnv(jemalloc, process.env, arena) });
   process.exit(run.status ?? 1);
 }
 if (jemalloc) {
-  const others = preloads.filter((lib) => lib !== jemalloc);
+  const others = preloads.filter((lib) => lib !== jemalloc && lib !== arena);
   if (others.length) process.env.LD_PRELOAD = others.join(' ');
   else delete process.env.LD_PRELOAD;
 }
