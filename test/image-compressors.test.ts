@@ -10,11 +10,11 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, jpegOptions, probesOf } from '../workers/image/encode.ts';
+import { belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, encodeJpegAuto, jpegOptions, probesOf, type JpegAutoOptions } from '../workers/image/encode.ts';
 import { Bracket, MAX_QUALITY, MIN_QUALITY, secantProbe } from '../workers/image/quality-bracket.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { atMostTwoColours } from '../workers/image/png-encode.ts';
-import { greyOf } from '../workers/image/door.ts';
+import { greyOf, openImage } from '../workers/image/door.ts';
 import { tiffReader } from '../workers/image/exif-thumbnail.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
 import { lzwDecode, lzwEncode } from '../workers/image/gif/lzw.ts';
@@ -27,7 +27,7 @@ import { ProgressOfThread } from '../src/jobs/thread-progress.ts';
 import { progressThroughPool, valuesWithin } from './helpers/pool-progress.ts';
 import { LANE_PIXELS, Lanes, SMALL_LANE_PIXELS } from '../workers/shared/lanes.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
-import { targetSize } from '../workers/image/resize.ts';
+import { applyResize, targetSize } from '../workers/image/resize.ts';
 import { ssim } from '../workers/image/ssim.ts';
 import { compress as jpg } from '../workers/jpg.ts';
 import { compress as png } from '../workers/png.ts';
@@ -551,6 +551,35 @@ describe('image.jpg-compress', () => {
       // 1 % for what we carry over (EXIF, ICC) and our signature.
       assert.ok(r.outSize <= searched.nextBytes * 1.01, `${name}: ${r.outSize} B, the search found q${searched.quality} (${searched.nextBytes} B one step up; input ${r.inSize} B)`);
       assert.ok(r.outSize < r.inSize * 0.85, `${name}: ${r.outSize} vs ${r.inSize}`);
+    }
+  });
+
+  it('encodes the pixels it searched once, with the metadata the pipeline writes, byte for byte what a second decode through the pipeline gives', async () => {
+    const small = sharp(`${corpus}jpg/jpeg420exif.jpg`).resize(480);
+    const xmp = '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/></x:xmpmeta>';
+    const iptc = Buffer.concat([Buffer.from('Photoshop 3.0\0' + '8BIM\x04\x04\0\0\0\0\0\x0c', 'latin1'), Buffer.from([0x1c, 2, 0x78, 0, 7]), Buffer.from('caption\0', 'latin1')]);
+    const jfif300 = Buffer.from([0xff, 0xe0, 0, 16, ...Buffer.from('JFIF\0', 'latin1'), 1, 2, 1, 1, 44, 1, 44, 0, 0]);
+    const app = (marker: number, payload: Buffer) => Buffer.concat([Buffer.from([0xff, marker, (payload.length + 2) >> 8, (payload.length + 2) & 255]), payload]);
+    const spliced = (jpeg: Buffer, ...segments: Buffer[]) => Buffer.concat([jpeg.subarray(0, 2), ...segments, jpeg.subarray(2)]);
+    const plain = await small.clone().jpeg({ quality: 95 }).toBuffer();
+    const cases: [string, Buffer, JpegAutoOptions, JobOptions['resize']?][] = [
+      ['EXIF with a thumbnail and a camera orientation', await small.clone().keepExif().withMetadata({ orientation: 6 }).jpeg({ quality: 95 }).toBuffer(), {}],
+      ['no metadata at all', plain, {}],
+      ['JFIF at 300 dpi, XMP and IPTC', spliced(await small.clone().withXmp(xmp).jpeg({ quality: 95 }).toBuffer(), jfif300, app(0xed, iptc)), {}],
+      ['an sRGB profile kept', await small.clone().keepExif().withIccProfile('srgb').jpeg({ quality: 95 }).toBuffer(), {}],
+      ['a profile converted into sRGB', await small.clone().keepExif().withIccProfile('p3').jpeg({ quality: 95 }).toBuffer(), { convertProfile: true }],
+      ['a grey picture', await small.clone().keepExif().greyscale().jpeg({ quality: 95 }).toBuffer(), {}],
+      ['resized', await small.clone().keepExif().jpeg({ quality: 95 }).toBuffer(), {}, { enabled: true, mode: 'pixels', preset: 'custom', value: 200 }],
+    ];
+    for (const [name, input, options, resize] of cases) {
+      const open = async () => {
+        const { image, facts } = await openImage(input, { kind: 'jpeg' });
+        return applyResize(image, facts.width, facts.height, resize);
+      };
+      const twice = await encodeJpegAuto(await open(), { keepMetadata: true, ...options });
+      const once = await encodeJpegAuto(await open(), { keepMetadata: true, ...options, metadataFrom: input });
+      assert.ok(twice && once);
+      assert.ok(once.data.equals(twice.data), `${name}: ${once.data.length} and ${twice.data.length} bytes`);
     }
   });
 

@@ -50,7 +50,10 @@ export const compress: Compress = async (job, out, ctx) => {
       resized || !profile.keep
         ? undefined
         : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
-    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, worthEncoding, progress: ctx.progress });
+    // The searched pixels are the output's unless a kept profile other than sRGB or CMYK's conversion stands between (encode.ts: metadataFrom).
+    const asSearched = meta.space !== 'cmyk' && (!meta.icc || meta.asStored === true || !profile.keep);
+    const metadataFrom = asSearched ? await readFile(job.inputPath) : undefined;
+    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, metadataFrom, worthEncoding, progress: ctx.progress });
   } catch (err) {
     throw imageError(err, job.inputPath);
   }

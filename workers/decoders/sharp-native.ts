@@ -21,7 +21,7 @@ export interface LibvipsRead {
  * or truncated pixel data fails the job instead of producing a half-grey picture. An embedded sRGB
  * profile is not converted through (image/srgb-profile.ts): the pixels are sRGB as stored.
  */
-export async function openWithLibvips(source: ImageSource, read: LibvipsRead): Promise<{ image: Sharp; facts: HeaderFacts }> {
+export async function openWithLibvips(source: ImageSource, read: LibvipsRead): Promise<{ image: Sharp; facts: HeaderFacts; asStored: boolean }> {
   const { animated = false, maxPixels = MAX_PIXELS } = read;
   const facts = await readHeader(source, animated);
   const frames = animated ? facts.pages : 1;
@@ -29,7 +29,7 @@ export async function openWithLibvips(source: ImageSource, read: LibvipsRead): P
   else checkPixelBudget(facts.width, facts.height, maxPixels, frames);
   const ignoreIcc = read.ignoreIcc || (await srgbAsStored(facts));
   const image = sharp(source, decodeOptions({ limitInputPixels: maxPixels, ...(animated ? { animated } : {}), ...(ignoreIcc ? { ignoreIcc } : {}) }));
-  return { image, facts };
+  return { image, facts, asStored: ignoreIcc };
 }
 
 /** An embedded profile that is sRGB itself, on 8-bit RGB: the pixels are taken as stored, not converted through it. */

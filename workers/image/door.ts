@@ -44,6 +44,8 @@ export type OpenAs =
 export interface ImageFacts extends HeaderFacts {
   /** Which decoding path yields the pixels, e.g. `sharp:jpeg` or `libraw` (reported, logged). */
   via: string;
+  /** An embedded profile the pixels are not converted through (an sRGB one, or a PDF's rules): they are the stored samples. */
+  asStored?: boolean;
 }
 
 /** A picture opened: the pipeline (no pixel decoded yet, in its source colour space) and its header facts. */
@@ -68,8 +70,8 @@ export async function openImage(source: ImageSource, as: OpenAs): Promise<Opened
   }
   if ('kind' in as) checkSignature(head, as.kind);
   const read = 'kind' in as ? { animated: as.animated, memory: 'reserve' as const } : { memory: as.memory, ignoreIcc: as.asStored };
-  const { image, facts } = await openWithLibvips(source, read);
-  return { image, facts: { ...facts, via: `sharp:${facts.format}` } };
+  const { image, facts, asStored } = await openWithLibvips(source, read);
+  return { image, facts: { ...facts, via: `sharp:${facts.format}`, ...(asStored ? { asStored } : {}) } };
 }
 
 /**
