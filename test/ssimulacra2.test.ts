@@ -79,6 +79,34 @@ describe('SSIMULACRA2 in use', () => {
     }
   });
 
+  it('gives a reference the smallest idle arena that holds it, so that a larger one is there for a larger reference', () => {
+    const [big, small] = [gradient(512, 512, 3), gradient(128, 128, 3)];
+    const noisy = (p: Pixels) => ({ ...p, data: p.data.map((v) => v ^ 4) });
+    mock.timers.enable({ apis: ['setTimeout'] });
+    try {
+      mock.timers.tick(THREAD_IDLE_MS);
+      assert.equal(idleArenaBytes(), 0);
+      // A search's two references, a quarter-size proxy's and a full one's, given back at its end.
+      const [first, second] = [new Ssimulacra2Reference(small), new Ssimulacra2Reference(big)];
+      const scores = [first.score(noisy(small)), second.score(noisy(big))];
+      first.dispose();
+      second.dispose();
+      const both = idleArenaBytes();
+      // The next search's, in the same order.
+      const [again, againBig] = [new Ssimulacra2Reference(small), new Ssimulacra2Reference(big)];
+      assert.equal(again.score(noisy(small)), scores[0]);
+      assert.ok(idleArenaBytes() > both / 2, `the small reference took the small arena (${idleArenaBytes()} of ${both} bytes still idle)`);
+      assert.equal(againBig.score(noisy(big)), scores[1]);
+      assert.equal(idleArenaBytes(), 0, 'and the large one the large arena, without a new one');
+      again.dispose();
+      againBig.dispose();
+      assert.equal(idleArenaBytes(), both, 'neither had to grow');
+    } finally {
+      mock.timers.tick(THREAD_IDLE_MS);
+      mock.timers.reset();
+    }
+  });
+
   it('keeps both backgrounds\' arenas of a transparent picture as large as a search\'s own proxy', () => {
     // 1,616 × 855, the size of a transparent logo that is its own proxy: its palette search scores it over a dark and a light background.
     const original = gradient(1616, 855, 4);

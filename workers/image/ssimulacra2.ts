@@ -262,11 +262,20 @@ export function idleArenaBytes(): number {
   return idle.reduce((sum, a) => sum + a.size(), 0);
 }
 
-/** The largest idle arena, or a new one. */
-function takeArena(): Arena {
+/**
+ * The smallest idle arena that holds `bytes`, else the largest (it grows the least), or a new one.
+ * Taking the largest whatever the need gave a search's quarter-size reference the arena of the
+ * last job's 1 MP one, and its 1 MP reference the small one to grow: fresh pages, a fault each, on
+ * every second job of a thread (a 12 MP phone JPG's scoring 0.5 s on its second run, 0.25 s after).
+ */
+function takeArena(bytes: number): Arena {
   if (idle.length === 0) return new Arena();
   let best = 0;
-  for (let i = 1; i < idle.length; i++) if (idle[i].size() > idle[best].size()) best = i;
+  for (let i = 1; i < idle.length; i++) {
+    const [size, bestSize] = [idle[i].size(), idle[best].size()];
+    const better = bestSize >= bytes ? size >= bytes && size < bestSize : size > bestSize;
+    if (better) best = i;
+  }
   return idle.splice(best, 1)[0];
 }
 
@@ -284,13 +293,13 @@ interface Scale {
 
 /** One background's reference, prepared in its own arena. */
 class Prepared {
-  private readonly arena = takeArena();
+  private readonly arena: Arena;
   private readonly scales: Scale[] = [];
   private readonly blurScratch: { tmp: number; strip: number; line: number; state: number };
 
   constructor(private readonly bg: number, px: Pixels) {
-    const a = this.arena;
     const { width: w0, height: h0 } = px;
+    const a = (this.arena = takeArena(w0 * h0 * ARENA_BYTES_PER_PIXEL));
     a.reserve(w0 * h0 * ARENA_BYTES_PER_PIXEL);
     const pw = (w0 + 3) & ~3;
     const block = a.k.blur_block();
