@@ -565,6 +565,7 @@ describe('image.jpg-compress', () => {
     const cases: [string, Buffer, JpegAutoOptions, JobOptions['resize']?][] = [
       ['EXIF with a thumbnail and a camera orientation', await small.clone().keepExif().withMetadata({ orientation: 6 }).jpeg({ quality: 95 }).toBuffer(), {}],
       ['no metadata at all', plain, {}],
+      ["a camera's private segment and an MPF index", spliced(plain, app(0xe3, Buffer.alloc(1000, 7)), app(0xe2, Buffer.concat([Buffer.from('MPF\0', 'latin1'), Buffer.alloc(64)]))), {}],
       ['JFIF at 300 dpi, XMP and IPTC', spliced(await small.clone().withXmp(xmp).jpeg({ quality: 95 }).toBuffer(), jfif300, app(0xed, iptc)), {}],
       ['an sRGB profile kept', await small.clone().keepExif().withIccProfile('srgb').jpeg({ quality: 95 }).toBuffer(), {}],
       ['a profile converted into sRGB', await small.clone().keepExif().withIccProfile('p3').jpeg({ quality: 95 }).toBuffer(), { convertProfile: true }],

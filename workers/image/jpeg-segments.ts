@@ -2,24 +2,34 @@ import { tiffReader } from './exif-thumbnail.ts';
 import { headerSegments } from './jpeg-quant.ts';
 
 /**
- * A JPEG's APPn segments, whole (marker and length included), in file order: its metadata (JFIF,
- * EXIF, XMP, ICC, IPTC and whatever else a camera wrote), but Adobe's APP14, which tells how the
- * samples were coded and would change how a decoder reads other pixels.
+ * The APPn segments libvips takes a JPEG's metadata from, whole (marker and length included), in file
+ * order: JFIF (its density), EXIF, XMP, the ICC profile's chunks and IPTC. Not the rest: a camera's
+ * private segments, Adobe's APP14 (how the samples were coded) or MPF's index of pictures appended to
+ * the file (a phone's gain map or depth map, which a stand-in without them would point past its end).
  */
 export function appSegments(jpeg: Buffer): Buffer[] {
   const kept: Buffer[] = [];
   for (const { marker, start, end } of headerSegments(jpeg)) {
-    if (marker >= 0xe0 && marker <= 0xef && marker !== 0xee && end <= jpeg.length) kept.push(jpeg.subarray(start - 4, end));
+    const payload = jpeg.subarray(start, end);
+    if (end <= jpeg.length && METADATA.some(([m, id]) => m === marker && payload.subarray(0, id.length).equals(id))) kept.push(jpeg.subarray(start - 4, end));
   }
   return kept;
 }
+
+const EXIF = Buffer.from('Exif\0\0', 'latin1');
+const METADATA: [number, Buffer][] = [
+  [0xe0, Buffer.from('JFIF\0', 'latin1')],
+  [0xe1, EXIF],
+  [0xe1, Buffer.from('http://ns.adobe.com/xap/1.0/\0', 'latin1')],
+  [0xe2, Buffer.from('ICC_PROFILE\0', 'latin1')],
+  [0xed, Buffer.from('Photoshop 3.0\0', 'latin1')],
+];
 
 /** `encoded` (an encode of raw pixels, which has no APPn segment of its own) with `segments` after its SOI. */
 export function withSegments(encoded: Buffer, segments: Buffer[]): Buffer {
   return segments.length === 0 ? encoded : Buffer.concat([encoded.subarray(0, 2), ...segments, encoded.subarray(2)]);
 }
 
-const EXIF = Buffer.from('Exif\0\0', 'latin1');
 const EXIF_IFD = 0x8769;
 const PIXEL_X_DIMENSION = 0xa002;
 const PIXEL_Y_DIMENSION = 0xa003;
