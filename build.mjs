@@ -84,6 +84,17 @@ const started = Date.now();
 const require = createRequire(import.meta.url);
 const version = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
 
+/** One of our small C programs (scripts/*.mjs `build(arch, dest)`) built into the tree at `path` for the target CPU; its own error class fails the build with its message. */
+function buildOwnProgram(build, ErrorClass, path) {
+  try {
+    build(ARCH, join(TREE, path));
+  } catch (err) {
+    if (err instanceof ErrorClass) fail(err.message);
+    throw err;
+  }
+  if (elfArch(join(TREE, path)) !== ARCH) fail(`${path} is not a linux-${ARCH} ELF file`);
+}
+
 function fail(message) {
   console.error(`build: ${message}`);
   process.exit(1);
@@ -424,13 +435,7 @@ if (elfArch(jemalloc.lib) !== ARCH) fail(`${jemalloc.deb.name} does not hold a l
 mkdirSync(join(TREE, dirname(ALLOCATOR_PATH)), { recursive: true });
 copyFileSync(jemalloc.lib, join(TREE, ALLOCATOR_PATH));
 chmodSync(join(TREE, ALLOCATOR_PATH), 0o644);
-try {
-  buildArenaTune(ARCH, join(TREE, ARENA_TUNE_PATH));
-} catch (err) {
-  if (err instanceof ArenaTuneError) fail(err.message);
-  throw err;
-}
-if (elfArch(join(TREE, ARENA_TUNE_PATH)) !== ARCH) fail(`${ARENA_TUNE_PATH} is not a linux-${ARCH} ELF file`);
+buildOwnProgram(buildArenaTune, ArenaTuneError, ARENA_TUNE_PATH);
 chmodSync(join(TREE, ARENA_TUNE_PATH), 0o644);
 writeFileSync(join(WORK, 'allocator.json'), JSON.stringify({ name: JEMALLOC.name, version: JEMALLOC.version, path: ALLOCATOR_PATH, arena: ARENA_TUNE_PATH }));
 
@@ -456,13 +461,7 @@ for (const decoder of NATIVE_DECODERS) {
 }
 
 // The init for PID 1, from our own source.
-try {
-  buildInitProgram(ARCH, join(TREE, INIT_PATH));
-} catch (err) {
-  if (err instanceof InitProgramError) fail(err.message);
-  throw err;
-}
-if (elfArch(join(TREE, INIT_PATH)) !== ARCH) fail(`${INIT_PATH} is not a linux-${ARCH} ELF file`);
+buildOwnProgram(buildInitProgram, InitProgramError, INIT_PATH);
 
 const files = [];
 walk(TREE, (file) => files.push(relative(TREE, file).split(sep).join('/')));

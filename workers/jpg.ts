@@ -1,4 +1,4 @@
-import { copyFile, readFile, stat, writeFile } from 'node:fs/promises';
+import { copyFile, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Compress } from './contract.ts';
 import { encodeJpegAuto, type JpegSetting } from './image/encode.ts';
@@ -30,12 +30,14 @@ export const compress: Compress = async (job, out, ctx) => {
   const resized = targetSize(meta.width, meta.height, job.options.resize);
   const path = join(out.dir, 'output.jpg');
   const img = applyResize(image, meta.width, meta.height, job.options.resize);
-  const inputBytes = (await stat(job.inputPath)).size;
+  // Read once: its tables tell our own output, its coarseness the gain, its segments the metadata.
+  const input = await readFile(job.inputPath);
+  const inputBytes = input.length;
   // A profile that costs more than the picture is converted into (image/door.ts).
   const profile = await phase('analyse', () => profileDecision(img, meta.icc, inputBytes)).catch((err: unknown) => {
     throw imageError(err, job.inputPath);
   });
-  if (!resized && profile.keep && (await phase('analyse', async () => jpegOrigin(await readFile(job.inputPath)))) !== 'other') {
+  if (!resized && profile.keep && (await phase('analyse', async () => jpegOrigin(input))) !== 'other') {
     // Already encoded by this encoder (or one with its tables) at a chosen quality: a second pass
     // would compound the loss (measured: 0.98 becomes 0.96-0.97 against the original).
     await copyFile(job.inputPath, path);
@@ -49,10 +51,10 @@ export const compress: Compress = async (job, out, ctx) => {
     const worthEncoding =
       resized || !profile.keep
         ? undefined
-        : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(await readFile(job.inputPath), setting.quality, setting.table));
+        : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(input, setting.quality, setting.table));
     // The searched pixels are the output's unless a kept profile other than sRGB or CMYK's conversion stands between (encode.ts: metadataFrom).
     const asSearched = meta.space !== 'cmyk' && (!meta.icc || meta.asStored === true || !profile.keep);
-    const metadataFrom = asSearched ? await readFile(job.inputPath) : undefined;
+    const metadataFrom = asSearched ? input : undefined;
     encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, metadataFrom, worthEncoding, progress: ctx.progress });
   } catch (err) {
     throw imageError(err, job.inputPath);
