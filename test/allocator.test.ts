@@ -35,7 +35,8 @@ async function faultsPerRound(env: NodeJS.ProcessEnv): Promise<number[]> {
 
 /**
  * Mappings advised to take huge pages (`hg` in their VmFlags) and the bytes of huge pages the process
- * holds: after 200 buffers of 1 MiB are written, after a 64 MiB one is, and once all are freed.
+ * holds: after 200 buffers of 1 MiB are written, after a 64 MiB one is, after a WebAssembly memory grows
+ * by 64 MiB and is written, and once all are freed.
  */
 const HUGE = `
 const { readFileSync } = require('node:fs');
@@ -47,21 +48,27 @@ const at = () => ({ advised: advised(), huge: huge() });
   const afterSmall = at();
   let big = Buffer.allocUnsafeSlow(64 << 20).fill(1);
   const afterBig = at();
-  small = big = undefined;
+  let memory = new WebAssembly.Memory({ initial: 1 });
+  memory.grow(1024);
+  new Uint8Array(memory.buffer).fill(1);
+  const afterWasm = at();
+  small = big = memory = undefined;
   // V8 frees a collected buffer's memory on a thread of its own, soon after the collection.
   for (let i = 0; i < 100 && advised() > 0; i++) {
     gc();
     await new Promise((r) => setTimeout(r, 20));
   }
-  console.log(JSON.stringify({ afterSmall, afterBig, freed: at() }));
+  console.log(JSON.stringify({ afterSmall, afterBig, afterWasm, freed: at() }));
 })();
 `;
 
 type Pages = { advised: number; huge: number };
 
-async function hugePages(env: NodeJS.ProcessEnv): Promise<{ afterSmall: Pages; afterBig: Pages; freed: Pages }> {
+type Stages = { afterSmall: Pages; afterBig: Pages; afterWasm: Pages; freed: Pages };
+
+async function hugePages(env: NodeJS.ProcessEnv): Promise<Stages> {
   const { stdout } = await run(process.execPath, ['--expose-gc', '-e', HUGE], { env });
-  return JSON.parse(stdout) as { afterSmall: Pages; afterBig: Pages; freed: Pages };
+  return JSON.parse(stdout) as Stages;
 }
 
 /** Whether the kernel gives huge pages where they are asked for (`madvise` or `always`; not `never`). */
@@ -95,19 +102,21 @@ describe('the allocator', () => {
     for (const f of bareLater) assert.ok(f > bareFirst / 2, `without it every buffer faults: ${[bareFirst, ...bareLater].join(', ')}`);
   });
 
-  test('a buffer of 4 MiB or more takes huge pages while it lives; smaller ones and freed memory do not', { skip }, async () => {
+  test('a buffer or a WebAssembly growth of 4 MiB or more takes huge pages while it lives; smaller ones and freed memory do not', { skip }, async () => {
     const env = jemallocEnv(jemalloc!, { PATH: process.env.PATH }, arena);
-    const { afterSmall, afterBig, freed } = await hugePages(env);
+    const { afterSmall, afterBig, afterWasm, freed } = await hugePages(env);
     assert.deepEqual(afterSmall, { advised: 0, huge: 0 }, '200 buffers of 1 MiB: 4 KiB pages, as ever');
     assert.equal(afterBig.advised, 1, 'the 64 MiB buffer is advised');
     if (kernelHugePages()) assert.ok(afterBig.huge >= 48 << 20, `and its pages are huge: ${afterBig.huge} bytes`);
-    assert.equal(freed.advised, 0, 'freed, its pages go back to the advice of the memory around them');
+    assert.equal(afterWasm.advised, 2, "the WebAssembly memory's growth is advised too");
+    if (kernelHugePages()) assert.ok(afterWasm.huge - afterBig.huge >= 48 << 20, `and its pages are huge: ${afterWasm.huge - afterBig.huge} bytes`);
+    assert.equal(freed.advised, 0, 'freed, their pages go back to the advice of the memory around them');
     // An operator's thp:never (or thp:always: jemalloc's own, for every mapping) leaves the hooks out.
     const never = await hugePages({ ...env, MALLOC_CONF: `${env.MALLOC_CONF},thp:never` });
-    assert.deepEqual(never.afterBig, { advised: 0, huge: 0 });
-    // Without the library the same buffer is 4 KiB pages.
+    assert.deepEqual(never.afterWasm, { advised: 0, huge: 0 });
+    // Without the library the same buffer and memory are 4 KiB pages.
     const bare = await hugePages({ ...env, LD_PRELOAD: jemalloc });
-    assert.deepEqual(bare.afterBig, { advised: 0, huge: 0 });
+    assert.deepEqual(bare.afterWasm, { advised: 0, huge: 0 });
   });
 
   test("an operator's MALLOC_CONF is kept, and the library does nothing without jemalloc", { skip }, async () => {

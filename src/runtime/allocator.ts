@@ -49,8 +49,9 @@ export function describeAllocator(text: string): void {
  * `arena`, every thread shares one arena and a freed buffer of any size waits for that decay (10 s)
  * instead of going back to the kernel at once, so the next job's buffers are pages already mapped
  * (src/runtime/arena-tune.c; docs/operating.md, "Large buffers"): a 24 MP JPG's job, repeated,
- * 3.6–4.4 s → 2.8–3.4 s, its page faults 115,000 → 50,000. The library also gives a buffer of 4 MiB or
- * more huge pages while it lives, unless MALLOC_CONF sets `thp` (docs/operating.md, "Huge pages").
+ * 3.6–4.4 s → 2.8–3.4 s, its page faults 115,000 → 50,000. The library also gives a buffer, or a
+ * WebAssembly memory's growth, of 4 MiB or more huge pages while it lives, unless MALLOC_CONF sets `thp`
+ * (docs/operating.md, "Huge pages").
  */
 export function jemallocEnv(lib: string, env: NodeJS.ProcessEnv, arena?: string): NodeJS.ProcessEnv {
   const libs = arena ? `${lib} ${arena}` : lib;
