@@ -15,11 +15,11 @@
  * jemalloc's `thp:always` gives every mapping huge pages, which also rounds small allocations up to
  * 2 MiB and costs memory at rest (docs/operating.md, "Huge pages"). Here only an allocation of
  * HUGE_FROM bytes or more is advised to take them while it lives (a fault every 2 MiB: the same
- * 100 MB written in 11-300 ms, by how much of it the host already backs), and advised back when it is freed, so that the small allocations jemalloc
- * later carves from its pages fault 4 KiB at a time as before. jemalloc's experimental hooks tell us
- * of each allocation; an operator's `thp:always` or `thp:never` leaves them uninstalled. The same goes
- * for large growths of WebAssembly memory (see mprotect below).
- * Without jemalloc in the process this does nothing.
+ * 100 MB written in 11-300 ms, by how much of it the host already backs), and advised back when it is
+ * freed, so that the small allocations jemalloc later carves from its pages fault 4 KiB at a time as
+ * before. jemalloc's experimental hooks tell us of each allocation; an operator's `thp:always` or
+ * `thp:never` leaves them uninstalled. The same goes for large growths of WebAssembly memory (see
+ * mprotect below). Without jemalloc in the process this does nothing.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -58,7 +58,6 @@ static void advise(uintptr_t start, size_t size, int advice) {
   if (to > from) madvise((void *)from, to - from, advice);
 }
 
-/* Called before jemalloc has freed anything: `address` is still allocated, its size can be asked. */
 static void on_alloc(void *extra, int type, void *result, uintptr_t result_raw, uintptr_t args_raw[3]) {
   (void)extra, (void)type, (void)result_raw, (void)args_raw;
   if (!result) return;
@@ -66,6 +65,7 @@ static void on_alloc(void *extra, int type, void *result, uintptr_t result_raw, 
   if (size >= HUGE_FROM) advise((uintptr_t)result, size, MADV_HUGEPAGE);
 }
 
+/* Called before jemalloc frees anything: `address` is still allocated, its size can be asked. */
 static void on_dalloc(void *extra, int type, void *address, uintptr_t args_raw[3]) {
   (void)extra, (void)type, (void)args_raw;
   if (!address) return;
