@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp, { type JpegOptions } from 'sharp';
 import { jpegOptions, jpegPipeline, type JpegSetting } from '../workers/image/encode.ts';
-import { programEnv } from '../workers/decoders/native-program.ts';
+import { NATIVE_MEMORY, programEnv } from '../workers/decoders/native-program.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import type { Pixels } from '../workers/image/ssim.ts';
 import type { Profile } from '../workers/shared/profile.ts';
@@ -31,7 +31,7 @@ const MAGICK: Decoder = { name: 'ImageMagick', script: 'convert "$1[0]" -depth 8
 const HEIF_DIR = fileURLToPath(new URL(`../dist/heif-decoder/${process.arch}`, import.meta.url));
 const LIBHEIF: Decoder = {
   name: 'libheif (Debian)',
-  script: `"${HEIF_DIR}/compressd-heif-decode" 100000000 2 < "$1" > "$2"`,
+  script: `"${HEIF_DIR}/compressd-heif-decode" 100000000 2 ${NATIVE_MEMORY.baseBytes} ${NATIVE_MEMORY.bytesPerPixel} < "$1" > "$2"`,
   ext: 'pam',
   env: programEnv(HEIF_DIR),
 };

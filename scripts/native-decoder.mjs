@@ -58,8 +58,9 @@ export async function buildNativeDecoder(decoder, arch, dest) {
     });
     for (const soname of decoder.stubbed ?? []) run(cc, ['-O2', '-shared', '-fPIC', `-Wl,-soname,${soname}`, '-o', join(dest, soname), join(sources, 'codec-stubs.c')]);
     const program = join(dest, decoder.program);
-    // Linked by file name against the carried library, found at run time through LD_LIBRARY_PATH.
-    run(cc, ['-O2', '-Wall', '-Wextra', '-Werror', '-I', join(work, 'usr/include', triplet), '-I', join(work, 'usr/include'), '-o', program, join(sources, 'decode.c'), join(dest, decoder.link), '-Wl,--allow-shlib-undefined']);
+    // Linked by file name against the carried library, found at run time through LD_LIBRARY_PATH;
+    // -rdynamic puts the program's allocation functions (native-memory.h) before the C library's.
+    run(cc, ['-O2', '-rdynamic', '-Wall', '-Wextra', '-Werror', '-I', join(work, 'usr/include', triplet), '-I', join(work, 'usr/include'), '-o', program, join(sources, 'decode.c'), join(dest, decoder.link), '-Wl,--allow-shlib-undefined']);
     for (const f of [...decoder.libraries.map((l) => l.lib), ...(decoder.stubbed ?? [])]) chmodSync(join(dest, f), 0o644);
     chmodSync(program, 0o755);
     return { program, libraries };

@@ -1,9 +1,9 @@
 // Issue 40: HEIC and AVIF decoded natively (Debian's libheif with libde265 and dav1d in a helper
 // process), with the WebAssembly libheif-js (HEIC) and libvips (AVIF) where the native libraries do not load.
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,7 +11,7 @@ import { after, before, describe, it } from 'node:test';
 import sharp from 'sharp';
 import { decodeHeifWasm } from '../workers/decoders/heic.ts';
 import { decodeHeifNatively, probeNativeHeif, useNativeHeif, type NativeHeif } from '../workers/decoders/heic-native.ts';
-import { programEnv } from '../workers/decoders/native-program.ts';
+import { memoryArgs, programEnv } from '../workers/decoders/native-program.ts';
 import { decodeImage } from '../workers/decoders/index.ts';
 import { imageError } from '../workers/image/decode-policy.ts';
 import { tiffOf, type RawPixels } from '../workers/decoders/pixels.ts';
@@ -89,6 +89,30 @@ describe('native HEIC decoding', () => {
     const bytes = await readFile(join(corpus, 'heic/IMG_2682.heic'));
     const failure = await rejectsWithJobError(decodeHeifNatively(heif, bytes, limits(1_000_000)), 'image.too_many_pixels');
     assert.match(failure.message, /4032×3024/);
+  });
+
+  it("a decode that needs more memory than its picture's declared size allows fails at once as undecodable, naming the bound", async () => {
+    const bytes = await readFile(join(corpus, 'heic/IMG_2682.heic'));
+    // Past the bound an allocation fails, or a thread's stack does not fit (with a spare core): both end the program alike.
+    const tight = { ...heif, memory: { baseBytes: 8 * 1024 ** 2, bytesPerPixel: 1 } };
+    const failure = await rejectsWithJobError(decodeHeifNatively(tight, bytes, limits()), 'image.decode_failed');
+    // The file's 0.84 MB, 8 MB and a byte for each of its 12.2 MP.
+    assert.match(failure.message, /more memory than a picture of the size it declares may take \(20 MB\)/);
+  });
+
+  it('the program is the first process the kernel ends when memory runs out', async () => {
+    const child = spawn(join(dir, heif.program), ['100000000', '1', ...memoryArgs(heif)], { env: programEnv(dir), stdio: ['pipe', 'ignore', 'ignore'] });
+    try {
+      // It says so before it reads its file, which this test never ends.
+      let score = '';
+      for (let i = 0; i < 100 && score !== '1000'; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        score = readFileSync(`/proc/${child.pid}/oom_score_adj`, 'utf8').trim();
+      }
+      assert.equal(score, '1000');
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 
   it('a file cut short fails as truncated (the WebAssembly decoder left the missing tiles grey); a broken one as undecodable', async () => {

@@ -94,6 +94,15 @@ describe('camera RAW through the native LibRaw', () => {
     await rejectsWithJobError(developNatively(raw, bytes, limits(1_000_000), 32), 'image.too_many_pixels');
   });
 
+  it("fails a development that needs more memory than its sensor's size allows, naming the bound, without trying WebAssembly", async () => {
+    const bytes = await readFile(join(corpus, 'derived-pixel-IMG_20180725_163423.dng'));
+    const tight = { ...raw, memory: { baseBytes: 8 * 1024 ** 2, bytesPerPixel: 1 } };
+    const failure = await rejectsWithJobError(developNatively(tight, bytes, limits(), 32), 'image.decode_failed');
+    // The file's 23.5 MB, 8 MB and a byte for each of its 12.2 MP.
+    assert.match(failure.message, /more memory than a picture of the size it declares may take \(43 MB\)/);
+    assert.ok(await developNatively(raw, bytes, limits(), 32), 'at the default bound it develops');
+  });
+
   it('falls back to WebAssembly where the native libraries do not load', async () => {
     const broken = join(work, 'broken');
     cpSync(dir, broken, { recursive: true });

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { JobError } from '../contract.ts';
 import { checkPixelBudget, imageError } from '../image/decode-policy.ts';
 import { spareCore } from '../shared/spare-core.ts';
-import { nativeDecoder, readPamHeader, readPamPixels, runToPicture, type NativeProgram } from './native-program.ts';
+import { memoryArgs, nativeDecoder, pastMemoryBound, readPamHeader, readPamPixels, runToPicture, type NativeProgram } from './native-program.ts';
 import type { RawPixels } from './pixels.ts';
 import type { DecodeLimits } from './types.ts';
 
@@ -29,13 +29,15 @@ export const probeNativeHeif = heif.probe;
  */
 export async function decodeHeifNatively(heif: NativeProgram, bytes: Buffer, limits: DecodeLimits, icc?: Buffer): Promise<RawPixels> {
   const threads = spareCore() ? availableParallelism() : 1;
-  const got = await runToPicture(heif, [String(limits.maxPixels), String(threads)], { input: bytes, signal: limits.signal }, async (source) =>
+  const got = await runToPicture(heif, [String(limits.maxPixels), String(threads), ...memoryArgs(heif)], { input: bytes, signal: limits.signal }, async (source) =>
     readPamPixels(source, await readPamHeader(source, [3, 4]), icc),
   );
   if ('picture' in got) return got.picture;
   const r = got.ended;
   const refused = /^pixels (\d+) (\d+)$/.exec(r.err);
   if (r.code === 3 && refused) checkPixelBudget(Number(refused[1]), Number(refused[2]), limits.maxPixels);
+  const overBound = pastMemoryBound(r);
+  if (overBound) throw overBound;
   if (r.code === 1) throw imageError(new Error(`libheif: ${r.err.replace(/^\w+: /, '')}`));
   throw new JobError('image.decode_failed', `libheif failed on this file (${r.signal ? `signal ${r.signal}` : `exit ${r.code}: ${r.err}`}).`);
 }

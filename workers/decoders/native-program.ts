@@ -14,7 +14,9 @@ import { runFromShell } from './spawner.ts';
  * What the native decoders share (heic-native.ts, raw-native.ts): a small program of ours built with
  * Debian's libraries (scripts/native-decoder.mjs), run once per picture, which reads the file on stdin
  * and writes a PAM image to stdout. A process of its own, so that a fault of a decoder on a hostile
- * file fails one job instead of ending the server; started from the thread's shell (spawner.ts),
+ * file fails one job instead of ending the server, its memory bounded by the picture its file
+ * declares (NATIVE_MEMORY), and the first process the kernel ends when memory runs out (rather than
+ * the server with every job it holds); started from the thread's shell (spawner.ts),
  * with its files in a private temporary directory, or directly where that cannot be done. In the single executable the program lies in the
  * runtime tree's lib/<name> (the pool hands its threads the tree's path); from source in
  * dist/<name>-decoder/<cpu>.
@@ -26,6 +28,39 @@ export interface NativeProgram {
   events: string;
   /** The library's version, as the program says it. */
   version: string;
+  /** The bound on its memory (NATIVE_MEMORY; tests make it tighter). */
+  memory: MemoryBound;
+}
+
+/** A program's memory: `baseBytes` and `bytesPerPixel` a pixel its file's header declares, beside the file itself. */
+export interface MemoryBound {
+  baseBytes: number;
+  bytesPerPixel: number;
+}
+
+/**
+ * The native decoders' bound, about twice what each needed at its least, measured with the server's
+ * allocator (RLIMIT_DATA, the smallest under which it still decoded): a 10-bit AVIF 40 bytes a pixel
+ * (libheif converts in 16-bit planes; 634 MB at 15.9 MP), the 12 MP DNGs 25-28 (LibRaw's 16-bit
+ * working image), HEICs 12-17, and 44-74 MB for a 2 MP picture, mostly the libraries and their
+ * threads' stacks. A 100 MP picture may take 8 GB; a file that declares 2 MP, 224 MB, whatever it
+ * makes the decoder ask for.
+ */
+export const NATIVE_MEMORY: MemoryBound = { baseBytes: 64 * 1024 ** 2, bytesPerPixel: 80 };
+
+/** The bound as the programs take it: BASE_BYTES BYTES_PER_PIXEL, after their own arguments. */
+export const memoryArgs = ({ memory }: NativeProgram): string[] => [String(memory.baseBytes), String(memory.bytesPerPixel)];
+
+/**
+ * The job's failure when the program ended at its memory's bound (status 6, "memory BOUND"): a file
+ * whose decoding needs more than a picture of the size it declares is damaged or hostile, and is not
+ * tried again another way.
+ */
+export function pastMemoryBound({ code, err }: Ended): JobError | undefined {
+  const bound = code === 6 ? /^memory (\d+)$/m.exec(err) : null;
+  if (!bound) return undefined;
+  const mb = Math.round(Number(bound[1]) / 1024 ** 2).toLocaleString('en-US');
+  return new JobError('image.decode_failed', `Decoding this file needs more memory than a picture of the size it declares may take (${mb} MB): the file is damaged.`);
 }
 
 function defaultDir(name: string): string {
@@ -122,12 +157,12 @@ async function inShell<T>(
 }
 
 /** The program in `dir` when it and its libraries load on this machine, else undefined (said in the log, with what decodes instead). */
-export async function probeProgram(found: Omit<NativeProgram, 'version'>, instead: string): Promise<NativeProgram | undefined> {
+export async function probeProgram(found: Omit<NativeProgram, 'version' | 'memory'>, instead: string): Promise<NativeProgram | undefined> {
   const said =
     (await inShell(found, ['--version'], {}, async (ended, stdout) => ({ ...ended, out: await readFile(stdout) }))) ??
     (await runProgram(found, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message })));
   const version = said.out.toString().trim();
-  if (said.code === 0 && /^\d+\.\d+\.\d+$/.test(version)) return { ...found, version };
+  if (said.code === 0 && /^\d+\.\d+\.\d+$/.test(version)) return { ...found, version, memory: NATIVE_MEMORY };
   workerLog.warn({ event: `${found.events}.native_unavailable`, dir: found.dir, reason: said.err || `exit ${said.code ?? said.signal}` }, instead);
   return undefined;
 }
@@ -136,7 +171,7 @@ export async function probeProgram(found: Omit<NativeProgram, 'version'>, instea
  * One native decoder as a thread uses it: probed on first use (`get`), or pointed at another
  * directory (`use`; tests point it at a broken one, and no argument goes back to the default).
  */
-export function nativeDecoder(name: string, found: Omit<NativeProgram, 'version' | 'dir'>, instead: string) {
+export function nativeDecoder(name: string, found: Omit<NativeProgram, 'version' | 'dir' | 'memory'>, instead: string) {
   const probe = (dir = defaultDir(name)) => probeProgram({ ...found, dir }, instead);
   let native: Promise<NativeProgram | undefined> | undefined;
   return {

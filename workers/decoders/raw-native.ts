@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { admitPixels, checkPixelBudget } from '../image/decode-policy.ts';
 import { workerLog } from '../shared/log.ts';
 import { spareCore } from '../shared/spare-core.ts';
-import { nativeDecoder, readPamHeader, readPamPixels, runToPicture, type NativeProgram } from './native-program.ts';
+import { memoryArgs, nativeDecoder, pastMemoryBound, readPamHeader, readPamPixels, runToPicture, type NativeProgram } from './native-program.ts';
 import type { RawPixels } from './pixels.ts';
 import type { DecodeLimits } from './types.ts';
 
@@ -15,8 +15,9 @@ import type { DecodeLimits } from './types.ts';
  * highlight is clipped, the WebAssembly build writes an occasional 0 for 255 (a black speck), this
  * one the 255.
  *
- * Only a file it develops whole comes from here. Whatever it refuses or reports damaged (cut or
- * corrupt sensor data, a format it does not know, a crash) goes to the WebAssembly path, which
+ * Only a file it develops whole comes from here. A file whose development needs more memory than its
+ * sensor's size allows fails (native-program.ts, pastMemoryBound). Whatever else it refuses or reports
+ * damaged (cut or corrupt sensor data, a format it does not know, a crash) goes to the WebAssembly path, which
  * decides between the embedded preview and `raw.no_image_data` as it always has: those files are
  * rare and small, and the errors and previews stay the same.
  */
@@ -67,7 +68,7 @@ function factsOf(comments: string[]): ShotFacts {
  */
 export async function developNatively(program: NativeProgram, bytes: Buffer, limits: DecodeLimits, pixelsPerByte: number): Promise<NativeRawPicture | undefined> {
   const threads = spareCore() ? availableParallelism() : 1;
-  const args = [String(limits.maxPixels), String(pixelsPerByte)];
+  const args = [String(limits.maxPixels), String(pixelsPerByte), ...memoryArgs(program)];
   const got = await runToPicture(program, args, { input: bytes, signal: limits.signal, env: { OMP_NUM_THREADS: String(threads) } }, async (source) => {
     const header = await readPamHeader(source, [1, 3]);
     await admitPixels(header.width, header.height, limits.maxPixels);
@@ -77,6 +78,8 @@ export async function developNatively(program: NativeProgram, bytes: Buffer, lim
   const r = got.ended;
   const refused = /^pixels (\d+) (\d+)$/.exec(r.err);
   if (r.code === 3 && refused) checkPixelBudget(Number(refused[1]), Number(refused[2]), limits.maxPixels);
+  const overBound = pastMemoryBound(r);
+  if (overBound) throw overBound;
   limits.signal.throwIfAborted();
   workerLog.debug({ event: 'raw.native_declined', reason: r.signal ? `signal ${r.signal}` : `exit ${r.code}: ${r.err}` }, 'the native LibRaw did not develop this file; WebAssembly decides');
   return undefined;

@@ -4,7 +4,9 @@
  * image, 8 bits per sample, RGB or RGB_ALPHA. workers/decoders/heic-native.ts runs it; a separate
  * process, so that a fault in a video decoder on a hostile file ends this program, not the server.
  *
- *   compressd-heif-decode MAX_PIXELS THREADS     decode; THREADS bounds libheif's grid-tile threads
+ *   compressd-heif-decode MAX_PIXELS THREADS BASE_BYTES BYTES_PER_PIXEL
+ *       decode; THREADS bounds libheif's grid-tile threads, BASE_BYTES + BYTES_PER_PIXEL × the declared
+ *       pixels (beside the file) its memory (native-memory.h)
  *   compressd-heif-decode --version              print libheif's version (proves the libraries load)
  *
  * Exit status and the one line on stderr:
@@ -12,12 +14,15 @@
  *   1  "read: <libheif's message>" or "decode: <libheif's message>"
  *   2  "usage" or "input: <reason>"
  *   3  "pixels WIDTH HEIGHT": the header declares more than MAX_PIXELS; nothing was decoded
+ * A decode past its memory's bound ends as libheif handles the failed allocation: status 1 with its
+ * message, or a signal where libde265 does not check.
  *
  * Decoding is as libheif's defaults do it (libheif-js too): the file's rotation, mirror and crop
  * applied, 4:2:0 chroma repeated (nearest neighbour), samples of more than 8 bits scaled to 8. Unlike
  * libheif-js's WebAssembly build, libde265 here applies HEVC's in-loop filters (deblocking and SAO),
  * as the standard requires: the WebAssembly pixels equal these with both filters switched off.
  */
+#include "../native-memory.h"
 #include <libheif/heif.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +57,7 @@ static int decode_rgb(const struct heif_image_handle *handle, int alpha) {
   return status;
 }
 
-static int decode(const uint8_t *bytes, size_t size, uint64_t max_pixels, int threads) {
+static int decode(const uint8_t *bytes, size_t size, uint64_t max_pixels, int threads, uint64_t base, uint64_t per_pixel) {
   struct heif_context *ctx = heif_context_alloc();
   if (!ctx) return fail(2, "input", "out of memory");
   heif_context_set_max_decoding_threads(ctx, threads);
@@ -70,6 +75,7 @@ static int decode(const uint8_t *bytes, size_t size, uint64_t max_pixels, int th
       fprintf(stderr, "pixels %d %d\n", width, height);
       status = 3;
     } else {
+      bound_data(size, (uint64_t)width * (uint64_t)height, base, per_pixel);
       status = decode_rgb(handle, alpha);
     }
   }
@@ -83,15 +89,17 @@ int main(int argc, char **argv) {
     printf("%s\n", heif_get_version());
     return 0;
   }
-  if (argc != 3) return fail(2, "usage", "compressd-heif-decode MAX_PIXELS THREADS < file.heic > image.pam");
+  first_to_go_when_memory_runs_out();
+  if (argc != 5) return fail(2, "usage", "compressd-heif-decode MAX_PIXELS THREADS BASE_BYTES BYTES_PER_PIXEL < file.heic > image.pam");
   uint64_t max_pixels = strtoull(argv[1], NULL, 10);
   int threads = atoi(argv[2]);
-  if (max_pixels == 0 || threads < 1) return fail(2, "usage", "MAX_PIXELS and THREADS are positive integers");
+  uint64_t base = strtoull(argv[3], NULL, 10), per_pixel = strtoull(argv[4], NULL, 10);
+  if (max_pixels == 0 || threads < 1 || base == 0 || per_pixel == 0) return fail(2, "usage", "MAX_PIXELS, THREADS, BASE_BYTES and BYTES_PER_PIXEL are positive integers");
   size_t size = 0;
   uint8_t *bytes = read_stdin(&size);
   if (!bytes) return fail(2, "input", "stdin could not be read");
   heif_init(NULL);
-  int status = decode(bytes, size, max_pixels, threads);
+  int status = decode(bytes, size, max_pixels, threads, base, per_pixel);
   heif_deinit();
   free(bytes);
   return status;

@@ -6,7 +6,9 @@
  * output is made from. workers/decoders/raw-native.ts runs it; a separate
  * process, so that a fault of LibRaw on a hostile file ends this program, not the server.
  *
- *   compressd-raw-decode MAX_PIXELS PIXELS_PER_BYTE   develop (OMP_NUM_THREADS bounds LibRaw's threads)
+ *   compressd-raw-decode MAX_PIXELS PIXELS_PER_BYTE BASE_BYTES BYTES_PER_PIXEL
+ *       develop (OMP_NUM_THREADS bounds LibRaw's threads; BASE_BYTES + BYTES_PER_PIXEL × the sensor's
+ *       pixels, beside the file, its memory: native-memory.h)
  *   compressd-raw-decode --version                    print LibRaw's version (proves the libraries load)
  *
  * Exit status and the one line on stderr:
@@ -17,7 +19,9 @@
  *   4  "data: <what>": LibRaw reported cut or corrupt sensor data (the caller decides what then)
  *   5  "sparse WIDTH HEIGHT": the file has fewer bytes than the sensor's pixels / PIXELS_PER_BYTE, too
  *      few to hold its image (raw.ts, MIN_PIXELS_PER_BYTE); nothing was unpacked
+ * A development past its memory's bound fails with status 1 ("… Unsufficient memory", LibRaw's word).
  */
+#include "../native-memory.h"
 #include <libraw/libraw.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,7 +63,11 @@ static int write_pam(const libraw_data_t *raw, const libraw_processed_image_t *i
   return 0;
 }
 
-static int develop(libraw_data_t *raw, const uint8_t *bytes, size_t size, uint64_t max_pixels, uint64_t pixels_per_byte) {
+struct bounds {
+  uint64_t max_pixels, pixels_per_byte, base, per_pixel;
+};
+
+static int develop(libraw_data_t *raw, const uint8_t *bytes, size_t size, struct bounds b) {
   raw->params.use_camera_wb = 1;
   raw->params.use_camera_matrix = 1;
   raw->params.output_color = 1;
@@ -71,14 +79,15 @@ static int develop(libraw_data_t *raw, const uint8_t *bytes, size_t size, uint64
   int err = libraw_open_buffer(raw, (void *)bytes, size);
   if (err != LIBRAW_SUCCESS) return fail(1, "open", libraw_strerror(err));
   unsigned width = raw->sizes.width, height = raw->sizes.height;
-  if (width > 0 && height > 0 && (uint64_t)width * height > max_pixels) {
+  if (width > 0 && height > 0 && (uint64_t)width * height > b.max_pixels) {
     fprintf(stderr, "pixels %u %u\n", width, height);
     return 3;
   }
-  if ((uint64_t)width * height > (uint64_t)size * pixels_per_byte) {
+  if ((uint64_t)width * height > (uint64_t)size * b.pixels_per_byte) {
     fprintf(stderr, "sparse %u %u\n", width, height);
     return 5;
   }
+  bound_data(size, (uint64_t)width * height, b.base, b.per_pixel);
   if ((err = libraw_unpack(raw)) != LIBRAW_SUCCESS) return fail(1, "unpack", libraw_strerror(err));
   if (data_errors) return 4;
   if ((err = libraw_dcraw_process(raw)) != LIBRAW_SUCCESS) return fail(1, "process", libraw_strerror(err));
@@ -96,15 +105,17 @@ int main(int argc, char **argv) {
     printf("%.*s\n", (int)strcspn(version, "-"), version);
     return 0;
   }
-  if (argc != 3) return fail(2, "usage", "compressd-raw-decode MAX_PIXELS PIXELS_PER_BYTE < file > image.pam");
-  uint64_t max_pixels = strtoull(argv[1], NULL, 10), pixels_per_byte = strtoull(argv[2], NULL, 10);
-  if (max_pixels == 0 || pixels_per_byte == 0) return fail(2, "usage", "MAX_PIXELS and PIXELS_PER_BYTE are positive integers");
+  first_to_go_when_memory_runs_out();
+  if (argc != 5) return fail(2, "usage", "compressd-raw-decode MAX_PIXELS PIXELS_PER_BYTE BASE_BYTES BYTES_PER_PIXEL < file > image.pam");
+  struct bounds b = {strtoull(argv[1], NULL, 10), strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10)};
+  if (b.max_pixels == 0 || b.pixels_per_byte == 0 || b.base == 0 || b.per_pixel == 0)
+    return fail(2, "usage", "MAX_PIXELS, PIXELS_PER_BYTE, BASE_BYTES and BYTES_PER_PIXEL are positive integers");
   size_t size = 0;
   uint8_t *bytes = read_stdin(&size);
   if (!bytes) return fail(2, "input", "stdin could not be read");
   libraw_data_t *raw = libraw_init(0);
   if (!raw) return fail(2, "input", "out of memory");
-  int status = develop(raw, bytes, size, max_pixels, pixels_per_byte);
+  int status = develop(raw, bytes, size, b);
   libraw_close(raw);
   free(bytes);
   return status;
