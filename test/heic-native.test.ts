@@ -226,6 +226,18 @@ describe('native AVIF decoding', () => {
     }
   }
 
+  it("a file past the helper's memory bound fails as undecodable, not read again by libvips in the server", async () => {
+    const bytes = await readFile(join(corpus, 'avif/immich-8bit-sRGB.avif'));
+    useNativeHeif(dir, { baseBytes: 8 * 1024 ** 2, bytesPerPixel: 1 });
+    try {
+      const failure = await rejectsWithJobError(decodeImage(bytes, 'avif', limits()), 'image.decode_failed');
+      assert.match(failure.message, /more memory than a picture of the size it declares may take \(10 MB\)/);
+    } finally {
+      useNativeHeif(dir);
+    }
+    assert.equal((await decodeImage(bytes, 'avif', limits())).decoded.via, 'libheif');
+  });
+
   // The helper carries dav1d; where it does not load, libvips decodes (sharp's libheif and dav1d).
   const cases: [string, () => Promise<string>][] = [
     ...AVIFS.map((rel): [string, () => Promise<string>] => [rel, async () => join(corpus, rel)]),

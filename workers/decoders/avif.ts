@@ -3,6 +3,7 @@ import { admitPixels } from '../image/decode-policy.ts';
 import { readHeader } from '../image/probe.ts';
 import { withColrRange } from './av1-colour.ts';
 import { decodeHeifNatively, nativeHeif, type NativeHeif } from './heic-native.ts';
+import { PastMemoryBound } from './native-program.ts';
 import { sharpFromPixels } from './pixels.ts';
 import { decodeWithSharp, srgbAsStored } from './sharp-native.ts';
 import type { Decoded, DecodeLimits } from './types.ts';
@@ -17,7 +18,8 @@ import type { Decoded, DecodeLimits } from './types.ts';
  * of the corpus's four AVIFs). Through sharp's libvips otherwise, and where the helper would lose precision: samples
  * deeper than 8 bits with a profile of their own are converted through it at 16 bits by libvips,
  * and the helper gives 8. A file the helper cannot decode is read by libvips as well, whose answer
- * (its pixels, or its error code) is the job's, as it was before the helper.
+ * (its pixels, or its error code) is the job's, as it was before the helper; but not one whose decoding
+ * needs more memory than its picture's size allows (native-program.ts, pastMemoryBound).
  */
 export async function decodeAvif(input: Buffer, limits: DecodeLimits): Promise<Decoded> {
   const bytes = stillImage(withColrRange(input));
@@ -56,6 +58,7 @@ async function decodeNatively(heif: NativeHeif, bytes: Buffer, limits: DecodeLim
     const pixels = await decodeHeifNatively(heif, bytes, limits, icc);
     return { image: sharpFromPixels(pixels), width: pixels.width, height: pixels.height, orientation: 1, exif: facts.exif, via: 'libheif' };
   } catch (err) {
+    if (err instanceof PastMemoryBound) throw err;
     if (err instanceof JobError && (err.code === 'image.decode_failed' || err.code === 'image.truncated')) return undefined;
     throw err;
   }

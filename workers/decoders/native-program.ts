@@ -54,13 +54,15 @@ export const memoryArgs = ({ memory }: NativeProgram): string[] => [String(memor
 /**
  * The job's failure when the program ended at its memory's bound (status 6, "memory BOUND"): a file
  * whose decoding needs more than a picture of the size it declares is damaged or hostile, and is not
- * tried again another way.
+ * tried again another way (libvips's AVIF, LibRaw in WebAssembly: both in the server's memory).
  */
-export function pastMemoryBound({ code, err }: Ended): JobError | undefined {
+export class PastMemoryBound extends JobError {}
+
+export function pastMemoryBound({ code, err }: Ended): PastMemoryBound | undefined {
   const bound = code === 6 ? /^memory (\d+)$/m.exec(err) : null;
   if (!bound) return undefined;
   const mb = Math.round(Number(bound[1]) / 1024 ** 2).toLocaleString('en-US');
-  return new JobError('image.decode_failed', `Decoding this file needs more memory than a picture of the size it declares may take (${mb} MB): the file is damaged.`);
+  return new PastMemoryBound('image.decode_failed', `Decoding this file needs more memory than a picture of the size it declares may take (${mb} MB): the file is damaged.`);
 }
 
 function defaultDir(name: string): string {
@@ -169,7 +171,8 @@ export async function probeProgram(found: Omit<NativeProgram, 'version' | 'memor
 
 /**
  * One native decoder as a thread uses it: probed on first use (`get`), or pointed at another
- * directory (`use`; tests point it at a broken one, and no argument goes back to the default).
+ * directory or bound (`use`; tests point it at a broken one or a tight bound, and no argument goes
+ * back to the default).
  */
 export function nativeDecoder(name: string, found: Omit<NativeProgram, 'version' | 'dir' | 'memory'>, instead: string) {
   const probe = (dir = defaultDir(name)) => probeProgram({ ...found, dir }, instead);
@@ -177,7 +180,7 @@ export function nativeDecoder(name: string, found: Omit<NativeProgram, 'version'
   return {
     probe,
     get: (): Promise<NativeProgram | undefined> => (native ??= probe()),
-    use: (dir?: string): void => void (native = probe(dir)),
+    use: (dir?: string, memory?: MemoryBound): void => void (native = probe(dir).then((p) => p && { ...p, memory: memory ?? p.memory })),
   };
 }
 
