@@ -22,8 +22,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-/* The message a failed allocation writes, made when the bound is set (nothing is formatted then). */
-static char out_of_memory_said[64] = "memory 0\n";
+/*
+ * The message a failed allocation writes, made when the bound is set (nothing is formatted then).
+ * Before it is set a failure is the machine's, not the file's: "memory unbounded" (no bound to name).
+ */
+static char out_of_memory_said[64] = "memory unbounded\n";
 
 static void out_of_memory(void) {
   (void)!write(STDERR_FILENO, out_of_memory_said, strlen(out_of_memory_said));
