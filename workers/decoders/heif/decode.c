@@ -14,8 +14,7 @@
  *   1  "read: <libheif's message>" or "decode: <libheif's message>"
  *   2  "usage" or "input: <reason>"
  *   3  "pixels WIDTH HEIGHT": the header declares more than MAX_PIXELS; nothing was decoded
- * A decode past its memory's bound ends as libheif handles the failed allocation: status 1 with its
- * message, or a signal where libde265 does not check.
+ *   6  "memory BOUND": an allocation or a thread past the memory's bound (native-memory.h)
  *
  * Decoding is as libheif's defaults do it (libheif-js too): the file's rotation, mirror and crop
  * applied, 4:2:0 chroma repeated (nearest neighbour), samples of more than 8 bits scaled to 8. Unlike

@@ -19,7 +19,7 @@
  *   4  "data: <what>": LibRaw reported cut or corrupt sensor data (the caller decides what then)
  *   5  "sparse WIDTH HEIGHT": the file has fewer bytes than the sensor's pixels / PIXELS_PER_BYTE, too
  *      few to hold its image (raw.ts, MIN_PIXELS_PER_BYTE); nothing was unpacked
- * A development past its memory's bound fails with status 1 ("… Unsufficient memory", LibRaw's word).
+ *   6  "memory BOUND": an allocation or a thread past the memory's bound (native-memory.h)
  */
 #include "../native-memory.h"
 #include <libraw/libraw.h>
