@@ -10,9 +10,10 @@
 // Universal inputs are scored against one reference decode, which every peer also encodes from.
 // Writes bench/results/quality*.png; a run of every kind also rewrites docs/benchmarks.md's "How well it
 // compresses" table and its charts in docs/bench/.
-import { copyFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { copyFile, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import sharp from 'sharp';
 import {
   ditheredPaletteBmp,
@@ -31,6 +32,7 @@ import {
 } from '../../test/helpers/made-files.ts';
 import type { Compress } from '../../workers/contract.ts';
 import { compress as gif } from '../../workers/gif.ts';
+import { appSegments, withSegments } from '../../workers/image/jpeg-segments.ts';
 import type { Pixels } from '../../workers/image/ssim.ts';
 import { compress as jpg } from '../../workers/jpg.ts';
 import { compress as office } from '../../workers/office.ts';
@@ -166,6 +168,47 @@ const mozjpegScoreSearch = (source?: (input: string, dir: string) => Promise<str
 // 20 and 98 at the ends: compared on SSIMULACRA2 our outputs lie anywhere from about 45 to 95, and a
 // peer must span our score to be compared at it.
 const magickJpeg = settings(['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'], (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
+/**
+ * jpegli (the JPEG XL project's JPEG encoder, built by scripts/jpegli.mjs) at each quality, at 4:2:0 or
+ * at 4:4:4 (cjpegli's default), as cjpegli runs it: adaptive quantisation, progressive, optimised codes.
+ * It encodes the pixels the judge decodes from the input (CMYK converted to sRGB as for every tool), and
+ * the input's metadata segments are written back, as the other JPEG tools keep them (a CMYK input's ICC
+ * profile would no longer describe the pixels, so it is left out).
+ */
+/** Built by `npm run bench`'s setup (scripts/jpegli.mjs). */
+const CJPEGLI = new URL(`../../dist/jpegli/${process.arch}/compressd-cjpegli`, import.meta.url).pathname;
+const JPEGLI_420 = 'jpegli 4:2:0 q20–98';
+const JPEGLI_444 = 'jpegli 4:4:4 q20–98';
+const jpegli = (chroma: '420' | '444'): Peer =>
+  settings(['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'], async (q, input, out) => {
+    const { ppm, segments } = await jpegliInput(input, out);
+    const [from, to] = await Promise.all([open(ppm), open(`${out}.part`, 'w')]);
+    try {
+      const child = spawn(CJPEGLI, [q, chroma], { stdio: [from.fd, to.fd, 'pipe'] });
+      let err = '';
+      child.stderr!.on('data', (d) => (err += d));
+      const code = await new Promise((resolve, reject) => child.on('error', reject).on('close', resolve));
+      if (code !== 0) throw new Error(`compressd-cjpegli ${q} ${chroma}: ${err.trim()}`);
+    } finally {
+      await Promise.all([from.close(), to.close()]);
+    }
+    await writeFile(out, withSegments(await readFile(`${out}.part`), segments));
+    await rm(`${out}.part`);
+  }, 'jpg');
+
+/** The input's pixels as a PPM (PGM for grey) beside the peer's outputs, made once, and its metadata segments. */
+async function jpegliInput(input: string, out: string): Promise<{ ppm: string; segments: Buffer[] }> {
+  const ppm = join(dirname(out), 'jpegli-input.ppm');
+  const bytes = await readFile(input);
+  const meta = await sharp(bytes, { limitInputPixels: false }).metadata();
+  const segments = meta.format === 'jpeg' ? appSegments(bytes).filter((seg) => !(meta.space === 'cmyk' && seg[1] === 0xe2)) : [];
+  if (!(await stat(ppm).catch(() => undefined))) {
+    const { data, info } = await sharp(bytes, { limitInputPixels: false }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+    if (info.channels !== 1 && info.channels !== 3) throw new Error(`${info.channels} channels`);
+    await writeFile(ppm, Buffer.concat([Buffer.from(`P${info.channels === 3 ? 6 : 5}\n${info.width} ${info.height}\n255\n`, 'latin1'), data]));
+  }
+  return { ppm, segments };
+}
 const pngquantRanges = settings(['0-30', '40-60', '65-80', '85-95', '95-100'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
 const optipng = settings(['-o2'], (level, input, out) => exec('optipng', [level, '-quiet', '-out', out, input]), 'png');
 
@@ -197,6 +240,8 @@ const universalPeers: Record<string, Peer> = {
   'ImageMagick q20–98': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(magickJpeg)(input, dir, judge)),
   'mozjpeg SSIM search': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegSsimSearch(referencePng)(input, dir, judge)),
   [MOZJPEG_S2]: async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : mozjpegScoreSearch(referencePng)(input, dir, judge)),
+  [JPEGLI_420]: async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(jpegli('420'))(input, dir, judge)),
+  [JPEGLI_444]: async (input, dir, judge) => ((await hasAlpha(input, dir)) ? [] : fromReference(jpegli('444'))(input, dir, judge)),
   'pngquant 5 ranges': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(pngquantRanges)(input, dir, judge) : []),
   // Lossless, the top of the PNG scale: without it no PNG peer reaches an output near it.
   'optipng -o2': async (input, dir, judge) => ((await hasAlpha(input, dir)) ? fromReference(optipng)(input, dir, judge) : []),
@@ -228,6 +273,8 @@ const KINDS: Record<string, Kind> = {
       'mozjpeg SSIM search': mozjpegSsimSearch(),
       [MOZJPEG_S2]: mozjpegScoreSearch(),
       'ImageMagick q20–98': magickJpeg,
+      [JPEGLI_420]: jpegli('420'),
+      [JPEGLI_444]: jpegli('444'),
       // Above the input's own quality jpegoptim only rewrites the Huffman tables: the lossless end.
       'jpegoptim --max': settings(['40', '50', '60', '70', '80', '85', '90', '95'], copyThen('jpegoptim', (q) => ['-q', `--max=${q}`])),
     },

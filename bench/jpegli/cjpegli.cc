@@ -1,0 +1,83 @@
+// The benchmark's jpegli peer (scripts/jpegli.mjs builds it): jpegli, the JPEG encoder of the JPEG XL
+// project, as its own cjpegli runs it, on a binary PPM (P6) or PGM (P5) read from standard input, the
+// JPEG written to standard output. cjpegli itself needs libjxl's image readers; this needs only jpegli.
+//
+//   compressd-cjpegli QUALITY 444|420 < picture.ppm > picture.jpg
+//
+// As cjpegli: the quality mapped to jpegli's distance, adaptive quantisation, progressive level 2 and
+// optimised Huffman codes. No APPn segment of its own (no JFIF): the caller writes the input's.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "lib/jpegli/encode.h"
+
+static int fail(const char* why) {
+  fprintf(stderr, "compressd-cjpegli: %s\n", why);
+  return 1;
+}
+
+static bool number(int* out) {
+  int c = getchar();
+  while (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '#') {
+    if (c == '#') while (c != '\n' && c != EOF) c = getchar();
+    c = getchar();
+  }
+  long v = 0;
+  if (c < '0' || c > '9') return false;
+  while (c >= '0' && c <= '9') {
+    v = v * 10 + (c - '0');
+    if (v > 1 << 20) return false;
+    c = getchar();
+  }
+  *out = static_cast<int>(v);
+  return true;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) return fail("usage: compressd-cjpegli QUALITY 444|420 < picture.ppm > picture.jpg");
+  const int quality = atoi(argv[1]);
+  const bool subsampled = strcmp(argv[2], "420") == 0;
+  if (quality < 1 || quality > 100 || (!subsampled && strcmp(argv[2], "444") != 0)) return fail("QUALITY is 1-100, the chroma 444 or 420");
+  int width = 0, height = 0, maxval = 0;
+  if (getchar() != 'P') return fail("not a binary PPM or PGM");
+  const int kind = getchar();
+  if ((kind != '6' && kind != '5') || !number(&width) || !number(&height) || !number(&maxval) || maxval != 255 || width < 1 || height < 1) return fail("not an 8-bit binary PPM or PGM");
+  const int channels = kind == '6' ? 3 : 1;
+  std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * channels);
+  if (fread(pixels.data(), 1, pixels.size(), stdin) != pixels.size()) return fail("the picture ends early");
+
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpegli_std_error(&jerr);
+  jpegli_create_compress(&cinfo);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  jpegli_mem_dest(&cinfo, &out, &size);
+  cinfo.image_width = width;
+  cinfo.image_height = height;
+  cinfo.input_components = channels;
+  cinfo.in_color_space = channels == 3 ? JCS_RGB : JCS_GRAYSCALE;
+  jpegli_set_defaults(&cinfo);
+  if (channels == 3) {
+    cinfo.comp_info[0].h_samp_factor = cinfo.comp_info[0].v_samp_factor = subsampled ? 2 : 1;
+    for (int i = 1; i < 3; i++) cinfo.comp_info[i].h_samp_factor = cinfo.comp_info[i].v_samp_factor = 1;
+  }
+  jpegli_enable_adaptive_quantization(&cinfo, TRUE);
+  jpegli_set_distance(&cinfo, jpegli_quality_to_distance(quality), TRUE);
+  jpegli_set_progressive_level(&cinfo, 2);
+  cinfo.optimize_coding = TRUE;
+  cinfo.write_JFIF_header = FALSE;
+  cinfo.write_Adobe_marker = FALSE;
+  jpegli_start_compress(&cinfo, TRUE);
+  for (int y = 0; y < height; y++) {
+    JSAMPROW row = pixels.data() + static_cast<size_t>(y) * width * channels;
+    jpegli_write_scanlines(&cinfo, &row, 1);
+  }
+  jpegli_finish_compress(&cinfo);
+  jpegli_destroy_compress(&cinfo);
+  const bool written = fwrite(out, 1, size, stdout) == size && fflush(stdout) == 0;
+  free(out);
+  return written ? 0 : fail("cannot write the JPEG");
+}
