@@ -167,7 +167,12 @@ const mozjpegScoreSearch = (source?: (input: string, dir: string) => Promise<str
 // 11,844 B / 0.9857, q90 13,456 B / 0.9971; the 80–90 line puts 0.9813 at 9,250 B, the 80–85 one at 9,990 B).
 // 20 and 98 at the ends: compared on SSIMULACRA2 our outputs lie anywhere from about 45 to 95, and a
 // peer must span our score to be compared at it.
-const magickJpeg = settings(['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'], (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
+const JPEG_QUALITIES = ['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'];
+const magickJpeg = settings(JPEG_QUALITIES, (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
+/** Built by `npm run bench`'s setup (scripts/jpegli.mjs). */
+const CJPEGLI = new URL(`../../dist/jpegli/${process.arch}/compressd-cjpegli`, import.meta.url).pathname;
+const JPEGLI_420 = 'jpegli 4:2:0 q20–98';
+const JPEGLI_444 = 'jpegli 4:4:4 q20–98';
 /**
  * jpegli (the JPEG XL project's JPEG encoder, built by scripts/jpegli.mjs) at each quality, at 4:2:0 or
  * at 4:4:4 (cjpegli's default), as cjpegli runs it: adaptive quantisation, progressive, optimised codes.
@@ -175,12 +180,8 @@ const magickJpeg = settings(['20', '30', '40', '50', '60', '70', '80', '85', '90
  * the input's metadata segments are written back, as the other JPEG tools keep them (a CMYK input's ICC
  * profile would no longer describe the pixels, so it is left out).
  */
-/** Built by `npm run bench`'s setup (scripts/jpegli.mjs). */
-const CJPEGLI = new URL(`../../dist/jpegli/${process.arch}/compressd-cjpegli`, import.meta.url).pathname;
-const JPEGLI_420 = 'jpegli 4:2:0 q20–98';
-const JPEGLI_444 = 'jpegli 4:4:4 q20–98';
 const jpegli = (chroma: '420' | '444'): Peer =>
-  settings(['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'], async (q, input, out) => {
+  settings(JPEG_QUALITIES, async (q, input, out) => {
     const { ppm, segments } = await jpegliInput(input, out);
     const [from, to] = await Promise.all([open(ppm), open(`${out}.part`, 'w')]);
     try {
@@ -196,17 +197,24 @@ const jpegli = (chroma: '420' | '444'): Peer =>
     await rm(`${out}.part`);
   }, 'jpg');
 
-/** The input's pixels as a PPM (PGM for grey) beside the peer's outputs, made once, and its metadata segments. */
-async function jpegliInput(input: string, out: string): Promise<{ ppm: string; segments: Buffer[] }> {
+/**
+ * The input's pixels as a PPM (PGM for grey) beside the peer's outputs and its metadata segments, made
+ * once per input and folder (every quality of a peer asks).
+ */
+const jpegliInputs = new Map<string, Promise<{ ppm: string; segments: Buffer[] }>>();
+function jpegliInput(input: string, out: string): Promise<{ ppm: string; segments: Buffer[] }> {
   const ppm = join(dirname(out), 'jpegli-input.ppm');
+  const key = `${input}\0${ppm}`;
+  if (!jpegliInputs.has(key)) jpegliInputs.set(key, makeJpegliInput(input, ppm));
+  return jpegliInputs.get(key)!;
+}
+async function makeJpegliInput(input: string, ppm: string): Promise<{ ppm: string; segments: Buffer[] }> {
   const bytes = await readFile(input);
   const meta = await sharp(bytes, { limitInputPixels: false }).metadata();
   const segments = meta.format === 'jpeg' ? appSegments(bytes).filter((seg) => !(meta.space === 'cmyk' && seg[1] === 0xe2)) : [];
-  if (!(await stat(ppm).catch(() => undefined))) {
-    const { data, info } = await sharp(bytes, { limitInputPixels: false }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
-    if (info.channels !== 1 && info.channels !== 3) throw new Error(`${info.channels} channels`);
-    await writeFile(ppm, Buffer.concat([Buffer.from(`P${info.channels === 3 ? 6 : 5}\n${info.width} ${info.height}\n255\n`, 'latin1'), data]));
-  }
+  const { data, info } = await sharp(bytes, { limitInputPixels: false }).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  if (info.channels !== 1 && info.channels !== 3) throw new Error(`${info.channels} channels`);
+  await writeFile(ppm, Buffer.concat([Buffer.from(`P${info.channels === 3 ? 6 : 5}\n${info.width} ${info.height}\n255\n`, 'latin1'), data]));
   return { ppm, segments };
 }
 const pngquantRanges = settings(['0-30', '40-60', '65-80', '85-95', '95-100'], (range, input, out) => exec('pngquant', [`--quality=${range}`, '--force', '--output', out, input]), 'png');
