@@ -3,7 +3,7 @@
 // scripts/apt-packages-bench.txt when called with --bench. Then builds the library `serve` from source
 // preloads after jemalloc (scripts/arena-tune.mjs) and the native decoders the workers use from source
 // (scripts/heif-decoder.mjs, scripts/raw-decoder.mjs; without them HEIC and camera RAW decode through
-// WebAssembly); with --bench also jpegli, a peer of the quality benchmark (scripts/jpegli.mjs).
+// WebAssembly) and jpegli (scripts/jpegli.mjs; without it the JPEG search compares mozjpeg's forms alone).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -39,6 +39,6 @@ for (const [script, what] of [['heif-decoder.mjs', 'HEIF decoder was not built; 
   const built = spawnSync(process.execPath, [join(here, script), '--arch', process.arch], { stdio: 'inherit' });
   if (built.status !== 0) console.warn(`setup: the native ${what} through WebAssembly from source`);
 }
-if (process.argv.includes('--bench') && spawnSync(process.execPath, [join(here, 'jpegli.mjs')], { stdio: 'inherit' }).status !== 0) {
-  console.warn('setup: jpegli was not built; the quality benchmark compares without it');
+if (spawnSync(process.execPath, [join(here, 'jpegli.mjs')], { stdio: 'inherit' }).status !== 0) {
+  console.warn('setup: jpegli was not built; the JPEG search from source compares mozjpeg\'s forms alone, and the quality benchmark compares without it');
 }

@@ -24,7 +24,7 @@ import { ditheredPaletteBmp, ditheredPaletteTiff, rangeMismatchAvif } from './he
 import { plainJpegBytesAt, rgba } from './helpers/peer.ts';
 import { perceived } from './helpers/perceived.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
-import { OUR_TABLES } from '../workers/image/encode.ts';
+import { OUR_FORMS } from '../workers/image/encode.ts';
 import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
@@ -297,10 +297,10 @@ describe('dithered palette pictures at equal quality', () => {
     assert.ok(ours.length < input, `ours ${ours.length} B for an input of ${input} B`);
     assert.ok(reached >= JPEG_FLOOR, `SSIMULACRA2 ${reached.toFixed(2)}`);
     assert.ok(ours.length <= peer.bytes * 1.05, `ours ${ours.length} B at SSIMULACRA2 ${reached.toFixed(2)}, libjpeg q${peer.quality} ${peer.bytes} B`);
-    // Written with one of the tables the form search chooses from: ours by the signature, so it
+    // Written in one of the forms the search chooses from: ours by the signature, so it
     // comes back unchanged, while the same tables without it are anyone's.
     const table = lumaQuantTable(ours)!;
-    const tables = await Promise.all(OUR_TABLES.map((t) => ourQualityOf(table, t)));
+    const tables = await Promise.all(OUR_FORMS.map((form) => ourQualityOf(table, form)));
     assert.ok(tables.some((q) => q !== undefined), 'one of our tables');
     assert.equal(await jpegOrigin(ours), 'ours');
     const again = await mkdtemp(join(work, 'job-'));

@@ -3,12 +3,13 @@ import { join } from 'node:path';
 import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
-import { chooseJpeg, chooseJpegQuality, encodePng, jpegOptions, jpegPipeline, PREDICTED_SEARCH_MS, predictedEncodeMs, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, encodeJpeg, encodePng, jpegOptions, jpegPipeline, PREDICTED_SEARCH_MS, predictedEncodeMs, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { MIN_QUALITY } from './image/quality-bracket.ts';
 import { estimatedProgress, onScale, type Toward } from './shared/progress.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
 import { greyOf, imageError, openImage, type OpenedImage } from './image/door.ts';
 import { jpegOrigin, markAsOurs } from './image/jpeg-mark.ts';
+import { JpegliFailed } from './image/jpegli.ts';
 import { applyResize, targetSize } from './image/resize.ts';
 import type { Pixels } from './image/ssim.ts';
 import { pixelPipeline } from './image/vips.ts';
@@ -63,7 +64,7 @@ export const compress: Compress = async (job, out, ctx) => {
     const judgedAt = via === 'libraw' ? 'sensor' : 'full';
     // A grey picture becomes a one-component JPEG (image/door.ts).
     const grey = phaseSync('analyse', () => greyOf(pixels));
-    const jpeg = await encodeJpegWithin(grey ?? pixels, { exif, maxBytes: sameFormat ? undefined : bytes.length, onStep, judgedAt });
+    const jpeg = await encodeJpegWithin(grey ?? pixels, { exif, maxBytes: sameFormat ? undefined : bytes.length, onStep, judgedAt, jpegli: !(family === 'jpeg' && !upright.resized) });
     const signed = markAsOurs(jpeg.data);
     // The signature's 15 bytes never push a file that was fitted into the input's size over it.
     await phase('write', () => writeFile(path, jpeg.rule === 'fit' && signed.length > bytes.length ? jpeg.data : signed));
@@ -168,6 +169,8 @@ export interface JpegWithin {
   maxBytes?: number;
   onStep?: (fraction: number, toward?: Toward) => void;
   judgedAt?: JudgedAt;
+  /** jpegli's forms are compared too (default): not for a JPEG re-encoded on its own block grid (jpg.ts). */
+  jpegli?: boolean;
 }
 
 /**
@@ -181,19 +184,28 @@ export interface JpegWithin {
  * while the spec's table fixes the output format).
  */
 export async function encodeJpegWithin(pixels: Pixels, within: JpegWithin = {}): Promise<SizedJpeg> {
-  const { exif, maxBytes, onStep, judgedAt = 'full' } = within;
+  const { exif, maxBytes, onStep, judgedAt = 'full', jpegli = true } = within;
   const step = <T>(work: () => Promise<T>, span: { from: number; to: number; predictedMs: number }) => (onStep ? estimatedProgress(work, span, onStep) : work());
-  // One form for every encode of the picture: the one the target's search chose.
-  const choice = await step(() => chooseJpeg(pixels, undefined, judgedAt), { from: 0, to: 0.4, predictedMs: PREDICTED_SEARCH_MS });
-  const files = new JpegFiles(pixels, choice, { exif, judgedAt });
-  // Usually one full-size encode; the size rule's search, when it runs, a few more.
-  return step(async () => {
-    if (maxBytes === undefined) return files.sized(files.target, 'target');
-    const fit = await SizeFit.start(files, maxBytes);
-    // The target's own file is made unless it is predicted clearly over the limit.
-    if ((await fit.predicted(files.target)) <= maxBytes * CLEAR_MISS && (await fit.calibrate(files.target))) return files.sized(files.target, 'target');
-    return fit.search();
-  }, { from: 0.4, to: 1, predictedMs: predictedEncodeMs(pixels.width * pixels.height) });
+  const sized = async (jpegli: boolean): Promise<SizedJpeg> => {
+    // One form for every encode of the picture: the one the target's search chose.
+    const choice = await step(() => chooseJpeg(pixels, undefined, judgedAt, { ...IMAGE_SEARCH, jpegli }), { from: 0, to: 0.4, predictedMs: PREDICTED_SEARCH_MS });
+    const files = new JpegFiles(pixels, choice, { exif, judgedAt });
+    // Usually one full-size encode; the size rule's search, when it runs, a few more.
+    return step(async () => {
+      if (maxBytes === undefined) return files.sized(files.target, 'target');
+      const fit = await SizeFit.start(files, maxBytes);
+      // The target's own file is made unless it is predicted clearly over the limit.
+      if ((await fit.predicted(files.target)) <= maxBytes * CLEAR_MISS && (await fit.calibrate(files.target))) return files.sized(files.target, 'target');
+      return fit.search();
+    }, { from: 0.4, to: 1, predictedMs: predictedEncodeMs(pixels.width * pixels.height) });
+  };
+  try {
+    return await sized(jpegli);
+  } catch (err) {
+    // jpegli loaded for the search but failed on the whole picture: mozjpeg's forms alone.
+    if (!(err instanceof JpegliFailed)) throw err;
+    return sized(false);
+  }
 }
 
 /** The full-size files of one picture in the form its target search chose, each quality encoded once. */
@@ -221,7 +233,7 @@ class JpegFiles {
     let data = this.encoded.get(quality);
     if (!data) {
       // The target's file is the output's encode; any other quality is the size rule's.
-      const made = await phase(quality === this.target && this.encoded.size === 0 ? 'encode' : 'fit', () => encode(this.pixels, this.at(quality)));
+      const made = await phase(quality === this.target && this.encoded.size === 0 ? 'encode' : 'fit', () => encodeJpeg(this.pixels, this.at(quality)));
       data = insertExif(made, this.how.exif);
       this.encoded.set(quality, data);
     }
@@ -267,7 +279,7 @@ class SizeFit {
     // further measurement is needed before the target's own file is made.
     let ratio = (pixels.width * pixels.height) / (probes.proxy.width * probes.proxy.height);
     if (probes.proxy !== pixels && (await probes.size(target)) * ratio > maxBytes * FAR_UNDER) {
-      const measure = () => Promise.all([plainSize(pixels, target), plainSize(probes.proxy, target), encode(probes.proxy, target)]);
+      const measure = () => Promise.all([plainSize(pixels, target), plainSize(probes.proxy, target), encodeJpeg(probes.proxy, target)]);
       const [plainFull, plainProxy, proxyFinal] = await phase('fit', measure);
       ratio = (plainFull / plainProxy) * (proxyFinal.length / (await probes.size(target)));
     }
@@ -335,12 +347,12 @@ class SizeFit {
   }
 }
 
-/** Bytes of a plain baseline encode (no trellis, no progressive scans) at the quantisation of a setting: a cheap size probe. */
+/**
+ * Bytes of a plain baseline encode (no trellis, no progressive scans) at the quantisation of a
+ * setting: a cheap size probe, used for the ratio of the full picture's bytes to its proxy's. For a
+ * jpegli setting, the standard tables at its quality stand in: the ratio is the picture's.
+ */
 async function plainSize(p: Pixels, setting: JpegSetting): Promise<number> {
-  const { chromaSubsampling, quantisationTable } = jpegOptions(setting);
+  const { chromaSubsampling, quantisationTable } = jpegOptions(setting.table === 'jpegli' ? { ...setting, table: 0 } : setting);
   return (await jpegPipeline(p).jpeg({ quality: setting.quality, chromaSubsampling, quantisationTable, optimiseCoding: true }).toBuffer()).length;
-}
-
-function encode(p: Pixels, setting: JpegSetting): Promise<Buffer> {
-  return jpegPipeline(p).jpeg(jpegOptions(setting)).toBuffer();
 }

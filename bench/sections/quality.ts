@@ -170,7 +170,7 @@ const mozjpegScoreSearch = (source?: (input: string, dir: string) => Promise<str
 const JPEG_QUALITIES = ['20', '30', '40', '50', '60', '70', '80', '85', '90', '95', '98'];
 const magickJpeg = settings(JPEG_QUALITIES, (q, input, out) => exec(MAGICK, [`${input}[0]`, '-auto-orient', '-quality', q, out], { maxBuffer: 64 << 20 }), 'jpg');
 /** Built by `npm run bench`'s setup (scripts/jpegli.mjs). */
-const CJPEGLI = new URL(`../../dist/jpegli/${process.arch}/compressd-cjpegli`, import.meta.url).pathname;
+const CJPEGLI = new URL(`../../dist/jpegli/${process.arch}/compressd-jpegli`, import.meta.url).pathname;
 const JPEGLI_420 = 'jpegli 4:2:0 q20–98';
 const JPEGLI_444 = 'jpegli 4:4:4 q20–98';
 /**
@@ -189,7 +189,7 @@ const jpegli = (chroma: '420' | '444'): Peer =>
       let err = '';
       child.stderr!.on('data', (d) => (err += d));
       const code = await new Promise((resolve, reject) => child.on('error', reject).on('close', resolve));
-      if (code !== 0) throw new Error(`compressd-cjpegli ${q} ${chroma}: ${err.trim()}`);
+      if (code !== 0) throw new Error(`compressd-jpegli ${q} ${chroma}: ${err.trim()}`);
     } finally {
       await Promise.all([from.close(), to.close()]);
     }

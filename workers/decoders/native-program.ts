@@ -65,10 +65,10 @@ export function pastMemoryBound({ code, err }: Ended): PastMemoryBound | undefin
   return new PastMemoryBound('image.decode_failed', `Decoding this file needs more memory than a picture of the size it declares may take (${mb} MB): the file is damaged.`);
 }
 
-function defaultDir(name: string): string {
+function defaultDir(name: string, fromSource: string): string {
   const tree = (workerData as { runtimeTree?: unknown } | undefined)?.runtimeTree;
   if (typeof tree === 'string') return join(tree, 'lib', name);
-  return fileURLToPath(new URL(`../../dist/${name}-decoder/${process.arch}`, import.meta.url));
+  return fileURLToPath(new URL(`../../dist/${fromSource}/${process.arch}`, import.meta.url));
 }
 
 /**
@@ -158,11 +158,14 @@ async function inShell<T>(
   }
 }
 
+/** Runs the program on `input` with its stdout kept whole: from the thread's shell (inShell), or directly where that cannot be done. */
+export async function runForOutput(program: { dir: string; program: string }, args: string[], io: { input?: Buffer; signal?: AbortSignal } = {}): Promise<Ended> {
+  return (await inShell(program, args, io, async (ended, stdout) => ({ ...ended, out: await readFile(stdout) }))) ?? runProgram(program, args, io);
+}
+
 /** The program in `dir` when it and its libraries load on this machine, else undefined (said in the log, with what decodes instead). */
 export async function probeProgram(found: Omit<NativeProgram, 'version' | 'memory'>, instead: string): Promise<NativeProgram | undefined> {
-  const said =
-    (await inShell(found, ['--version'], {}, async (ended, stdout) => ({ ...ended, out: await readFile(stdout) }))) ??
-    (await runProgram(found, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message })));
+  const said = await runForOutput(found, ['--version']).catch((err: Error) => ({ code: -1, signal: null, out: Buffer.alloc(0), err: err.message }));
   const version = said.out.toString().trim();
   if (said.code === 0 && /^\d+\.\d+\.\d+$/.test(version)) return { ...found, version, memory: NATIVE_MEMORY };
   workerLog.warn({ event: `${found.events}.native_unavailable`, dir: found.dir, reason: said.err || `exit ${said.code ?? said.signal}` }, instead);
@@ -170,12 +173,12 @@ export async function probeProgram(found: Omit<NativeProgram, 'version' | 'memor
 }
 
 /**
- * One native decoder as a thread uses it: probed on first use (`get`), or pointed at another
+ * One native program as a thread uses it: probed on first use (`get`), or pointed at another
  * directory or bound (`use`; tests point it at a broken one or a tight bound, and no argument goes
- * back to the default).
+ * back to the default). From source it lies in dist/`fromSource`/<cpu> (a decoder's, dist/<name>-decoder).
  */
-export function nativeDecoder(name: string, found: Omit<NativeProgram, 'version' | 'dir' | 'memory'>, instead: string) {
-  const probe = (dir = defaultDir(name)) => probeProgram({ ...found, dir }, instead);
+export function nativeDecoder(name: string, found: Omit<NativeProgram, 'version' | 'dir' | 'memory'>, instead: string, fromSource = `${name}-decoder`) {
+  const probe = (dir = defaultDir(name, fromSource)) => probeProgram({ ...found, dir }, instead);
   let native: Promise<NativeProgram | undefined> | undefined;
   return {
     probe,

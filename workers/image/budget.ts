@@ -96,12 +96,17 @@ export interface SearchBudget {
    * add a third to every full search, outside the document budget.
    */
   forms?: boolean;
+  /**
+   * With forms: jpegli's among them (jpegli.ts). Not where the output is encoded from other pixels
+   * than the searched ones (a kept profile other than sRGB, CMYK: libvips's pipeline encodes those).
+   */
+  jpegli?: boolean;
 }
 
 /** A search with nothing held back: every normal document picture's. */
 export const FULL_SEARCH: SearchBudget = { probes: Infinity, proxyTiles: PROXY_TILES, fastEncode: false };
-/** A single image's search: nothing held back, its form chosen, and work ahead of need on a spare core. */
-export const IMAGE_SEARCH: SearchBudget = { ...FULL_SEARCH, ahead: true, forms: true };
+/** A single image's search: nothing held back, its form chosen (jpegli's too), and work ahead of need on a spare core. */
+export const IMAGE_SEARCH: SearchBudget = { ...FULL_SEARCH, ahead: true, forms: true, jpegli: true };
 
 /** One picture of a document, as the document budget sees it before decoding anything. */
 export interface DocumentPicture {

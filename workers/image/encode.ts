@@ -10,6 +10,7 @@ import { greyOf } from './door.ts';
 import { appSegments, setExifDimensions, withSegments } from './jpeg-segments.ts';
 import { decodeOptions } from './decode-policy.ts';
 import type { Pixels } from './ssim.ts';
+import { encodeJpegli, jpegliAvailable, JpegliFailed } from './jpegli.ts';
 import { Ssimulacra2Reference } from './ssimulacra2.ts';
 import { Bracket, logLoss, logLossAt, MAX_QUALITY, MIN_QUALITY, PROBE_QUALITY, PROBE_STEP, secantProbe, type Scored } from './quality-bracket.ts';
 
@@ -19,9 +20,10 @@ import { Bracket, logLoss, logLossAt, MAX_QUALITY, MIN_QUALITY, PROBE_QUALITY, P
  * 5 and 6 tables tuned to other models of vision (MS-SSIM, PSNR-HVS-M, Klein-Silverstein-Carney,
  * DCTune). Which is smallest at a given perceived quality depends on the picture: at
  * SSIMULACRA2 80, on the corpus, table 6 made a beer label 20 % smaller than table 3, table 0
- * a CMYK photo 11 % smaller, table 2 a camera photo 7 %; none wins everywhere.
+ * a CMYK photo 11 % smaller, table 2 a camera photo 7 %; none wins everywhere. `jpegli`: another
+ * encoder's tables and its adaptive quantisation (jpegli.ts), on some photos smaller still.
  */
-export type QuantTable = 0 | 2 | 3 | 4 | 5 | 6;
+export type QuantTable = 0 | 2 | 3 | 4 | 5 | 6 | 'jpegli';
 /** Chroma subsampling: 4:2:0 halves colour resolution (free on photos), 4:4:4 keeps it (coloured text and edges). */
 export type Chroma = '4:2:0' | '4:4:4';
 /** How a picture is coded, apart from its quality. */
@@ -50,8 +52,14 @@ export const DEFAULT_FORM: JpegForm = { table: 3, chroma: '4:2:0' };
  * where it was 10-32 % larger (a 12 MP phone photo, a 24-bit BMP) and never on the text: not a candidate.
  */
 const FORMS: JpegForm[] = [DEFAULT_FORM, { table: 2, chroma: '4:2:0' }, { table: 4, chroma: '4:2:0' }, { table: 5, chroma: '4:2:0' }, { table: 6, chroma: '4:2:0' }, { table: 0, chroma: '4:2:0' }, { table: 3, chroma: '4:4:4' }, { table: 0, chroma: '4:4:4' }];
-/** The tables any JPEG of ours may carry (jpeg-mark.ts tells our output by them). */
-export const OUR_TABLES: QuantTable[] = [...new Set(FORMS.map((f) => f.table))];
+/**
+ * jpegli's forms, compared with mozjpeg's where it loads (SearchBudget.jpegli). Measured at
+ * SSIMULACRA2 80 on 1.2 MP samples of the corpus against the best of mozjpeg's forms: 4:2:0 0.91-0.997
+ * on six photos of twelve, 1.06-1.17 on the others (coloured text, graphics, a CMYK photo).
+ */
+const JPEGLI_FORMS: JpegForm[] = [{ table: 'jpegli', chroma: '4:2:0' }, { table: 'jpegli', chroma: '4:4:4' }];
+/** The forms any JPEG of ours may carry (jpeg-mark.ts tells our output by their tables). */
+export const OUR_FORMS: JpegForm[] = [...FORMS, ...JPEGLI_FORMS];
 /**
  * Another form replaces the default only when predicted this much smaller: its prediction is
  * made from one probe on the quarter proxy, and a near tie is not worth the risk.
@@ -72,6 +80,8 @@ export interface JpegAutoOptions {
    * CMYK (it then attaches the sRGB profile it converted into).
    */
   metadataFrom?: Buffer;
+  /** jpegli's forms are compared too (SearchBudget.jpegli): not for a JPEG re-encoded on its own block grid (jpg.ts). */
+  jpegli?: boolean;
   progress?: (percent: number, phase: 'decoding' | 'analyzing' | 'encoding', toward?: Toward) => void;
   /**
    * Asked with the chosen setting and the bytes its file is predicted to take (the proxy probe's,
@@ -87,8 +97,12 @@ export interface JpegEncoded extends JpegChoice {
   height: number;
 }
 
-/** mozjpeg with trellis quantisation and progressive scans, the settings every final encode here uses. */
+/**
+ * mozjpeg with trellis quantisation and progressive scans, the settings every final encode of a
+ * mozjpeg form uses (jpegli's are encoded by jpegli.ts: encodeJpeg).
+ */
 export function jpegOptions(setting: JpegSetting): JpegOptions {
+  if (setting.table === 'jpegli') throw new Error('a jpegli setting is encoded by jpegli.ts, not by mozjpeg');
   return {
     quality: setting.quality,
     mozjpeg: true,
@@ -153,19 +167,35 @@ export async function encodeJpegAuto(img: Sharp, opts: JpegAutoOptions = {}): Pr
   const greyPixels = phaseSync('analyse', () => greyOf(rgb));
   const grey = greyPixels !== undefined;
   const pixels = greyPixels ?? rgb;
-  const choice = await estimatedProgress(() => chooseJpeg(pixels), { from: 30, to: 55, predictedMs: PREDICTED_SEARCH_MS }, (p, toward) => progress(p, 'analyzing', toward));
+  const fromPipeline = opts.keepMetadata === true && !opts.metadataFrom;
+  const search = (jpegli: boolean) => estimatedProgress(() => chooseJpeg(pixels, PERCEIVED_TARGET, 'full', { ...IMAGE_SEARCH, jpegli }), { from: 30, to: 55, predictedMs: PREDICTED_SEARCH_MS }, (p, toward) => progress(p, 'analyzing', toward));
+  let choice = await search(opts.jpegli === true && !fromPipeline);
   if (opts.worthEncoding && !(await opts.worthEncoding(choice, await predictedBytes(pixels, choice)))) return null;
   progress(55, 'encoding');
   const noProfile = grey || opts.convertProfile === true;
-  const fromPipeline = opts.keepMetadata && !opts.metadataFrom;
-  const encoder = fromPipeline ? withMetadata(base.clone(), noProfile) : jpegPipeline(pixels);
-  if (grey) encoder.toColourspace('b-w');
-  noteSetting(choice);
-  const encode = () => phase('encode', () => encoder.jpeg(jpegOptions(choice)).toBuffer({ resolveWithObject: true }));
-  const out = await estimatedProgress(encode, { from: 55, to: 90, predictedMs: predictedEncodeMs(pixels.width * pixels.height) }, (p, toward) => progress(p, 'encoding', toward));
-  const { width, height } = out.info;
+  const predictedMs = predictedEncodeMs(pixels.width * pixels.height);
+  const encode = (setting: JpegSetting) => {
+    noteSetting(setting);
+    return estimatedProgress(() => phase('encode', () => finalEncode(setting)), { from: 55, to: 90, predictedMs }, (p, toward) => progress(p, 'encoding', toward));
+  };
+  const finalEncode = async (setting: JpegSetting): Promise<Buffer> => {
+    if (!fromPipeline) return encodeJpeg(pixels, setting);
+    const encoder = withMetadata(base.clone(), noProfile);
+    if (grey) encoder.toColourspace('b-w');
+    return encoder.jpeg(jpegOptions(setting)).toBuffer();
+  };
+  let jpeg: Buffer;
+  try {
+    jpeg = await encode(choice);
+  } catch (err) {
+    if (!(err instanceof JpegliFailed)) throw err;
+    // jpegli loaded for the search but failed on the whole picture: mozjpeg's forms alone.
+    choice = await search(false);
+    jpeg = await encode(choice);
+  }
+  const { width, height } = pixels;
   const metadata = opts.keepMetadata && opts.metadataFrom ? await phase('write', () => metadataAsWritten(opts.metadataFrom!, { noProfile, grey, width, height })) : [];
-  return { data: withSegments(out.data, metadata), ...choice, width, height };
+  return { data: withSegments(jpeg, metadata), ...choice, width, height };
 }
 
 /**
@@ -259,14 +289,27 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const base = await searchQuality(pixels, { target, judgedAt, form: DEFAULT_FORM, search: guideSearch }, null);
   const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
   const slope = await sizeSlope(probes, base.seen);
+  const candidates = search.jpegli && quarter === GUIDE_TILES && (await jpegliAvailable()) ? [...FORMS, ...JPEGLI_FORMS] : FORMS;
   // A grey picture is one component: its chroma subsampling is no choice.
-  const forms = pixels.channels === 1 ? FORMS.filter((f) => f.chroma === DEFAULT_FORM.chroma) : FORMS;
-  const predictions = await Promise.all(
+  const forms = pixels.channels === 1 ? candidates.filter((f) => f.chroma === DEFAULT_FORM.chroma) : candidates;
+  // A mozjpeg probe is written without the final encode's scan search, a jpegli probe is the final
+  // file: beside jpegli's, mozjpeg's probe sizes are scaled by what the final encode of the default
+  // form makes of the same coefficients (0.65-0.99 of the probe: most on defocused pictures).
+  const mozjpegFinal = forms.some((f) => f.table === 'jpegli') ? (await finalSize(probes.proxy, at(DEFAULT_FORM))) / (await probes.size(at(DEFAULT_FORM))) : 1;
+  const predicted = await Promise.all(
     forms.map(async (form) => {
-      const [score, size] = await Promise.all([probes.score(at(form), judgedAt), probes.size(at(form))]);
-      return { form, score, bytes: Math.log(size) + (aim - score) * slope };
+      try {
+        const [score, size] = await Promise.all([probes.score(at(form), judgedAt), probes.size(at(form))]);
+        const bytes = Math.log(form.table === 'jpegli' ? size : size * mozjpegFinal);
+        return { form, score, bytes: bytes + (aim - score) * slope };
+      } catch (err) {
+        // jpegli failed on this picture: the others are compared without it.
+        if (err instanceof JpegliFailed) return undefined;
+        throw err;
+      }
     }),
   );
+  const predictions = predicted.filter((p) => p !== undefined);
   const [baseline] = predictions;
   const best = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
   if (best === baseline || best.bytes > baseline.bytes + Math.log(1 - SWITCH_GAIN)) return { form: DEFAULT_FORM, guide: base };
@@ -524,7 +567,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
     let jpeg = encodes.get(key);
     if (!jpeg) {
       noteProbe(proxy.width * proxy.height);
-      jpeg = jpegPipeline(proxy).jpeg(probeOptions(jpegOptions(s))).toBuffer();
+      jpeg = encodeJpeg(proxy, s, 'probe');
       encodes.set(key, jpeg);
     }
     return jpeg;
@@ -585,6 +628,20 @@ export function bin2x2(p: Pixels): Pixels {
     }
   }
   return { data, width: w, height: h, channels: c };
+}
+
+/**
+ * The JPEG of a setting, without metadata: mozjpeg's final encode (jpegOptions), or for a `probe`
+ * its probe encode (probeOptions: the same pixels); jpegli's file is the same for both.
+ */
+export function encodeJpeg(p: Pixels, setting: JpegSetting, purpose: 'final' | 'probe' = 'final'): Promise<Buffer> {
+  if (setting.table === 'jpegli') return encodeJpegli(p, setting.quality, setting.chroma);
+  const options = jpegOptions(setting);
+  return jpegPipeline(p).jpeg(purpose === 'probe' ? probeOptions(options) : options).toBuffer();
+}
+
+async function finalSize(p: Pixels, setting: JpegSetting): Promise<number> {
+  return (await encodeJpeg(p, setting)).length;
 }
 
 /** A sharp pipeline over raw 1- or 3-channel pixels that encodes as many JPEG components (sharp writes one channel as three unless told it is grey). */

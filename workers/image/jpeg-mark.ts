@@ -1,4 +1,4 @@
-import { OUR_TABLES } from './encode.ts';
+import { OUR_FORMS } from './encode.ts';
 import { MAX_QUALITY } from './quality-bracket.ts';
 import { headerSegments, lumaQuantTable, ourQualityOf } from './jpeg-quant.ts';
 
@@ -21,8 +21,8 @@ export function markAsOurs(jpeg: Buffer): Buffer {
 
 /**
  * Who made this JPEG, as far as the bytes tell:
- * - `ours`: our signature and exactly our encoder's luminance table (any of the tables it
- *   chooses from, see QuantTable) at a quality of its search range. A file edited elsewhere may keep the
+ * - `ours`: our signature and exactly our encoders' luminance table (any of the forms they
+ *   choose from, see QuantTable) at a quality of its search range. A file edited elsewhere may keep the
  *   comment but not the table, and is not ours any more.
  * - `same-tables`: mozjpeg's table at a quality below the top of the search range, unsigned:
  *   an output of a compressd version that did not sign yet (those only wrote mozjpeg's tables),
@@ -35,14 +35,14 @@ export function markAsOurs(jpeg: Buffer): Buffer {
 export async function jpegOrigin(jpeg: Buffer): Promise<'ours' | 'same-tables' | 'other'> {
   const table = lumaQuantTable(jpeg);
   if (!table) return 'other';
-  const quality = await ourQualityOf(table, 3);
+  const quality = await ourQualityOf(table);
   if (hasSignature(jpeg) && (quality !== undefined || (await anyOfOurTables(table)))) return 'ours';
   return quality !== undefined && quality < MAX_QUALITY ? 'same-tables' : 'other';
 }
 
-/** Whether the table is one of our encoder's at a quality of the search range, with any of the tables it may choose. */
+/** Whether the table is one of our encoders' at a quality of the search range, in any of the forms they may choose. */
 async function anyOfOurTables(table: number[]): Promise<boolean> {
-  for (const tables of OUR_TABLES) if ((await ourQualityOf(table, tables)) !== undefined) return true;
+  for (const form of OUR_FORMS) if ((await ourQualityOf(table, form)) !== undefined) return true;
   return false;
 }
 

@@ -1,5 +1,5 @@
-import sharp from 'sharp';
-import { jpegOptions, type QuantTable } from './encode.ts';
+import { DEFAULT_FORM, encodeJpeg, type JpegForm } from './encode.ts';
+import { JpegliFailed } from './jpegli.ts';
 import { MAX_QUALITY, MIN_QUALITY } from './quality-bracket.ts';
 
 /**
@@ -48,21 +48,33 @@ export function* headerSegments(jpeg: Uint8Array): Generator<{ marker: number; s
   }
 }
 
-const ours = new Map<string, number[]>();
+const ours = new Map<string, Promise<number[]>>();
 
-/** The luminance table our own encoder uses at `quality` with `tables` (found by encoding a tiny image once). */
-async function ourTable(quality: number, tables: QuantTable): Promise<number[]> {
-  let table = ours.get(`${tables}:${quality}`);
+/**
+ * The luminance table our own encoder uses at `quality` with `form` (found by encoding a tiny image
+ * once). mozjpeg's depends on the table set alone, jpegli's on the chroma subsampling too; none
+ * (empty) where jpegli does not load.
+ */
+function ourTable(quality: number, form: JpegForm): Promise<number[]> {
+  const chroma = form.table === 'jpegli' ? form.chroma : '4:4:4';
+  const key = `${form.table}:${chroma}:${quality}`;
+  let table = ours.get(key);
   if (table === undefined) {
-    const probe = await sharp({ create: { width: 16, height: 16, channels: 3, background: '#808080' } }).jpeg(jpegOptions({ quality, table: tables, chroma: '4:4:4' })).toBuffer();
-    table = lumaQuantTable(probe) ?? [];
-    ours.set(`${tables}:${quality}`, table);
+    const grey = { data: new Uint8Array(16 * 16 * 3).fill(128), width: 16, height: 16, channels: 3 };
+    table = encodeJpeg(grey, { quality, table: form.table, chroma }).then(
+      (probe) => lumaQuantTable(probe) ?? [],
+      (err: unknown) => {
+        if (err instanceof JpegliFailed) return [];
+        throw err;
+      },
+    );
+    ours.set(key, table);
   }
   return table;
 }
 
-export async function ourLumaQuantSum(quality: number, tables: QuantTable = 3): Promise<number> {
-  return (await ourTable(quality, tables)).reduce((a, b) => a + b, 0);
+export async function ourLumaQuantSum(quality: number, form: JpegForm = DEFAULT_FORM): Promise<number> {
+  return (await ourTable(quality, form)).reduce((a, b) => a + b, 0);
 }
 
 /**
@@ -71,16 +83,16 @@ export async function ourLumaQuantSum(quality: number, tables: QuantTable = 3): 
  * table converges to all ones, so equality says nothing about who wrote the file, and our encoder
  * never writes them. Binary search on the table sum, which falls as quality rises.
  */
-export async function ourQualityOf(table: number[], tables: QuantTable = 3): Promise<number | undefined> {
+export async function ourQualityOf(table: number[], form: JpegForm = DEFAULT_FORM): Promise<number | undefined> {
   const sum = table.reduce((a, b) => a + b, 0);
   let lo = MIN_QUALITY;
   let hi = MAX_QUALITY;
   while (lo < hi) {
     const mid = (lo + hi) >> 1;
-    if ((await ourLumaQuantSum(mid, tables)) > sum) lo = mid + 1;
+    if ((await ourLumaQuantSum(mid, form)) > sum) lo = mid + 1;
     else hi = mid;
   }
-  const candidate = await ourTable(lo, tables);
+  const candidate = await ourTable(lo, form);
   return candidate.length === 64 && candidate.every((v, i) => v === table[i]) ? lo : undefined;
 }
 
@@ -92,8 +104,8 @@ export async function ourQualityOf(table: number[], tables: QuantTable = 3): Pro
  */
 const MIN_COARSER = 1.25;
 
-/** Whether a JPEG is already about as coarse as our encoder at `quality` with `tables` (see MIN_COARSER). */
-export async function alreadyAsCoarse(jpeg: Uint8Array, quality: number, tables: QuantTable = 3): Promise<boolean> {
+/** Whether a JPEG is already about as coarse as our encoder at `quality` with `form` (see MIN_COARSER). */
+export async function alreadyAsCoarse(jpeg: Uint8Array, quality: number, form: JpegForm = DEFAULT_FORM): Promise<boolean> {
   const input = lumaQuantSum(jpeg);
-  return input !== undefined && (await ourLumaQuantSum(quality, tables)) < input * MIN_COARSER;
+  return input !== undefined && (await ourLumaQuantSum(quality, form)) < input * MIN_COARSER;
 }

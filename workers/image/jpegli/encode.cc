@@ -1,11 +1,13 @@
-// The benchmark's jpegli peer (scripts/jpegli.mjs builds it): jpegli, the JPEG encoder of the JPEG XL
-// project, as its own cjpegli runs it, on a binary PPM (P6) or PGM (P5) read from standard input, the
-// JPEG written to standard output. cjpegli itself needs libjxl's image readers; this needs only jpegli.
+// jpegli, the JPEG encoder of the JPEG XL project (scripts/jpegli.mjs builds it with Debian's sources),
+// on a binary PPM (P6) or PGM (P5) read from standard input, the JPEG written to standard output.
+// The JPEG search (workers/image/jpegli.ts) compares it with mozjpeg's table sets per picture; the
+// quality benchmark runs it as a peer.
 //
-//   compressd-cjpegli QUALITY 444|420 < picture.ppm > picture.jpg
+//   compressd-jpegli QUALITY 444|420 < picture.ppm > picture.jpg
+//   compressd-jpegli --version
 //
-// As cjpegli: the quality mapped to jpegli's distance, adaptive quantisation, progressive level 2 and
-// optimised Huffman codes. No APPn segment of its own (no JFIF): the caller writes the input's.
+// As jpegli's own cjpegli: the quality mapped to jpegli's distance, adaptive quantisation, progressive
+// level 2 and optimised Huffman codes. No APPn segment of its own (no JFIF): the caller writes the input's.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,7 +16,7 @@
 #include "lib/jpegli/encode.h"
 
 static int fail(const char* why) {
-  fprintf(stderr, "compressd-cjpegli: %s\n", why);
+  fprintf(stderr, "compressd-jpegli: %s\n", why);
   return 1;
 }
 
@@ -36,7 +38,12 @@ static bool number(int* out) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 3) return fail("usage: compressd-cjpegli QUALITY 444|420 < picture.ppm > picture.jpg");
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    // The jpeg-xl release jpegli comes from (scripts/jpegli.mjs); jpegli has no version of its own.
+    puts(JPEGLI_VERSION);
+    return 0;
+  }
+  if (argc != 3) return fail("usage: compressd-jpegli QUALITY 444|420 < picture.ppm > picture.jpg");
   const int quality = atoi(argv[1]);
   const bool subsampled = strcmp(argv[2], "420") == 0;
   if (quality < 1 || quality > 100 || (!subsampled && strcmp(argv[2], "444") != 0)) return fail("QUALITY is 1-100, the chroma 444 or 420");

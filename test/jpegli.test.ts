@@ -1,0 +1,114 @@
+// Issues 39 and 40: jpegli, the JPEG XL project's JPEG encoder, as a form the JPEG search compares with
+// mozjpeg's on pictures over about 1 MP (not on a JPEG re-encoded on its own grid), its outputs told as
+// ours, and mozjpeg's forms alone where it does not load or fails.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtemp, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import sharp from 'sharp';
+import type { CompressResult } from '../src/catalog/contract.ts';
+import { decodeImage } from '../workers/decoders/index.ts';
+import { OUR_FORMS, type JpegForm } from '../workers/image/encode.ts';
+import { encodeJpegli, jpegliAvailable, useJpegli } from '../workers/image/jpegli.ts';
+import { jpegOrigin } from '../workers/image/jpeg-mark.ts';
+import { lumaQuantTable, ourQualityOf } from '../workers/image/jpeg-quant.ts';
+import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
+import { compress as jpg } from '../workers/jpg.ts';
+import { compress as universal } from '../workers/universal.ts';
+
+const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
+// At the perceived target jpegli 4:2:0 makes this 12 MP phone photo 9 % smaller than mozjpeg's best form.
+const HEIC = join(corpus, 'heic/IMG_2682.heic');
+const JPEGLI: JpegForm[] = OUR_FORMS.filter((f) => f.table === 'jpegli');
+const MOZJPEG: JpegForm[] = OUR_FORMS.filter((f) => f.table !== 'jpegli');
+
+let work: string;
+before(() => {
+  work = mkdtempSync(join(tmpdir(), 'jpegli-test-'));
+  // Where the workers look for it from source (npm test's setup builds it too).
+  execFileSync(process.execPath, [new URL('../scripts/jpegli.mjs', import.meta.url).pathname], { stdio: 'inherit' });
+  useJpegli();
+});
+after(() => {
+  useJpegli();
+  rmSync(work, { recursive: true, force: true });
+});
+
+type Compress = typeof jpg;
+async function run(compress: Compress, inputPath: string, options = {}): Promise<{ result: CompressResult; data: Buffer }> {
+  const dir = await mkdtemp(join(work, 'job-'));
+  const result = await compress({ inputPath, format: 'jpg', options }, { dir }, { signal: new AbortController().signal, progress: () => {} });
+  return { result, data: await readFile(result.path) };
+}
+
+/** The forms among `forms` whose luminance table the file carries (at a quality of the search range). */
+async function formsOf(jpeg: Buffer, forms: JpegForm[]): Promise<JpegForm[]> {
+  const table = lumaQuantTable(jpeg)!;
+  const found = await Promise.all(forms.map(async (form) => ((await ourQualityOf(table, form)) !== undefined ? form : undefined)));
+  return found.filter((f) => f !== undefined);
+}
+
+async function decoded(file: string | Buffer) {
+  const { data, info } = await sharp(file).removeAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data, width: info.width, height: info.height, channels: info.channels };
+}
+
+describe('jpegli in the JPEG search', () => {
+  it('loads from source and encodes a grey picture as one component, a colour one as three', async () => {
+    assert.equal(await jpegliAvailable(), true);
+    const grey = await encodeJpegli({ data: new Uint8Array(64 * 48).fill(90), width: 64, height: 48, channels: 1 }, 80, '4:2:0');
+    assert.deepEqual([(await sharp(grey).metadata()).channels, (await sharp(grey).metadata()).width], [1, 64]);
+    const colour = await encodeJpegli({ data: new Uint8Array(64 * 48 * 3).fill(200), width: 64, height: 48, channels: 3 }, 80, '4:4:4');
+    assert.deepEqual([(await sharp(colour).metadata()).channels, (await sharp(colour).metadata()).chromaSubsampling], [3, '4:4:4']);
+  });
+
+  it('is chosen where it is smaller at the target, reaches the target, and its output is ours: resubmitted it comes back unchanged', async () => {
+    const { result, data } = await run(universal, HEIC);
+    assert.equal((await formsOf(data, JPEGLI)).length > 0, true, 'a jpegli table');
+    assert.deepEqual(await formsOf(data, MOZJPEG), []);
+    const { decoded: input } = await decodeImage(await readFile(HEIC), 'heic', { maxPixels: 100_000_000, signal: new AbortController().signal });
+    const score = ssimulacra2(await decoded(await input.image.toColourspace('srgb').png().toBuffer()), await decoded(data));
+    assert.ok(result.perceivedQuality !== undefined && score >= result.perceivedQuality - 3, `SSIMULACRA2 ${score.toFixed(1)}, reported ${result.perceivedQuality}`);
+    assert.equal(await jpegOrigin(data), 'ours');
+    const again = await run(jpg, result.path);
+    assert.deepEqual(again.data, data);
+
+    // Without jpegli the same job takes one of mozjpeg's forms, larger.
+    useJpegli(join(work, 'nowhere'));
+    try {
+      const without = await run(universal, HEIC);
+      assert.deepEqual(await formsOf(without.data, JPEGLI), []);
+      assert.ok((await formsOf(without.data, MOZJPEG)).length > 0, 'a mozjpeg table');
+      assert.ok(data.length < without.data.length, `jpegli ${data.length} B, mozjpeg ${without.data.length} B`);
+    } finally {
+      useJpegli();
+    }
+  });
+
+  it('is not compared for a JPEG re-encoded on its own grid, and is once the picture is resized', async () => {
+    const photo = join(corpus, 'jpg/jpeg420exif.jpg');
+    const same = await run(jpg, photo);
+    assert.deepEqual(await formsOf(same.data, JPEGLI), []);
+    const dir = mkdtempSync(join(work, 'probe-'));
+    const calls = join(dir, 'calls');
+    // A stand-in that counts its encodes and makes none: the job then falls back to mozjpeg's forms.
+    mkdirSync(join(dir, 'bin'));
+    writeFileSync(join(dir, 'bin', 'compressd-jpegli'), `#!/bin/sh\nif [ "$1" = --version ]; then echo 0.11.2; exit 0; fi\necho "$@" >> '${calls}'\nexit 1\n`);
+    chmodSync(join(dir, 'bin', 'compressd-jpegli'), 0o755);
+    useJpegli(join(dir, 'bin'));
+    try {
+      await run(jpg, photo);
+      assert.throws(() => execFileSync('cat', [calls], { stdio: 'pipe' }), 'no jpegli encode on the input grid');
+      const resized = await run(jpg, photo, { resize: { enabled: true, mode: 'pixels', value: 1600 } });
+      assert.ok(execFileSync('cat', [calls], { encoding: 'utf8' }).trim().split('\n').length >= 1, 'jpegli compared for the resized picture');
+      // Failing on every encode, jpegli left the search to mozjpeg's forms, and the job succeeded.
+      assert.ok((await formsOf(resized.data, MOZJPEG)).length > 0);
+      assert.equal((await sharp(resized.data).metadata()).width, 1600);
+    } finally {
+      useJpegli();
+    }
+  });
+});
