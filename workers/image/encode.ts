@@ -292,16 +292,11 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const candidates = search.jpegli && quarter === GUIDE_TILES && (await jpegliAvailable()) ? [...FORMS, ...JPEGLI_FORMS] : FORMS;
   // A grey picture is one component: its chroma subsampling is no choice.
   const forms = pixels.channels === 1 ? candidates.filter((f) => f.chroma === DEFAULT_FORM.chroma) : candidates;
-  // A mozjpeg probe is written without the final encode's scan search, a jpegli probe is the final
-  // file: beside jpegli's, mozjpeg's probe sizes are scaled by what the final encode of the default
-  // form makes of the same coefficients (0.65-0.99 of the probe: most on defocused pictures).
-  const mozjpegFinal = forms.some((f) => f.table === 'jpegli') ? (await finalSize(probes.proxy, at(DEFAULT_FORM))) / (await probes.size(at(DEFAULT_FORM))) : 1;
   const predicted = await Promise.all(
     forms.map(async (form) => {
       try {
         const [score, size] = await Promise.all([probes.score(at(form), judgedAt), probes.size(at(form))]);
-        const bytes = Math.log(form.table === 'jpegli' ? size : size * mozjpegFinal);
-        return { form, score, bytes: bytes + (aim - score) * slope };
+        return { form, score, bytes: Math.log(size) + (aim - score) * slope };
       } catch (err) {
         // jpegli failed on this picture: the others are compared without it.
         if (err instanceof JpegliFailed) return undefined;
@@ -309,7 +304,16 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
       }
     }),
   );
-  const predictions = predicted.filter((p) => p !== undefined);
+  let predictions = predicted.filter((p) => p !== undefined);
+  // A mozjpeg probe is written without the final encode's scan search, a jpegli probe is the final
+  // file. Where jpegli leads, mozjpeg's probe sizes are scaled by what the final encode of the default
+  // form makes of the same coefficients (0.65-0.99 of the probe: least on defocused pictures); where
+  // it does not, the scaling could only widen mozjpeg's lead, and that encode is not made.
+  const lead = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
+  if (lead.form.table === 'jpegli') {
+    const shrink = Math.log((await finalSize(probes.proxy, at(DEFAULT_FORM))) / (await probes.size(at(DEFAULT_FORM))));
+    predictions = predictions.map((p) => (p.form.table === 'jpegli' ? p : { ...p, bytes: p.bytes + shrink }));
+  }
   const [baseline] = predictions;
   const best = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
   if (best === baseline || best.bytes > baseline.bytes + Math.log(1 - SWITCH_GAIN)) return { form: DEFAULT_FORM, guide: base };
