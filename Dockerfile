@@ -33,8 +33,9 @@ ARG EXECUTABLE=build
 
 # ---- build: the locked dependencies, then build.mjs (it embeds the pinned Node 24 from node_modules) ----
 FROM ${NODE_IMAGE} AS build
-# A C compiler for the native decoders' helper programs (scripts/native-decoder.mjs).
-RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev && rm -rf /var/lib/apt/lists/*
+# A C compiler for the native decoders' helper programs (scripts/native-decoder.mjs), C++ for jpegli's
+# (scripts/jpegli.mjs).
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc g++ libc6-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
 COPY clients/typescript/package.json clients/typescript/

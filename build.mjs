@@ -21,13 +21,16 @@
 // with lib/libcompressd-arena.so of our own after it (src/runtime/arena-tune.c);
 // lib/heif and lib/raw, the native decoders (helper programs with Debian's libheif and libde265,
 // scripts/heif-decoder.mjs, and LibRaw, scripts/raw-decoder.mjs) that workers/decoders/heic-native.ts
-// and raw-native.ts run; and lib/compressd-init, the init
+// and raw-native.ts run; lib/jpegli/compressd-jpegli, the JPEG search's second encoder (a program of ours
+// with jpegli and Highway compiled in from Debian's sources, scripts/jpegli.mjs) that workers/image/jpegli.ts
+// runs; and lib/compressd-init, the init
 // the executable runs in front of itself when it starts as PID 1 (src/runtime/init.c, src/runtime/pid1.ts).
 // For arm64, the platform packages (the embedded Node, sharp's and @napi-rs's native builds) are
 // not installed on this machine: they are fetched at the versions and integrity hashes that
 // package-lock.json records (scripts/locked-package.mjs), and the blob has no V8 code cache, which
 // would tie it to the CPU that wrote it. Beside the executable the build writes contents.json: the
-// npm packages it holds (bundled or carried) and the embedded Node, for the release's SBOM and notices.
+// npm packages it holds (bundled or carried), the embedded Node, and the allocator, decoders and encoder
+// with what they are made of, for the release's SBOM and notices.
 import { createHash } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -40,6 +43,7 @@ import { tsImport } from 'tsx/esm/api';
 import { HEIF_DECODER } from './scripts/heif-decoder.mjs';
 import { buildInitProgram, InitProgramError } from './scripts/init-program.mjs';
 import { fetchJemalloc, JEMALLOC, JemallocError } from './scripts/jemalloc.mjs';
+import { buildJpegli, JPEGLI, JpegliError } from './scripts/jpegli.mjs';
 import { ARENA_TUNE_NAME, ArenaTuneError, buildArenaTune } from './scripts/arena-tune.mjs';
 import { LockError, lockedEntry, lockedPackages, unpackLocked } from './scripts/locked-package.mjs';
 import { buildNativeDecoder, NativeDecoderError } from './scripts/native-decoder.mjs';
@@ -66,6 +70,8 @@ const ALLOCATOR_PATH = 'lib/libjemalloc.so.2';
 const ARENA_TUNE_PATH = `lib/${ARENA_TUNE_NAME}`;
 /** The native decoders, each in the tree's lib/<name> (workers/decoders/native-program.ts looks there). */
 const NATIVE_DECODERS = [HEIF_DECODER, RAW_DECODER];
+/** Where the tree holds jpegli (workers/image/jpegli.ts looks in lib/jpegli through native-program.ts). */
+const JPEGLI_PATH = 'lib/jpegli';
 /** Where the tree holds the init the executable puts in front of itself as PID 1 (src/runtime/pid1.ts looks there). */
 const INIT_PATH = 'lib/compressd-init';
 /**
@@ -460,6 +466,20 @@ for (const decoder of NATIVE_DECODERS) {
   }
 }
 
+// jpegli: the one program, jpegli and Highway compiled into it; their licence files stay out of the tree.
+let jpegli;
+try {
+  jpegli = await buildJpegli(ARCH, join(WORK, 'jpegli'));
+} catch (err) {
+  if (err instanceof JpegliError) fail(err.message);
+  throw err;
+}
+if (elfArch(jpegli.program) !== ARCH) fail(`${JPEGLI.program} of ${JPEGLI.title} is not a linux-${ARCH} ELF file`);
+mkdirSync(join(TREE, JPEGLI_PATH), { recursive: true });
+copyFileSync(jpegli.program, join(TREE, JPEGLI_PATH, JPEGLI.program));
+chmodSync(join(TREE, JPEGLI_PATH, JPEGLI.program), 0o755);
+const encoders = [{ title: JPEGLI.title, path: JPEGLI_PATH, program: JPEGLI.program, sources: jpegli.sources }];
+
 // The init for PID 1, from our own source.
 buildOwnProgram(buildInitProgram, InitProgramError, INIT_PATH);
 
@@ -532,6 +552,10 @@ writeFileSync(
         stubbed: decoder.stubbed ?? [],
         libraries: libraries.map(({ lib, copyright, ...l }) => ({ ...l, path: `${path}/${lib}`, copyright: relative(ROOT, copyright) })),
       })),
+      encoders: encoders.map(({ sources, ...e }) => ({
+        ...e,
+        sources: sources.map(({ licenceFiles, ...s }) => ({ ...s, licenceFiles: licenceFiles.map((f) => ({ ...f, path: relative(ROOT, f.path) })) })),
+      })),
     },
     null,
     2,
@@ -544,5 +568,7 @@ const carriedNames = [...contents.values()].filter((p) => p.how === 'carried').m
 console.log(
   `build: ${relative(ROOT, EXECUTABLE)} ${mb(statSync(EXECUTABLE).size)} (node ${node.version}, ${targetCheck}; runtime tree ${manifest.id}: ` +
     `${files.length} files, ${mb(treeBytes)}; carried: ${carriedNames.sort().join(', ')}; allocator: ${JEMALLOC.name} ${JEMALLOC.version} from ${jemalloc.deb.name}; ` +
-    `${decoders.map(({ decoder, libraries }) => `${decoder.title.replace(/^the /, '')}: ${libraries.map((l) => `${l.name} ${l.version}`).join(', ')}`).join('; ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `${[...decoders.map(({ decoder, libraries }) => ({ title: decoder.title, parts: libraries })), ...encoders.map((e) => ({ title: e.title, parts: e.sources }))]
+      .map(({ title, parts }) => `${title.replace(/^the /, '')}: ${parts.map((p) => `${p.name} ${p.version}`).join(', ')}`)
+      .join('; ')}) in ${((Date.now() - started) / 1000).toFixed(1)} s`,
 );

@@ -80,8 +80,9 @@ before(async () => {
   copyFileSync(join(ROOT, 'dist/compressd'), bin);
   mkdirSync(inputs);
   for (const s of SAMPLES) copyFileSync(join(CORPUS, s), join(inputs, basename(s)));
-  // The source run decodes HEIC and RAW natively too (its decoders in dist/<name>-decoder), so equal bytes prove the executable's.
-  for (const script of ['scripts/heif-decoder.mjs', 'scripts/raw-decoder.mjs']) {
+  // The source run decodes HEIC and RAW natively too (its decoders in dist/<name>-decoder) and searches with
+  // jpegli (dist/jpegli), so equal bytes prove the executable's.
+  for (const script of ['scripts/heif-decoder.mjs', 'scripts/raw-decoder.mjs', 'scripts/jpegli.mjs']) {
     const decoder = spawnSync(process.execPath, [script, '--arch', process.arch], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(decoder.status, 0, decoder.stderr);
   }
@@ -120,7 +121,7 @@ describe('single executable', () => {
     for (const name of produced) assert.ok(readFileSync(join(out, name)).equals(readFileSync(join(sourceOut, name))), `${name} differs from the source run`);
   });
 
-  test('carries the native decoders (HEIF, RAW), which load from the extracted tree with their own libraries', async () => {
+  test('carries the native decoders (HEIF, RAW), which load from the extracted tree with their own libraries, and the jpegli encoder', async () => {
     const root = join(work, 'cache-decoders');
     assert.equal((await run(bin, ['--help'], { COMPRESSD_CACHE_DIR: root })).code, 0);
     const tree = join(root, readdirSync(root).find((n) => TREE_NAME.test(n))!);
@@ -130,6 +131,9 @@ describe('single executable', () => {
       assert.equal(said.status, 0, said.stderr);
       assert.match(said.stdout.trim(), version, name);
     }
+    const jpegli = spawnSync(join(tree, 'lib/jpegli/compressd-jpegli'), ['--version'], { env: {}, encoding: 'utf8' });
+    assert.equal(jpegli.status, 0, jpegli.stderr);
+    assert.equal(jpegli.stdout.trim(), '0.11.2', 'the jpegli encoder');
   });
 
   test('serves under env -i: a JPG job through the API gives the source-run bytes', async () => {

@@ -1,6 +1,7 @@
 // THIRD_PARTY_NOTICES.txt of one executable: Node's licence, the LGPL libraries and how to replace
 // them, jemalloc and the native decoders' libraries (libheif, libde265, dav1d; LibRaw and what it links)
-// with Debian's copyright files, the native
+// with Debian's copyright files, the jpegli encoder's sources (jpegli, Highway, libjpeg-turbo's headers)
+// with their licence files, the native
 // libraries with their licences, and every npm package with its licence text.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -41,6 +42,7 @@ export function notices({ root, version, contents, libraries }) {
   const sharpAddon = npm.find((p) => /^@img\/sharp-linux-/.test(p.name));
   const vips = libraries.find((l) => l.name === 'libvips');
   const decoders = contents.decoders;
+  const encoders = contents.encoders;
   const lgpl = [...decoders.flatMap((d) => d.libraries.filter(isLgpl).map((l) => ({ ...l, carriedBy: `${d.title} (${d.path})` }))), ...libraries.filter(isLgpl)];
   const names = (list) => inWords(list.map((l) => l.path.split('/').pop()));
   const soname = readdirSync(join(root, libvips.source, 'lib')).find((f) => f.startsWith('libvips-cpp.so'));
@@ -117,6 +119,17 @@ export function notices({ root, version, contents, libraries }) {
       "Debian's copyright files, verbatim:",
     );
     for (const l of d.libraries) out.push('', `----- ${l.debian.package}`, '', readFileSync(join(root, l.copyright), 'utf8').trim());
+  });
+
+  encoders.forEach((e, i) => {
+    const title = `${e.title[0].toUpperCase()}${e.title.slice(1)}`;
+    out.push(rule(`3${'abcdefgh'[decoders.length + i]}. ${title}: ${inWords(e.sources.map((s) => `${s.name} ${s.version}`))} (from Debian's ${e.sources.map((s) => s.file.name).join(', ')})`));
+    out.push(
+      `The runtime tree's ${e.path} holds the program ${e.program} (compressd's own, MIT), built from:`,
+      ...e.sources.map((s) => `  - ${s.name} ${s.version}, ${s.role} — ${licenceText(s.licence)} (${s.website})`),
+      'No library of theirs is carried beside it. Their licence files, verbatim:',
+    );
+    for (const s of e.sources) for (const f of s.licenceFiles) out.push('', `----- ${s.file.name}: ${f.name}`, '', readFileSync(join(root, f.path), 'utf8').trim());
   });
 
   out.push(rule(`4. Native and WebAssembly libraries inside the npm packages`));

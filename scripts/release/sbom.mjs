@@ -1,8 +1,10 @@
 // The release's CycloneDX SBOM: the npm part from @cyclonedx/cyclonedx-npm (read from
 // package-lock.json, so the arm64 platform packages, which are not installed here, are in it),
 // kept to the packages the executables contain; then the embedded Node with the libraries it is
-// built from, the native libraries inside the npm packages, the jemalloc each executable preloads, and
-// Debian's libraries its native decoders run on (libheif, libde265, dav1d; LibRaw and what it links).
+// built from, the native libraries inside the npm packages, the jemalloc each executable preloads,
+// Debian's libraries its native decoders run on (libheif, libde265, dav1d; LibRaw and what it links), and
+// what its jpegli encoder is compiled from (jpegli and Highway from Debian's source tarballs, libjpeg-turbo's
+// headers from a .deb).
 // Without a serial number or timestamp (`--output-reproducible`): scripts/release.mjs gives it the release's.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -126,6 +128,29 @@ export function sbom({ root, builds, libraries, nodeVersions }) {
       externalReferences: [
         { type: 'website', url: lib.website },
         { type: 'distribution', url: lib.deb.url },
+      ],
+    });
+  }
+
+  // What the encoders are compiled from: one component per distinct pinned file (a source tarball is
+  // the same for both CPUs, the headers' .deb is not).
+  const compiledFrom = (b) => b.encoders.flatMap((e) => e.sources.map((s) => ({ ...s, role: `${s.role} (the executable's ${e.title.replace(/^the /, '')}, ${e.path}/${e.program})` })));
+  for (const source of builds.flatMap(compiledFrom)) {
+    const ref = `${source.name}@${source.version}/${source.file.name}`;
+    if (debianRefs.includes(ref)) continue;
+    debianRefs.push(ref);
+    bom.components.push({
+      type: 'library',
+      'bom-ref': ref,
+      name: source.name,
+      version: source.version,
+      description: `${source.role}; Debian's ${source.file.name}`,
+      licenses: licences(source.licence),
+      purl: source.purl,
+      hashes: [{ alg: 'SHA-256', content: source.file.sha256 }],
+      externalReferences: [
+        { type: 'website', url: source.website },
+        { type: 'distribution', url: source.file.url },
       ],
     });
   }
