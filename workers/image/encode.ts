@@ -277,8 +277,9 @@ async function searchJpeg(pixels: Pixels, target: number, judgedAt: JudgedAt, se
  * The form of a picture: each of FORMS probed once on the quarter-size guide proxy at the quality
  * the default form needs there, and its size at the target predicted along the default form's
  * own curve of size against score (their slopes are alike: each table scales all frequencies
- * together). The smallest prediction wins when it beats the default by SWITCH_GAIN. Small
- * pictures, their own guide, are compared on themselves. Returns the form and its guide: the
+ * together). The smallest prediction wins when it beats the default by SWITCH_GAIN, unless it is
+ * one of mozjpeg's 4:2:0 forms with others predicted close to it: those are decided on the 1 MP
+ * proxy (runoffOf). Small pictures, their own guide, are compared on themselves. Returns the form and its guide: the
  * default's own search there, or that search shifted for another form (shiftedGuide).
  */
 async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, search: SearchBudget): Promise<{ form: JpegForm; guide: Guide }> {
@@ -313,6 +314,9 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   if (lead.form.table === 'jpegli') {
     const shrink = Math.log((await finalSize(probes.proxy, at(DEFAULT_FORM))) / (await probes.size(at(DEFAULT_FORM))));
     predictions = predictions.map((p) => (p.form.table === 'jpegli' ? p : { ...p, bytes: p.bytes + shrink }));
+  } else if (quarter === GUIDE_TILES && lead.form.chroma === DEFAULT_FORM.chroma) {
+    const runoff = runoffOf(predictions, lead);
+    if (runoff.length > 1) return runoffOnProxy(pixels, runoff, { target, judgedAt, search, base, slope, quarterAim: aim });
   }
   const [baseline] = predictions;
   const best = predictions.reduce((a, b) => (b.bytes < a.bytes ? b : a));
@@ -321,6 +325,62 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   // On a small picture's own proxy the chosen form was probed at the default's answer already:
   // that free probe starts its search, and the shifted curve aims the next.
   return { form: best.form, guide: quarter === GUIDE_TILES ? shifted : { ...shifted, quality: base.quality } };
+}
+
+/** A form's predicted log bytes at the aim, from its probe at the default form's answer (chooseForm). */
+interface Prediction {
+  form: JpegForm;
+  score: number;
+  bytes: number;
+}
+
+/**
+ * mozjpeg's forms of the leader's subsampling predicted on the quarter proxy within RUNOFF_RANGE of
+ * it, at most RUNOFF of them, the leader first (runoffOnProxy decides between them). One probe each,
+ * on a quarter of the tiles and far from its own answer, ranks close forms poorly: on 3 of 4 corpus
+ * photos the smallest file (every form searched on the 1 MP proxy, encoded at full size) was the
+ * second or third prediction (a 12 MP phone JPEG: table 4 chosen, table 5 5 % smaller at its lowest
+ * passing quality; a 3 MP photo: the default kept, table 5 6 % smaller; a 24 MP photo: table 4,
+ * table 6 1.5 % smaller). Not where jpegli leads: its probe is its final file, and a size predicted
+ * from a probe at a shifted quality took the wrong side there (a 12 MP HEIC 8.6 % larger).
+ */
+function runoffOf(predictions: Prediction[], lead: Prediction): Prediction[] {
+  return predictions
+    .filter((p) => p.form.table !== 'jpegli' && p.form.chroma === lead.form.chroma && p.bytes <= lead.bytes - Math.log(1 - RUNOFF_RANGE))
+    .sort((a, b) => a.bytes - b.bytes)
+    .slice(0, RUNOFF);
+}
+
+const RUNOFF_RANGE = 0.08;
+const RUNOFF = 3;
+
+/**
+ * The runoff's forms probed once each on the search's own proxy, where the default's quarter-proxy
+ * curve shifted to each form reaches the aim (its own answer for the default), their sizes at the
+ * aim predicted from there along the default's slope: a probe near its answer, on the proxy that
+ * decides the quality. The smallest wins (the default when within SWITCH_GAIN of it), and its
+ * search starts from its probe. One 1 MP probe more for each form that loses; on the corpus the
+ * 3 MP photo and the phone JPEG above took table 5 (5.6 and 5.2 % smaller files), a 12 MP DNG
+ * table 2 (11 %), the 24 MP photo kept table 4.
+ */
+async function runoffOnProxy(
+  pixels: Pixels,
+  runoff: Prediction[],
+  { target, judgedAt, search, base, slope, quarterAim }: { target: number; judgedAt: JudgedAt; search: SearchBudget; base: Guide; slope: number; quarterAim: number },
+): Promise<{ form: JpegForm; guide: Guide }> {
+  const probes = probesOf(pixels, search.proxyTiles);
+  const aim = aimOnProxy(target, probes.exact);
+  const finalists = await Promise.all(
+    runoff.map(async ({ form, score }) => {
+      const guide = form === DEFAULT_FORM ? base : shiftedGuide(base, score, quarterAim);
+      const setting = { quality: guide.quality, ...form };
+      const [s, size] = await Promise.all([probes.score(setting, judgedAt), probes.size(setting)]);
+      return { form, guide, bytes: Math.log(size) + (aim - s) * slope };
+    }),
+  );
+  const best = finalists.reduce((a, b) => (b.bytes < a.bytes ? b : a));
+  const baseline = finalists.find((m) => m.form === DEFAULT_FORM);
+  return baseline && best.bytes > baseline.bytes + Math.log(1 - SWITCH_GAIN) ? baseline : best;
 }
 
 /**
@@ -445,8 +505,9 @@ async function searchQuality(pixels: Pixels, sought: Sought, guided?: Guide | nu
   // it is ready soonest; the qualities either side once it is, while this thread scores it.
   // Scoring stays on demand: it runs on this thread. The noisy check below is settled on the
   // quarter proxy first, where it nearly always fails, so its full-proxy probe is not started
-  // ahead (it was wasted work).
-  if (guide && hasGuide(pixels, search) && search.ahead && spareCore()) {
+  // ahead (it was wasted work). A first probe scored already (a runoff's winner: runoffOnProxy)
+  // leaves nothing to overlap: the next probe is asked for at once, and may be farther than one.
+  if (guide && hasGuide(pixels, search) && search.ahead && spareCore() && !probes.scored({ quality: first, ...form }, judgedAt)) {
     const around = [first - 1, first + 1].filter((q) => q >= MIN_QUALITY);
     void probes.prefetch({ quality: first, ...form }).then(() => around.forEach((q) => void probes.prefetch({ quality: q, ...form })));
   }
@@ -537,6 +598,8 @@ interface Probes {
   size(setting: JpegSetting): Promise<number>;
   /** Starts a setting's encode and decode ahead of its score; resolves when they are done (never rejects). */
   prefetch(setting: JpegSetting): Promise<void>;
+  /** Whether a setting's score is known or being made. */
+  scored(setting: JpegSetting, judgedAt: JudgedAt): boolean;
 }
 
 const probesByPixels = new WeakMap<Uint8Array, Map<number, Probes>>();
@@ -596,6 +659,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
       () => {},
       () => {},
     ),
+    scored: (s, judgedAt) => scores.has(`${judgedAt}:${s.table}:${s.chroma}:${s.quality}`),
     score: (s, judgedAt) => {
       const key = `${judgedAt}:${s.table}:${s.chroma}:${s.quality}`;
       let hit = scores.get(key);
