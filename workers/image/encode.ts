@@ -604,6 +604,9 @@ interface Probes {
 
 const probesByPixels = new WeakMap<Uint8Array, Map<number, Probes>>();
 
+/** A probe's encode and decode are kept under its setting; its score under the way it is judged too. */
+const settingKey = (s: JpegSetting): string => `${s.table}:${s.chroma}:${s.quality}`;
+
 /**
  * The quality probes of one image, shared by every search on it (the form choice, the target and
  * the floor searches probe many of the same settings): the proxy is cut once, each setting is
@@ -630,7 +633,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
   };
   // One encode per setting, shared by its size and its scores.
   const encode = (s: JpegSetting): Promise<Buffer> => {
-    const key = `${s.table}:${s.chroma}:${s.quality}`;
+    const key = settingKey(s);
     let jpeg = encodes.get(key);
     if (!jpeg) {
       noteProbe(proxy.width * proxy.height);
@@ -640,7 +643,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
     return jpeg;
   };
   const decode = (s: JpegSetting): Promise<Pixels> => {
-    const key = `${s.table}:${s.chroma}:${s.quality}`;
+    const key = settingKey(s);
     let pixels = decodes.get(key);
     if (!pixels) {
       pixels = encode(s).then(async (jpeg) => {
@@ -659,9 +662,9 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
       () => {},
       () => {},
     ),
-    scored: (s, judgedAt) => scores.has(`${judgedAt}:${s.table}:${s.chroma}:${s.quality}`),
+    scored: (s, judgedAt) => scores.has(`${judgedAt}:${settingKey(s)}`),
     score: (s, judgedAt) => {
-      const key = `${judgedAt}:${s.table}:${s.chroma}:${s.quality}`;
+      const key = `${judgedAt}:${settingKey(s)}`;
       let hit = scores.get(key);
       if (!hit) {
         const decoding = decode(s);
@@ -670,7 +673,7 @@ export function probesOf(pixels: Pixels, tiles = PROXY_TILES): Probes {
         reference(judgedAt).prepare();
         // A decode is held only until scored: a search's probes would otherwise keep megabytes each.
         hit = decoding.then((decoded) => {
-          decodes.delete(`${s.table}:${s.chroma}:${s.quality}`);
+          decodes.delete(settingKey(s));
           return reference(judgedAt).score(view(decoded, judgedAt));
         });
         scores.set(key, hit);
