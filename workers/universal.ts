@@ -178,7 +178,8 @@ export interface JpegWithin {
  * reaching the perceived target), EXIF inserted. With `maxBytes` (the input's size, when the
  * input is another format, so the never-larger rule cannot simply return it): when that file is
  * larger, the highest quality whose file fits, but not below the quality that reaches
- * JPEG_FLOOR. When even the floor does not fit, the floor's file is the output: the only
+ * JPEG_FLOOR. When even the floor does not fit, the floor's file is the output, in the form
+ * smallest there (smallestAtFloor): the only
  * case where the universal compressor writes more bytes than it got (an efficient input format —
  * 10-bit AVIF, lossy WebP, palette TIFF/BMP — that JPEG cannot match without visible damage,
  * while the spec's table fixes the output format).
@@ -196,7 +197,8 @@ export async function encodeJpegWithin(pixels: Pixels, within: JpegWithin = {}):
       const fit = await SizeFit.start(files, maxBytes);
       // The target's own file is made unless it is predicted clearly over the limit.
       if ((await fit.predicted(files.target)) <= maxBytes * CLEAR_MISS && (await fit.calibrate(files.target))) return files.sized(files.target, 'target');
-      return fit.search();
+      const fitted = await fit.search();
+      return fitted === 'floor' ? smallestAtFloor(files, await fit.floorQuality(), jpegli) : fitted;
     }, { from: 0.4, to: 1, predictedMs: predictedEncodeMs(pixels.width * pixels.height) });
   };
   try {
@@ -206,6 +208,24 @@ export async function encodeJpegWithin(pixels: Pixels, within: JpegWithin = {}):
     if (!(err instanceof JpegliFailed)) throw err;
     return sized(false);
   }
+}
+
+/**
+ * A floor's file is over the limit whatever is done, so its bytes are what is left to save, and the
+ * form the target's search chose is not always the smallest at the floor's lower score (a 20 MP
+ * 10-bit AVIF: jpegli's 4:4:4, the target's form, 1.26 MB at the floor, its 4:2:0 13 % smaller there).
+ * The forms are compared again at the floor; the target's form keeps it only where its file there,
+ * if the fit made it already, is the smaller.
+ */
+async function smallestAtFloor(files: JpegFiles, quality: number, jpegli: boolean): Promise<SizedJpeg> {
+  const { pixels, how } = files;
+  const choice = await chooseJpeg(pixels, JPEG_FLOOR, how.judgedAt, { ...IMAGE_SEARCH, jpegli });
+  const own = files.at(quality);
+  if (choice.table === own.table && choice.chroma === own.chroma) return files.sized(quality, 'floor');
+  const other = await new JpegFiles(pixels, choice, how).sized(choice.quality, 'floor');
+  if (!files.has(quality)) return other;
+  const mine = await files.sized(quality, 'floor');
+  return mine.data.length <= other.data.length ? mine : other;
 }
 
 /** The full-size files of one picture in the form its target search chose, each quality encoded once. */
@@ -302,7 +322,7 @@ class SizeFit {
    * proxy score reaches the floor is above the floor's quality (scores rise with quality), which its
    * probe, usually made by the target's search already, tells.
    */
-  private async floorQuality(): Promise<number> {
+  async floorQuality(): Promise<number> {
     const { pixels, how } = this.files;
     const { table, chroma } = this.files.at(this.files.target);
     return (this.floor ??= await chooseJpegQuality(pixels, { target: JPEG_FLOOR, judgedAt: how.judgedAt, search: IMAGE_SEARCH, form: { table, chroma } }));
@@ -320,8 +340,8 @@ class SizeFit {
     return a;
   }
 
-  /** Below the target: the highest quality whose file fits, not below the floor's. */
-  async search(): Promise<SizedJpeg> {
+  /** Below the target: the highest quality whose file fits, not below the floor's; `floor` when even the floor's does not (smallestAtFloor). */
+  async search(): Promise<SizedJpeg | 'floor'> {
     const { files } = this;
     let best: number | null = null;
     let lo = MIN_QUALITY;
@@ -343,7 +363,7 @@ class SizeFit {
         hi = a - 1;
       }
     }
-    return best === null ? files.sized(await this.floorQuality(), 'floor') : files.sized(best, 'fit');
+    return best === null ? 'floor' : files.sized(best, 'fit');
   }
 }
 
