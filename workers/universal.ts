@@ -353,6 +353,12 @@ class SizeFit {
         lo = Math.max(lo, await this.floorQuality());
         if (a < lo) continue;
       }
+      // Nothing in the bracket is predicted to fit: clearly over, as the target's file is judged, the
+      // lowest is not encoded to be sure (at the floor that encode was a second of a 20 MP AVIF's job).
+      if ((await this.predicted(a)) > this.maxBytes * CLEAR_MISS) {
+        hi = a - 1;
+        continue;
+      }
       if (await this.calibrate(a)) {
         best = a;
         lo = a + 1;
