@@ -33,7 +33,7 @@ import { compress as jpg } from '../workers/jpg.ts';
 import { compress as png } from '../workers/png.ts';
 import { screenRecordingGif } from '../bench/generated.ts';
 import { rejectsWithJobError } from './helpers/job-error.ts';
-import { screenshotPng } from './helpers/made-files.ts';
+import { greyPictures, screenshotPng } from './helpers/made-files.ts';
 import { perceived } from './helpers/perceived.ts';
 
 const corpus = new URL('../../shared/corpus/', import.meta.url).pathname;
@@ -192,6 +192,21 @@ describe('JPEG form, chosen per picture by the perceived metric', () => {
     const asDefault = await chooseJpegQuality(p, { judgedAt: 'full', search: FULL_SEARCH });
     const [chosen, plain] = await Promise.all([encodeJpeg(p, choice), encodeJpeg(p, defaultSetting(asDefault))]);
     assert.ok(chosen.length < plain.length * 0.97, `${choice.table} q${choice.quality}: ${chosen.length} B; default q${asDefault}: ${plain.length} B`);
+  });
+
+  it('takes a form predicted well behind the leader into the runoff: a grey text scan gets the smaller one', async () => {
+    // A 0.94 MP grey scan, searched as the JPG job searches a JPEG kept on its own grid: the quarter
+    // proxy put table 2 first and table 5 11.5 % behind it; at their own answers on the whole
+    // picture table 5 is 11 % smaller, and both reach the target.
+    const { scan } = await greyPictures(work);
+    const p = greyOf(await rgb(scan));
+    assert.ok(p, 'the scan is grey');
+    const choice = await chooseJpeg(p, PERCEIVED_TARGET, 'full', { ...IMAGE_SEARCH, jpegli: false });
+    assert.ok(choice.score >= PERCEIVED_TARGET, `${choice.score}`);
+    const leader = { table: 2, chroma: '4:2:0' } as const;
+    const leaderQuality = await chooseJpegQuality(p, { form: leader });
+    const [chosen, led] = await Promise.all([encodeJpeg(p, choice), encodeJpeg(p, { quality: leaderQuality, ...leader })]);
+    assert.ok(chosen.length < led.length * 0.95, `${choice.table} q${choice.quality}: ${chosen.length} B; table 2 q${leaderQuality}: ${led.length} B`);
   });
 
   it('reaches the target on pictures that are their own proxy, as the metric measures the encode', async () => {
