@@ -346,7 +346,7 @@ interface Prediction {
  * second or third prediction (a 12 MP phone JPEG: table 4 chosen, table 5 5 % smaller at its lowest
  * passing quality; a 3 MP photo: the default kept, table 5 6 % smaller; a 24 MP photo: table 4,
  * table 6 1.5 % smaller), and on a grey text scan the smallest was predicted 11.5 % behind the
- * leader (table 5 chosen in the runoff: 11 % smaller, still over the target; a range of 8 % left it
+ * leader (table 5 chosen in the runoff: 11 % smaller, still reaching the target; a range of 8 % left it
  * out, one of 30 % took a worse form for a 3 MP photo). Not where jpegli leads: its probe is its
  * final file, and a size predicted from a probe at a shifted quality took the wrong side there (a
  * 12 MP HEIC 8.6 % larger).
@@ -373,13 +373,13 @@ const RUNOFF = 3;
 async function runoffOnProxy(
   pixels: Pixels,
   runoff: Prediction[],
-  { target, judgedAt, search, base, slope, quarterAim }: { target: number; judgedAt: JudgedAt; search: SearchBudget; base: Guide; slope: number; quarterAim: number },
+  { target, judgedAt, search, base, slope, quarterAim }: FromQuarter,
 ): Promise<{ form: JpegForm; guide: Guide }> {
   const probes = probesOf(pixels, search.proxyTiles);
   const aim = aimOnProxy(target, probes.exact);
   const finalists = await Promise.all(
     runoff.map(async ({ form, score }) => {
-      const guide = form === DEFAULT_FORM ? base : shiftedGuide(base, score, quarterAim);
+      const guide = guideThere(form, score, base, quarterAim);
       const setting = { quality: guide.quality, ...form };
       const [s, size] = await Promise.all([probes.score(setting, judgedAt), probes.size(setting)]);
       return { form, guide, bytes: Math.log(size) + (aim - s) * slope };
@@ -405,18 +405,36 @@ async function runoffOnProxy(
 async function settleOnProxy(
   pixels: Pixels,
   finalists: Prediction[],
-  { target, judgedAt, search, base, slope, quarterAim, shrink }: { target: number; judgedAt: JudgedAt; search: SearchBudget; base: Guide; slope: number; quarterAim: number; shrink: number },
+  { target, judgedAt, search, base, slope, quarterAim, shrink }: FromQuarter & { shrink: number },
 ): Promise<{ form: JpegForm; guide: Guide }> {
   const probes = probesOf(pixels, search.proxyTiles);
   const aim = aimOnProxy(target, probes.exact);
   const settled = [];
   for (const { form, score } of finalists) {
-    const guide = form === DEFAULT_FORM ? base : shiftedGuide(base, score, quarterAim);
+    const guide = guideThere(form, score, base, quarterAim);
     const found = await searchQuality(pixels, { target, judgedAt, form, search }, guide);
     const size = await probes.size({ quality: found.quality, ...form });
     settled.push({ form, guide, bytes: Math.log(size) + (form.table === 'jpegli' ? 0 : shrink) + (aim - found.score) * slope });
   }
   return settled.reduce((a, b) => (b.bytes < a.bytes ? b : a));
+}
+
+/** What the quarter proxy's form choice hands to a decision on the search's own proxy (runoffOnProxy, settleOnProxy). */
+interface FromQuarter {
+  target: number;
+  judgedAt: JudgedAt;
+  search: SearchBudget;
+  /** The default form's search on the quarter proxy. */
+  base: Guide;
+  /** d log(size) / d score along it (sizeSlope). */
+  slope: number;
+  /** The aim on the quarter proxy, where the forms' scores were measured. */
+  quarterAim: number;
+}
+
+/** A form's guide from its quarter-proxy probe at the default's answer: the default's own search, or that search shifted to it. */
+function guideThere(form: JpegForm, score: number, base: Guide, quarterAim: number): Guide {
+  return form === DEFAULT_FORM ? base : shiftedGuide(base, score, quarterAim);
 }
 
 /**
