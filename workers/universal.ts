@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { ResizeOptions } from '../src/catalog/index.ts';
 import type { Compress } from './contract.ts';
 import { insertExif } from './decoders/exif.ts';
-import { chooseJpeg, chooseJpegQuality, encodeJpeg, encodePng, jpegOptions, jpegPipeline, PREDICTED_SEARCH_MS, predictedEncodeMs, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
+import { chooseJpeg, chooseJpegQuality, encodeJpeg, encodePng, finalJpeg, jpegOptions, jpegPipeline, PREDICTED_SEARCH_MS, predictedEncodeMs, predictedScore, probesOf, reaches, type JpegChoice, type JpegSetting, type JudgedAt } from './image/encode.ts';
 import { MIN_QUALITY } from './image/quality-bracket.ts';
 import { estimatedProgress, onScale, type Toward } from './shared/progress.ts';
 import { IMAGE_SEARCH } from './image/budget.ts';
@@ -253,7 +253,7 @@ class JpegFiles {
     let data = this.encoded.get(quality);
     if (!data) {
       // The target's file is the output's encode; any other quality is the size rule's.
-      const made = await phase(quality === this.target && this.encoded.size === 0 ? 'encode' : 'fit', () => encodeJpeg(this.pixels, this.at(quality)));
+      const made = await phase(quality === this.target && this.encoded.size === 0 ? 'encode' : 'fit', () => finalJpeg(this.pixels, this.at(quality)));
       data = insertExif(made, this.how.exif);
       this.encoded.set(quality, data);
     }
