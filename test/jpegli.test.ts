@@ -2,8 +2,8 @@
 // mozjpeg's on pictures over about 1 MP (not on a JPEG re-encoded on its own grid), its outputs told as
 // ours, and mozjpeg's forms alone where it does not load or fails.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -110,5 +110,69 @@ describe('jpegli in the JPEG search', () => {
     } finally {
       useJpegli();
     }
+  });
+});
+
+describe('jpegli kept serving the thread\'s encodes', () => {
+  const program = join(new URL('../dist/jpegli/', import.meta.url).pathname, process.arch, 'compressd-jpegli');
+  const ppm = (p: { data: Uint8Array; width: number; height: number; channels: number }) =>
+    Buffer.concat([Buffer.from(`P${p.channels === 1 ? 5 : 6}\n${p.width} ${p.height}\n255\n`), p.data]);
+  const once = (p: Parameters<typeof ppm>[0], quality: number, chroma: string) => execFileSync(program, [String(quality), chroma === '4:2:0' ? '420' : '444'], { input: ppm(p) });
+  /** The process ids of the programs serving now. */
+  const serving = () =>
+    readdirSync('/proc')
+      .filter((pid) => /^\d+$/.test(pid))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'latin1') === `${program}\0--serve\0`;
+        } catch {
+          return false;
+        }
+      });
+  let colour: Awaited<ReturnType<typeof decoded>>;
+  let grey: Awaited<ReturnType<typeof decoded>>;
+  before(async () => {
+    const photo = sharp(join(corpus, 'jpg/jpeg420exif.jpg')).resize(480);
+    colour = await decoded(await photo.clone().png().toBuffer());
+    const g = await photo.clone().toColourspace('b-w').raw().toBuffer({ resolveWithObject: true });
+    grey = { data: g.data, width: g.info.width, height: g.info.height, channels: 1 };
+  });
+
+  it('answers with the bytes the program makes run once, one encode or several at a time', async () => {
+    for (const [p, quality, chroma] of [[colour, 80, '4:2:0'], [colour, 62, '4:4:4'], [grey, 71, '4:2:0']] as const) {
+      assert.deepEqual(await encodeJpegli(p, quality, chroma), once(p, quality, chroma), `${p.channels} channels, q${quality} ${chroma}`);
+    }
+    const settings = [[80, '4:2:0'], [80, '4:4:4'], [55, '4:4:4']] as const;
+    const together = await Promise.all(settings.map(([q, c]) => encodeJpegli(colour, q, c)));
+    settings.forEach(([q, c], i) => assert.deepEqual(together[i], once(colour, q, c), `q${q} ${c} at once`));
+    assert.ok(serving().length >= 1, 'a program serving');
+  });
+
+  it('is started again after it ends; a request it ended under is encoded once instead, the same bytes', async () => {
+    await encodeJpegli(colour, 75, '4:2:0');
+    const before = serving();
+    assert.ok(before.length >= 1);
+    for (const pid of before) process.kill(Number(pid), 'SIGKILL');
+    assert.deepEqual(await encodeJpegli(colour, 76, '4:2:0'), once(colour, 76, '4:2:0'));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(await encodeJpegli(colour, 77, '4:2:0'), once(colour, 77, '4:2:0'));
+    const after = serving();
+    assert.ok(after.length >= 1 && after.every((pid) => !before.includes(pid)), `serving ${after.join(', ')} after ${before.join(', ')}`);
+  });
+
+  it('answers each request in turn, and refuses one that is not a request with an error line and ends', () => {
+    const pic = ppm(colour);
+    const two = spawnSync(program, ['--serve'], { input: Buffer.concat([Buffer.from('80 420\n'), pic, Buffer.from('60 444\n'), pic]) });
+    assert.equal(two.status, 0);
+    const answers: Buffer[] = [];
+    for (let at = 0; at < two.stdout.length; ) {
+      const eol = two.stdout.indexOf(10, at);
+      const size = Number(/^ok (\d+)$/.exec(two.stdout.subarray(at, eol).toString())![1]);
+      answers.push(two.stdout.subarray(eol + 1, eol + 1 + size));
+      at = eol + 1 + size;
+    }
+    assert.deepEqual(answers, [once(colour, 80, '4:2:0'), once(colour, 60, '4:4:4')]);
+    const bad = spawnSync(program, ['--serve'], { input: Buffer.concat([Buffer.from('80 422\n'), pic]) });
+    assert.deepEqual([bad.status, bad.stdout.toString()], [1, 'error a request is a line QUALITY 444|420, then the picture\n']);
   });
 });

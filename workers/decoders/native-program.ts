@@ -90,6 +90,11 @@ export function programEnv(dir: string, env: NodeJS.ProcessEnv = process.env, ad
   };
 }
 
+/** What the thread's shell sets for a program: its environment where it differs from the shell's (inherited from this process). */
+export function shellEnv(dir: string, add?: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(Object.entries(programEnv(dir, process.env, add)).filter(([k, v]) => v !== undefined && v !== process.env[k])) as Record<string, string>;
+}
+
 /** How the program ended: exit code (or the signal that ended it), stdout when it was piped, stderr. */
 export interface Ended {
   code: number | null;
@@ -146,9 +151,7 @@ async function inShell<T>(
     } catch {
       return undefined;
     }
-    const full = programEnv(program.dir, process.env, io.env);
-    const env = Object.fromEntries(Object.entries(full).filter(([k, v]) => v !== undefined && v !== process.env[k])) as Record<string, string>;
-    const end = await runFromShell({ program: join(program.dir, program.program), args, env, stdin, stdout, stderr, signal: io.signal });
+    const end = await runFromShell({ program: join(program.dir, program.program), args, env: shellEnv(program.dir, io.env), stdin, stdout, stderr, signal: io.signal });
     io.signal?.throwIfAborted();
     if (end.lost) return undefined;
     const err = (await readFile(stderr, 'latin1').catch(() => '')).trim();

@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
-import type { Readable, Writable } from 'node:stream';
 import { THREAD_IDLE_MS } from '../../src/catalog/contract.ts';
 import { workerLog } from '../shared/log.ts';
 
@@ -28,6 +27,8 @@ export interface ShellRun {
   stdout: string;
   stderr: string;
   signal?: AbortSignal;
+  /** A program that serves while it is asked (served.ts): it does not keep the thread alive. */
+  serving?: true;
 }
 
 /** How a program ended: its exit code, or the signal that ended it; `lost` when the shell ended (or never started) under it. */
@@ -50,6 +51,7 @@ const SIGNALS = new Map(Object.entries(constants.signals).map(([name, n]) => [n,
 interface Waiting {
   pid?: number;
   signal?: AbortSignal;
+  serving?: true;
   onAbort: () => void;
   resolve(end: ShellEnd): void;
 }
@@ -68,7 +70,7 @@ class Shell {
     this.child.stdin!.on('error', () => {});
     this.child.on('error', (err) => this.end(err.message));
     this.child.on('close', () => this.end('the shell ended'));
-    this.idle();
+    this.kept();
   }
 
   run(r: ShellRun): Promise<ShellEnd> {
@@ -78,6 +80,7 @@ class Shell {
     return new Promise((resolve) => {
       const waiting: Waiting = {
         signal: r.signal,
+        serving: r.serving,
         onAbort: () => {
           try {
             if (waiting.pid) process.kill(waiting.pid, 'SIGKILL');
@@ -89,7 +92,7 @@ class Shell {
       };
       this.waiting.set(id, waiting);
       r.signal?.addEventListener('abort', waiting.onAbort, { once: true });
-      this.busy();
+      this.kept();
       this.child.stdin!.write(`( ( ${command} & echo "pid ${id} $!"; wait $!; echo "done ${id} $?" ) & )\n`);
     });
   }
@@ -115,7 +118,7 @@ class Shell {
     const waiting = this.waiting.get(id)!;
     this.waiting.delete(id);
     waiting.signal?.removeEventListener('abort', waiting.onAbort);
-    if (this.waiting.size === 0) this.idle();
+    this.kept();
     waiting.resolve(end);
   }
 
@@ -126,20 +129,18 @@ class Shell {
     for (const id of [...this.waiting.keys()]) this.settle(id, { code: null, signal: null, lost: true });
   }
 
-  // An idle shell keeps neither the thread nor the process alive; a running program does.
-  private idle(): void {
+  // A shell with no program keeps neither the thread nor the process alive, and ends after a while;
+  // one whose programs all serve keeps neither alive either, but stays while they do.
+  private kept(): void {
+    clearTimeout(this.closing);
+    const running = [...this.waiting.values()];
+    const ref = running.some((w) => !w.serving);
+    for (const s of [this.child, this.child.stdin, this.child.stdout] as unknown as { ref?: () => void; unref?: () => void }[]) (ref ? s.ref : s.unref)?.call(s);
+    if (running.length > 0) return;
     this.closing = setTimeout(() => {
       this.ended = true;
       this.child.stdin!.end();
     }, SHELL_IDLE_MS).unref();
-    this.child.unref();
-    for (const s of [this.child.stdin, this.child.stdout] as (Writable | Readable)[]) (s as unknown as { unref?: () => void }).unref?.();
-  }
-
-  private busy(): void {
-    clearTimeout(this.closing);
-    this.child.ref();
-    for (const s of [this.child.stdin, this.child.stdout] as (Writable | Readable)[]) (s as unknown as { ref?: () => void }).ref?.();
   }
 }
 

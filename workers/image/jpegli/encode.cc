@@ -4,7 +4,13 @@
 // quality benchmark runs it as a peer.
 //
 //   compressd-jpegli QUALITY 444|420 < picture.ppm > picture.jpg
+//   compressd-jpegli --serve
 //   compressd-jpegli --version
+//
+// Serving, it encodes one picture after another until its input ends: each request a line
+// "QUALITY 444|420" and the picture, each answer a line "ok SIZE" and the JPEG, or a line "error WHY",
+// after which it exits. A search asks for several encodes of one picture, and a process started for
+// each cost some 15 ms of a probe of 30-50 ms (workers/image/jpegli.ts).
 //
 // As jpegli's own cjpegli: the quality mapped to jpegli's distance, adaptive quantisation, progressive
 // level 2 and optimised Huffman codes. No APPn segment of its own (no JFIF): the caller writes the input's.
@@ -37,23 +43,16 @@ static bool number(int* out) {
   return true;
 }
 
-int main(int argc, char** argv) {
-  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
-    // The jpeg-xl release jpegli comes from (scripts/jpegli.mjs); jpegli has no version of its own.
-    puts(JPEGLI_VERSION);
-    return 0;
-  }
-  if (argc != 3) return fail("usage: compressd-jpegli QUALITY 444|420 < picture.ppm > picture.jpg");
-  const int quality = atoi(argv[1]);
-  const bool subsampled = strcmp(argv[2], "420") == 0;
-  if (quality < 1 || quality > 100 || (!subsampled && strcmp(argv[2], "444") != 0)) return fail("QUALITY is 1-100, the chroma 444 or 420");
+// Reads one request's picture from standard input and encodes it into `jpeg`; the reason when it cannot.
+static const char* encode(int quality, bool subsampled, std::vector<unsigned char>* jpeg) {
+  if (quality < 1 || quality > 100) return "QUALITY is 1-100, the chroma 444 or 420";
   int width = 0, height = 0, maxval = 0;
-  if (getchar() != 'P') return fail("not a binary PPM or PGM");
+  if (getchar() != 'P') return "not a binary PPM or PGM";
   const int kind = getchar();
-  if ((kind != '6' && kind != '5') || !number(&width) || !number(&height) || !number(&maxval) || maxval != 255 || width < 1 || height < 1) return fail("not an 8-bit binary PPM or PGM");
+  if ((kind != '6' && kind != '5') || !number(&width) || !number(&height) || !number(&maxval) || maxval != 255 || width < 1 || height < 1) return "not an 8-bit binary PPM or PGM";
   const int channels = kind == '6' ? 3 : 1;
   std::vector<unsigned char> pixels(static_cast<size_t>(width) * height * channels);
-  if (fread(pixels.data(), 1, pixels.size(), stdin) != pixels.size()) return fail("the picture ends early");
+  if (fread(pixels.data(), 1, pixels.size(), stdin) != pixels.size()) return "the picture ends early";
 
   jpeg_compress_struct cinfo;
   jpeg_error_mgr jerr;
@@ -84,7 +83,50 @@ int main(int argc, char** argv) {
   }
   jpegli_finish_compress(&cinfo);
   jpegli_destroy_compress(&cinfo);
-  const bool written = fwrite(out, 1, size, stdout) == size && fflush(stdout) == 0;
+  jpeg->assign(out, out + size);
   free(out);
-  return written ? 0 : fail("cannot write the JPEG");
+  return nullptr;
+}
+
+// The chroma argument: 420 subsampled, 444 not; false for anything else.
+static bool chroma(const char* s, bool* subsampled) {
+  *subsampled = strcmp(s, "420") == 0;
+  return *subsampled || strcmp(s, "444") == 0;
+}
+
+static int serve() {
+  std::vector<unsigned char> jpeg;
+  for (;;) {
+    int c = getchar();
+    if (c == EOF) return 0;
+    ungetc(c, stdin);
+    int quality = 0;
+    char form[4] = {0};
+    bool subsampled = false;
+    // number() takes the space after the quality.
+    const char* why = !number(&quality) || fread(form, 1, 3, stdin) != 3 || getchar() != '\n' || !chroma(form, &subsampled)
+                          ? "a request is a line QUALITY 444|420, then the picture"
+                          : encode(quality, subsampled, &jpeg);
+    if (why) {
+      printf("error %s\n", why);
+      fflush(stdout);
+      return 1;
+    }
+    printf("ok %zu\n", jpeg.size());
+    if (fwrite(jpeg.data(), 1, jpeg.size(), stdout) != jpeg.size() || fflush(stdout) != 0) return fail("cannot write the JPEG");
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+    // The jpeg-xl release jpegli comes from (scripts/jpegli.mjs); jpegli has no version of its own.
+    puts(JPEGLI_VERSION);
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "--serve") == 0) return serve();
+  bool subsampled = false;
+  if (argc != 3 || !chroma(argv[2], &subsampled)) return fail("usage: compressd-jpegli QUALITY 444|420 < picture.ppm > picture.jpg");
+  std::vector<unsigned char> jpeg;
+  if (const char* why = encode(atoi(argv[1]), subsampled, &jpeg)) return fail(why);
+  return fwrite(jpeg.data(), 1, jpeg.size(), stdout) == jpeg.size() && fflush(stdout) == 0 ? 0 : fail("cannot write the JPEG");
 }
