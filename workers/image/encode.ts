@@ -321,9 +321,9 @@ async function withJpegliOnItself(pixels: Pixels, sought: Sought, chosen: JpegCh
 }
 
 /**
- * Under this a JPEG of ours is a few kilobytes, and each jpegli probe's process (about 15 ms, most of
- * a probe this small) doubled the search (the corpus's 0.03 MP pictures: 0.13 -> 0.25 s) to save at
- * most a few hundred bytes (a 0.04 MP CMYK PSD: 168).
+ * Under this a JPEG of ours is a few kilobytes, and jpegli's probes, even with the program kept
+ * serving, added a fifth to a half to the job of two of the corpus's four 0.03-0.04 MP pictures
+ * (126 -> 182 ms, 175 -> 208 ms) to save bytes on one (a CMYK PSD: 168 of 2,171).
  */
 const JPEGLI_LEAST_PIXELS = 100_000;
 
