@@ -1,6 +1,7 @@
 // Issues 39 and 40: jpegli, the JPEG XL project's JPEG encoder, as a form the JPEG search compares with
 // mozjpeg's on pictures over about 1 MP (not on a JPEG re-encoded on its own grid), its outputs told as
-// ours, and mozjpeg's forms alone where it does not load or fails.
+// ours, and mozjpeg's forms alone where it does not load or fails; the program kept serving a thread's
+// encodes with the bytes it makes run once.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
