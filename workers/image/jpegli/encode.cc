@@ -10,7 +10,7 @@
 // Serving, it encodes one picture after another until its input ends: each request a line
 // "QUALITY 444|420" and the picture, each answer a line "ok SIZE" and the JPEG, or a line "error WHY",
 // after which it exits. A search asks for several encodes of one picture, and a process started for
-// each cost some 15 ms of a probe of 30-50 ms (workers/image/jpegli.ts).
+// each cost some 7-15 ms of a 5-50 ms encode (workers/decoders/served.ts).
 //
 // As jpegli's own cjpegli: the quality mapped to jpegli's distance, adaptive quantisation, progressive
 // level 2 and optimised Huffman codes. No APPn segment of its own (no JFIF): the caller writes the input's.
