@@ -601,6 +601,8 @@ describe('image.jpg-compress', () => {
       ['an sRGB profile kept', await small.clone().keepExif().withIccProfile('srgb').jpeg({ quality: 95 }).toBuffer(), {}],
       ['a profile converted into sRGB', await small.clone().keepExif().withIccProfile('p3').jpeg({ quality: 95 }).toBuffer(), { convertProfile: true }],
       ['a grey picture', await small.clone().keepExif().greyscale().jpeg({ quality: 95 }).toBuffer(), {}],
+      ['CMYK without a profile', await readFile(`${corpus}jpg/baiona_cmyk.jpg`), {}],
+      ['CMYK with its profile', await small.clone().keepExif().toColourspace('cmyk').withIccProfile('cmyk').jpeg({ quality: 95 }).toBuffer(), {}],
       ['resized', await small.clone().keepExif().jpeg({ quality: 95 }).toBuffer(), {}, { enabled: true, mode: 'pixels', preset: 'custom', value: 200 }],
     ];
     for (const [name, input, options, resize] of cases) {

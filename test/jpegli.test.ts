@@ -1,5 +1,5 @@
 // Issues 39 and 40: jpegli, the JPEG XL project's JPEG encoder, as a form the JPEG search compares with
-// mozjpeg's on pictures over about 1 MP (not on a JPEG re-encoded on its own grid), its outputs told as
+// mozjpeg's on pictures over about 1 MP (not on a JPEG re-encoded on its own YCbCr grid), its outputs told as
 // ours, and mozjpeg's forms alone where it does not load or fails; the program kept serving a thread's
 // encodes with the bytes it makes run once.
 import assert from 'node:assert/strict';
@@ -15,6 +15,7 @@ import { decodeImage } from '../workers/decoders/index.ts';
 import { OUR_FORMS, type JpegForm } from '../workers/image/encode.ts';
 import { encodeJpegli, jpegliAvailable, useJpegli } from '../workers/image/jpegli.ts';
 import { jpegOrigin } from '../workers/image/jpeg-mark.ts';
+import { appSegments } from '../workers/image/jpeg-segments.ts';
 import { lumaQuantTable, ourQualityOf } from '../workers/image/jpeg-quant.ts';
 import { ssimulacra2 } from '../workers/image/ssimulacra2.ts';
 import { compress as jpg } from '../workers/jpg.ts';
@@ -108,6 +109,27 @@ describe('jpegli in the JPEG search', () => {
       // Failing on every encode, jpegli left the search to mozjpeg's forms, and the job succeeded.
       assert.ok((await formsOf(resized.data, MOZJPEG)).length > 0);
       assert.equal((await sharp(resized.data).metadata()).width, 1600);
+    } finally {
+      useJpegli();
+    }
+  });
+
+  it('is compared for a CMYK JPEG, whose blocks are not those of its sRGB pixels, which carry the profile and EXIF the pipeline writes', async () => {
+    const cmyk = join(corpus, 'jpg/baiona_cmyk.jpg');
+    const { result, data } = await run(jpg, cmyk);
+    assert.equal((await formsOf(data, JPEGLI)).length > 0, true, 'a jpegli table');
+    const meta = await sharp(data).metadata();
+    assert.deepEqual([meta.space, meta.channels, meta.exif !== undefined], ['srgb', 3, true]);
+    assert.equal(meta.icc?.toString('latin1', 36, 40), 'acsp', 'an ICC profile');
+    const score = ssimulacra2(await decoded(await sharp(cmyk).toColourspace('srgb').png().toBuffer()), await decoded(data));
+    assert.ok(result.perceivedQuality !== undefined && score >= result.perceivedQuality - 0.5, `SSIMULACRA2 ${score.toFixed(1)}, reported ${result.perceivedQuality}`);
+
+    useJpegli(join(work, 'nowhere'));
+    try {
+      const without = await run(jpg, cmyk);
+      assert.ok((await formsOf(without.data, MOZJPEG)).length > 0, 'a mozjpeg table');
+      assert.ok(data.length < without.data.length, `jpegli ${data.length} B, mozjpeg ${without.data.length} B`);
+      assert.deepEqual(appSegments(data), appSegments(without.data), 'the same metadata either way');
     } finally {
       useJpegli();
     }

@@ -52,12 +52,16 @@ export const compress: Compress = async (job, out, ctx) => {
       resized || !profile.keep
         ? undefined
         : async (setting: JpegSetting, predictedBytes: number) => predictedBytes < inputBytes * (1 - FORM_GAIN) || !(await alreadyAsCoarse(input, setting.quality, setting));
-    // The searched pixels are the output's unless a kept profile other than sRGB or CMYK's conversion stands between (encode.ts: metadataFrom).
-    const asSearched = meta.space !== 'cmyk' && (!meta.icc || meta.asStored === true || !profile.keep);
+    // The searched pixels are the output's unless a kept profile other than sRGB stands between (encode.ts: metadataFrom).
+    const asSearched = meta.space === 'cmyk' || !meta.icc || meta.asStored === true || !profile.keep;
     const metadataFrom = asSearched ? input : undefined;
-    // jpegli only where the picture was resampled: on the input's own 8×8 grid mozjpeg's forms made
-    // every corpus JPEG smaller (jpegli's best form 2-11 % larger at the same perceived quality).
-    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, metadataFrom, jpegli: resized !== null, worthEncoding, progress: ctx.progress });
+    // jpegli only where the picture was resampled or comes from CMYK: on the input's own YCbCr 8×8
+    // grid mozjpeg's forms re-quantise what the input kept, and made every corpus JPEG smaller
+    // (jpegli's best form 2-11 % larger at the same perceived quality; offered, the search took it
+    // on two and lost 5-6 %). A CMYK picture's blocks are in other components, so no quantisation
+    // of the input survives into sRGB's (baiona_cmyk.jpg: jpegli's 4:4:4 6.1 % smaller, at a higher score).
+    const jpegli = resized !== null || meta.space === 'cmyk';
+    encoded = await encodeJpegAuto(img, { keepMetadata: true, convertProfile: !profile.keep, metadataFrom, jpegli, worthEncoding, progress: ctx.progress });
   } catch (err) {
     throw imageError(err, job.inputPath);
   }

@@ -98,7 +98,7 @@ export interface SearchBudget {
   forms?: boolean;
   /**
    * With forms: jpegli's among them (jpegli.ts). Not where the output is encoded from other pixels
-   * than the searched ones (a kept profile other than sRGB, CMYK: libvips's pipeline encodes those).
+   * than the searched ones (a kept profile other than sRGB: libvips's pipeline encodes those).
    */
   jpegli?: boolean;
 }

@@ -8,6 +8,7 @@ import { noteProbe, noteSetting, phase, phaseSync } from '../shared/profile.ts';
 import { spareCore } from '../shared/spare-core.ts';
 import { greyOf } from './door.ts';
 import { appSegments, setExifDimensions, withSegments } from './jpeg-segments.ts';
+import { frameComponents } from './jpeg-quant.ts';
 import { decodeOptions } from './decode-policy.ts';
 import type { Pixels } from './ssim.ts';
 import { encodeJpegli, jpegliAvailable, JpegliFailed } from './jpegli.ts';
@@ -76,8 +77,8 @@ export interface JpegAutoOptions {
    * once, with the metadata libvips writes (metadataAsWritten), byte for byte the pipeline's
    * output, which carries the metadata only by decoding the input a second time (0.1-0.5 s of a
    * 12-24 MP photo). Only where the pipeline's encode would not change those pixels: not with an
-   * embedded profile other than sRGB kept (it then encodes the samples in that profile), nor from
-   * CMYK (it then attaches the sRGB profile it converted into).
+   * embedded profile other than sRGB kept (it then encodes the samples in that profile). From CMYK
+   * the pipeline encodes the sRGB pixels searched and attaches the sRGB profile it converted into.
    */
   metadataFrom?: Buffer;
   /** jpegli's forms are compared too (SearchBudget.jpegli): not for a JPEG re-encoded on its own block grid (jpg.ts). */
@@ -224,12 +225,13 @@ function withMetadata(img: Sharp, dropProfile: boolean): Sharp {
 /**
  * The APPn segments libvips writes when it carries a JPEG's metadata through a pipeline (withMetadata):
  * it rewrites EXIF through libexif (compacted, its own resolution and dimension tags, a block made
- * where there was none) and passes XMP, ICC and IPTC on. Made on a 16×16 stand-in carrying the
- * input's APPn segments (about 2 ms whatever the input's size, where the input itself would be
- * decoded), with EXIF's pixel dimensions then set to the picture's.
+ * where there was none) and passes XMP, ICC and IPTC on; from CMYK it attaches the sRGB profile it
+ * converted into instead. Made on a 16×16 stand-in of the input's colour space carrying the input's
+ * APPn segments (about 2 ms whatever the input's size, where the input itself would be decoded),
+ * with EXIF's pixel dimensions then set to the picture's.
  */
 async function metadataAsWritten(input: Buffer, { noProfile, grey, width, height }: { noProfile: boolean; grey: boolean; width: number; height: number }): Promise<Buffer[]> {
-  const standIn = withSegments(await standInJpeg(), appSegments(input));
+  const standIn = withSegments(await standInJpeg(frameComponents(input) === 4 ? 'cmyk' : 'srgb'), appSegments(input));
   // The input's metadata is read with the door's strictness (a warning about it does not fail the job).
   const written = withMetadata(sharp(standIn, decodeOptions()).flatten({ background: '#ffffff' }).toColourspace('srgb'), noProfile);
   if (grey) written.toColourspace('b-w');
@@ -238,9 +240,15 @@ async function metadataAsWritten(input: Buffer, { noProfile, grey, width, height
   return segments;
 }
 
-let standIn: Promise<Buffer> | undefined;
-function standInJpeg(): Promise<Buffer> {
-  standIn ??= jpegPipeline({ data: new Uint8Array(16 * 16 * 3).fill(128), width: 16, height: 16, channels: 3 }).jpeg().toBuffer();
+const standIns = new Map<'srgb' | 'cmyk', Promise<Buffer>>();
+/** A grey 16×16 JPEG in `space`, without APPn segments of its own but Adobe's (a CMYK JPEG's sample coding). */
+function standInJpeg(space: 'srgb' | 'cmyk'): Promise<Buffer> {
+  let standIn = standIns.get(space);
+  if (!standIn) {
+    const pipeline = jpegPipeline({ data: new Uint8Array(16 * 16 * 3).fill(128), width: 16, height: 16, channels: 3 });
+    standIn = (space === 'cmyk' ? pipeline.toColourspace('cmyk') : pipeline).jpeg().toBuffer();
+    standIns.set(space, standIn);
+  }
   return standIn;
 }
 
