@@ -1,5 +1,6 @@
 // Issues 39 and 40: jpegli, the JPEG XL project's JPEG encoder, as a form the JPEG search compares with
-// mozjpeg's on pictures over about 1 MP (not on a JPEG re-encoded on its own YCbCr grid), its outputs told as
+// mozjpeg's on pictures over about 1 MP and of 0.1-0.5 MP (not on a JPEG re-encoded on its own YCbCr grid,
+// nor on a grey picture over 0.5 MP), grey ones with its colour luminance table, its outputs told as
 // ours, and mozjpeg's forms alone where it does not load or fails; the program kept serving a thread's
 // encodes with the bytes it makes run once.
 import assert from 'node:assert/strict';
@@ -65,6 +66,34 @@ describe('jpegli in the JPEG search', () => {
     assert.deepEqual([(await sharp(grey).metadata()).channels, (await sharp(grey).metadata()).width], [1, 64]);
     const colour = await encodeJpegli({ data: new Uint8Array(64 * 48 * 3).fill(200), width: 64, height: 48, channels: 3 }, 80, '4:4:4');
     assert.deepEqual([(await sharp(colour).metadata()).channels, (await sharp(colour).metadata()).chromaSubsampling], [3, '4:4:4']);
+    // One component takes jpegli's colour luminance table too, not the standard one jpegli gives it.
+    for (const chroma of ['4:2:0', '4:4:4'] as const) {
+      const greyOne = await encodeJpegli({ data: new Uint8Array(64 * 48).fill(90), width: 64, height: 48, channels: 1 }, 80, chroma);
+      const greyThree = await encodeJpegli({ data: new Uint8Array(64 * 48 * 3).fill(90), width: 64, height: 48, channels: 3 }, 80, chroma);
+      assert.deepEqual(lumaQuantTable(greyOne), lumaQuantTable(greyThree), chroma);
+    }
+  });
+
+  it('encodes a grey picture that is its own proxy with jpegli where it is smaller, as ours: resubmitted it comes back unchanged', async () => {
+    const input = join(work, 'grey-beer.tif');
+    await sharp(join(corpus, 'jpg/craft-beer.jpg')).resize(640).toColourspace('b-w').tiff({ compression: 'lzw' }).toFile(input);
+    const { data } = await run(universal, input);
+    assert.equal((await sharp(data).metadata()).channels, 1);
+    assert.equal((await formsOf(data, JPEGLI)).length > 0, true, 'a jpegli table');
+    const reference = await decoded(await sharp(input).toColourspace('srgb').png().toBuffer());
+    assert.ok(ssimulacra2(reference, await decoded(await sharp(data).toColourspace('srgb').png().toBuffer())) >= 79.5);
+    const path = join(work, 'grey-beer.jpg');
+    writeFileSync(path, data);
+    assert.deepEqual((await run(jpg, path)).data, data);
+
+    useJpegli(join(work, 'nowhere'));
+    try {
+      const without = await run(universal, input);
+      assert.deepEqual(await formsOf(without.data, JPEGLI), []);
+      assert.ok(data.length < without.data.length, `jpegli ${data.length} B, mozjpeg ${without.data.length} B`);
+    } finally {
+      useJpegli();
+    }
   });
 
   it('is chosen where it is smaller at the target, reaches the target, and its output is ours: resubmitted it comes back unchanged', async () => {

@@ -359,8 +359,11 @@ async function chooseForm(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   const base = await searchQuality(pixels, { target, judgedAt, form: DEFAULT_FORM, search: guideSearch }, null);
   const at = (form: JpegForm): JpegSetting => ({ quality: base.quality, ...form });
   const slope = await sizeSlope(probes, base.seen);
-  const candidates = search.jpegli && quarter === GUIDE_TILES && (await jpegliAvailable()) ? [...FORMS, ...JPEGLI_FORMS] : FORMS;
-  // A grey picture is one component: its chroma subsampling is no choice.
+  // A grey picture is one component: its chroma subsampling is no choice. Nor jpegli, here: its one
+  // probe beside mozjpeg's scaled ones led on grey photos where its file was 1-15 % larger, and its
+  // lead then kept mozjpeg's runoff from running (a 12 MP grey photo: table 3 for table 5, 3.2 %
+  // larger); a grey picture that is its own proxy still compares it on its files (withJpegliOnItself).
+  const candidates = search.jpegli && quarter === GUIDE_TILES && pixels.channels !== 1 && (await jpegliAvailable()) ? [...FORMS, ...JPEGLI_FORMS] : FORMS;
   const forms = pixels.channels === 1 ? candidates.filter((f) => f.chroma === DEFAULT_FORM.chroma) : candidates;
   const predicted = await Promise.all(
     forms.map(async (form) => {

@@ -43,6 +43,24 @@ static bool number(int* out) {
   return true;
 }
 
+// The luminance table jpegli makes for a colour picture at `distance` (natural order). For one
+// component jpegli takes the standard tables, scaled linearly as libjpeg scales them; its own YCbCr
+// luminance table made grey pictures 4-22 % smaller at the same SSIMULACRA2 (a grey text scan: 117,177 B
+// at 77.91 with the standard table against 114,271 B at 79.33 with jpegli's, at its quality 80).
+static void colour_luma_table(float distance, bool subsampled, unsigned int table[DCTSIZE2]) {
+  jpeg_compress_struct cinfo;
+  jpeg_error_mgr jerr;
+  cinfo.err = jpegli_std_error(&jerr);
+  jpegli_create_compress(&cinfo);
+  cinfo.input_components = 3;
+  cinfo.in_color_space = JCS_RGB;
+  jpegli_set_defaults(&cinfo);
+  cinfo.comp_info[0].h_samp_factor = cinfo.comp_info[0].v_samp_factor = subsampled ? 2 : 1;
+  jpegli_set_distance(&cinfo, distance, TRUE);
+  for (int k = 0; k < DCTSIZE2; k++) table[k] = cinfo.quant_tbl_ptrs[0]->quantval[k];
+  jpegli_destroy_compress(&cinfo);
+}
+
 // Reads one request's picture from standard input and encodes it into `jpeg`; the reason when it cannot.
 static const char* encode(int quality, bool subsampled, std::vector<unsigned char>* jpeg) {
   if (quality < 1 || quality > 100) return "QUALITY is 1-100, the chroma 444 or 420";
@@ -71,7 +89,13 @@ static const char* encode(int quality, bool subsampled, std::vector<unsigned cha
     for (int i = 1; i < 3; i++) cinfo.comp_info[i].h_samp_factor = cinfo.comp_info[i].v_samp_factor = 1;
   }
   jpegli_enable_adaptive_quantization(&cinfo, TRUE);
-  jpegli_set_distance(&cinfo, jpegli_quality_to_distance(quality), TRUE);
+  const float distance = jpegli_quality_to_distance(quality);
+  jpegli_set_distance(&cinfo, distance, TRUE);
+  if (channels == 1) {
+    unsigned int table[DCTSIZE2];
+    colour_luma_table(distance, subsampled, table);
+    jpegli_add_quant_table(&cinfo, 0, table, 100, TRUE);
+  }
   jpegli_set_progressive_level(&cinfo, 2);
   cinfo.optimize_coding = TRUE;
   cinfo.write_JFIF_header = FALSE;
