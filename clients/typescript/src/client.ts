@@ -107,7 +107,9 @@ export class Job {
    */
   async wait(options: WaitOptions = {}): Promise<JobStatus> {
     const limit = options.timeoutMs ?? this.#transport.waitTimeoutMs;
-    const deadline = Date.now() + limit;
+    // A monotonic clock: Date.now() counts whole milliseconds and can step, which let a wait give
+    // up a fraction of a millisecond before its limit.
+    const deadline = performance.now() + limit;
     let interval = options.intervalMs ?? 500;
     for (;;) {
       const status = await this.status(options.signal);
@@ -119,7 +121,7 @@ export class Job {
       }
       // The last sleep is cut to the deadline and followed by one more poll, so a job that ends
       // just before it is seen and a timeout is never reported before the limit has passed.
-      const left = deadline - Date.now();
+      const left = deadline - performance.now();
       if (left <= 0) throw new CompressdError('client.timeout', null, `job ${this.id} still ${status.status} after ${limit} ms`);
       await sleep(Math.min(interval, left), options.signal);
       interval = Math.min(interval * 1.5, options.maxIntervalMs ?? 5000);
