@@ -5,7 +5,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp, { type JpegOptions } from 'sharp';
-import { jpegOptions, jpegPipeline, type JpegSetting } from '../workers/image/encode.ts';
+import { encodeJpeg, jpegOptions, jpegPipeline, type JpegSetting } from '../workers/image/encode.ts';
 import { NATIVE_MEMORY, programEnv } from '../workers/decoders/native-program.ts';
 import { GifRecompressor } from '../workers/image/gif/recompress.ts';
 import type { Pixels } from '../workers/image/ssim.ts';
@@ -150,6 +150,13 @@ export async function physicalLimit(input: string, profile: Profile, runs: numbe
     }
     if (!best) return undefined;
     const decoded = best.out;
+    if (profile.setting?.table === 'jpegli') {
+      // jpegli has no trellis or scan search to leave out: its one encode, by the program our jobs run.
+      const setting = profile.setting;
+      const pixels = await pixelsOf(decoded);
+      const encodeMs = await timedMs(runs, () => encodeJpeg(pixels, setting));
+      return { decoder: best.name, decodeMs: best.ms, encodeMs, ms: best.ms + encodeMs, encode: `jpegli q${setting.quality} ${setting.chroma}` };
+    }
     if (profile.setting) {
       const setting = profile.setting;
       const pixels = await pixelsOf(decoded);
