@@ -880,6 +880,24 @@ describe('image.gif-compress', () => {
     }
   });
 
+  it('a recompression begun, scored on its watched frames, left or finished, is the same one as made whole', async () => {
+    // The search encodes a threshold as far as its last watched frame, and the rest only when it passes.
+    const input = join(work, 'screen-recording.gif');
+    await screenRecordingGif(input);
+    const bytes = await readFile(input);
+    const whole = new GifRecompressor(bytes);
+    const parts = new GifRecompressor(bytes);
+    for (const g of [whole, parts]) g.watch([0, 9, 20]);
+    for (const g of [whole, parts]) g.recompress(0);
+    const left = parts.begin(30);
+    const begun = parts.begin(12);
+    assert.throws(() => left.finish(), /begun before this one was finished/);
+    const expected = whole.recompress(12);
+    assert.ok(Buffer.from(begun.frames!.data).equals(Buffer.from(expected.frames!.data)), 'the watched frames');
+    assert.ok(begun.finish().data.equals(expected.data), 'the file');
+    assert.ok(parts.begin(0).finish().data.equals(whole.recompress(0).data), 'the exact re-encode, kept');
+  });
+
   it('optimises an unoptimised animation between frames, exactly at threshold 0', async () => {
     const input = join(work, 'unoptimised.gif');
     const bytes = await unoptimisedAnimation();

@@ -1,6 +1,6 @@
 import { PERCEIVED_TARGET } from '../perceived.ts';
 import { Ssimulacra2Reference } from '../ssimulacra2.ts';
-import { GifRecompressor, type Recompressed } from './recompress.ts';
+import { GifRecompressor, type Pending } from './recompress.ts';
 import { noteGifThreshold, phase } from '../../shared/profile.ts';
 
 /**
@@ -37,7 +37,7 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
     gifs.recompress(0);
     onStep?.(1 / steps);
     await turn();
-    const first = { ...gifs.recompress(FIRST_THRESHOLD), threshold: FIRST_THRESHOLD };
+    const first = { ...gifs.begin(FIRST_THRESHOLD), threshold: FIRST_THRESHOLD };
     onStep?.(2 / steps);
     await turn();
     return confirmPerceived(gifs, first, (i) => onStep?.((i + 3) / steps));
@@ -61,11 +61,13 @@ export async function smallestLossyGif(gif: Uint8Array, onStep?: (fraction: numb
 async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (step: number) => void): Promise<Candidate> {
   const reference = new Ssimulacra2Reference(gifs.inputFrames());
   try {
-    const score = (r: Recompressed) => reference.score(r.frames!);
+    // A threshold is scored on its watched frames; only one that passes is encoded to the end.
+    const score = (r: Pending) => reference.score(r.frames!);
     const first = score(found);
+    const firstData = first >= PERCEIVED_TARGET ? found.finish().data : undefined;
     const exact: Candidate = { data: gifs.recompress(0).data, threshold: 0 };
     // Lossy is not always smaller: trading pixels can undo the exact encode's inter-frame savings.
-    let best: Candidate = first >= PERCEIVED_TARGET && found.data.length < exact.data.length ? { data: found.data, threshold: found.threshold, score: first } : exact;
+    let best: Candidate = firstData && firstData.length < exact.data.length ? { data: firstData, threshold: found.threshold, score: first } : exact;
     // The bracket [lo passes, hi fails], with their scores; no failure known yet when the answer passed.
     const passed = first >= PERCEIVED_TARGET;
     let lo: Tried = passed ? { t: found.threshold, s: first } : { t: 0, s: 100 };
@@ -81,8 +83,7 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
         threshold = narrowed ? between(lo, hi) : Math.sqrt(lo.t * hi.t);
         narrowed = true;
       }
-      const tried = gifs.recompress(threshold);
-      const { data } = tried;
+      const tried = gifs.begin(threshold);
       const s = score(tried);
       onStep(i);
       await turn();
@@ -96,6 +97,7 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
         continue;
       }
       lo = { t: threshold, s };
+      const { data } = tried.finish();
       if (data.length < best.data.length) best = { data, threshold, score: s };
       if (s < PERCEIVED_TARGET + PERCEIVED_CLOSE) break;
     }
@@ -117,8 +119,8 @@ interface Candidate {
   score?: number;
 }
 
-/** A recompression and its threshold (lossy: above 0). */
-type Found = Recompressed & { threshold: number };
+/** A recompression begun and its threshold (lossy: above 0). */
+type Found = Pending & { threshold: number };
 
 /** A threshold tried and its perceived score. */
 interface Tried {

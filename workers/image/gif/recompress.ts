@@ -9,6 +9,20 @@ export interface Recompressed {
   frames?: Pixels;
 }
 
+/** A recompression begun (GifRecompressor.begin): its watched frames as displayed, and the rest of it. */
+export interface Pending {
+  frames?: Pixels;
+  finish(): Recompressed;
+}
+
+/** Where a recompression stands: its frames encoded so far, its watched frames shown so far, the next frame. */
+interface Pass {
+  threshold: number;
+  encoded: EncodedFrame[];
+  displayed: Pixels | undefined;
+  next: number;
+}
+
 /** The screen as the input shows it once a frame is drawn, and as the recompression showed it before. */
 type Screens = { wanted: Canvas; shown: Canvas };
 
@@ -38,6 +52,8 @@ export class GifRecompressor {
   private exact: Recompressed | undefined;
   /** Frame index -> its place among the watched frames. */
   private watched = new Map<number, number>();
+  /** The recompression the screens belong to, until it is finished. */
+  private pass: Pass | undefined;
 
   /** Throws on malformed structure. */
   constructor(gif: Uint8Array) {
@@ -93,14 +109,45 @@ export class GifRecompressor {
    * nothing that is shown.
    */
   recompress(threshold: number): Recompressed {
-    if (threshold === 0 && this.exact) return this.exact;
+    return this.begin(threshold).finish();
+  }
+
+  /**
+   * A recompression encoded as far as its last watched frame: enough for their perceived score
+   * (`frames`), which a search may find failing and leave there, before `finish` encodes the
+   * rest. Its bytes are recompress's. It holds the screens: another recompression begun before
+   * it is finished ends it (its finish then throws).
+   */
+  begin(threshold: number): Pending {
+    const done = threshold === 0 ? this.exact : undefined;
+    if (done) return { frames: done.frames, finish: () => done };
+    const { frames } = this.file;
+    const pass = { threshold, encoded: [] as EncodedFrame[], displayed: this.watched.size > 0 ? this.watchedPixels() : undefined, next: 0 };
+    this.wanted.clear();
+    this.shown.clear();
+    this.pass = pass;
+    this.encodeFrames(pass, Math.max(-1, ...this.watched.keys()) + 1);
+    return {
+      frames: pass.displayed,
+      finish: () => {
+        if (this.pass !== pass) throw new Error('a recompression was begun before this one was finished');
+        this.encodeFrames(pass, frames.length);
+        this.pass = undefined;
+        const result = { data: writeGif(this.file, pass.encoded), frames: pass.displayed };
+        if (threshold === 0) this.exact = result;
+        return result;
+      },
+    };
+  }
+
+  /** Encodes the pass's frames from where it stands up to (not including) frame `end`. */
+  private encodeFrames(pass: Pass, end: number): void {
     const { frames } = this.file;
     const { wanted, shown } = this;
-    wanted.clear();
-    shown.clear();
-    const encoded: EncodedFrame[] = [];
-    const displayed = this.watched.size > 0 ? this.watchedPixels() : undefined;
-    frames.forEach((f, i) => {
+    const { threshold, encoded, displayed } = pass;
+    for (; pass.next < end; pass.next++) {
+      const i = pass.next;
+      const f = frames[i];
       wanted.draw(f, f.indices);
       const transparent = this.transparent[i];
       let frame: GifFrame = f;
@@ -143,10 +190,7 @@ export class GifRecompressor {
       if (displayed && watched !== undefined) shown.rgbaInto(displayed.data, watched * shown.width * shown.height * 4);
       wanted.dispose(f);
       shown.dispose(frame);
-    });
-    const result = { data: writeGif(this.file, encoded), frames: displayed };
-    if (threshold === 0) this.exact = result;
-    return result;
+    }
   }
 
   /** One frame's LZW data, and the indices it decodes to (in scratch buffer `slot`, 0 or 1). */
