@@ -895,6 +895,7 @@ describe('image.gif-compress', () => {
     const expected = whole.recompress(12);
     assert.ok(Buffer.from(begun.frames!.data).equals(Buffer.from(expected.frames!.data)), 'the watched frames');
     assert.ok(begun.finish().data.equals(expected.data), 'the file');
+    assert.equal(begun.finish(), begun.finish(), 'finished once');
     assert.ok(parts.begin(0).finish().data.equals(whole.recompress(0).data), 'the exact re-encode, kept');
   });
 

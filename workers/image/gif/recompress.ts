@@ -116,7 +116,7 @@ export class GifRecompressor {
    * A recompression encoded as far as its last watched frame: enough for their perceived score
    * (`frames`), which a search may find failing and leave there, before `finish` encodes the
    * rest. Its bytes are recompress's. It holds the screens: another recompression begun before
-   * it is finished ends it (its finish then throws).
+   * it is finished ends it (its finish then throws); finished, it gives the same file again.
    */
   begin(threshold: number): Pending {
     const done = threshold === 0 ? this.exact : undefined;
@@ -127,13 +127,15 @@ export class GifRecompressor {
     this.shown.clear();
     this.pass = pass;
     this.encodeFrames(pass, Math.max(-1, ...this.watched.keys()) + 1);
+    let result: Recompressed | undefined;
     return {
       frames: pass.displayed,
       finish: () => {
-        if (this.pass !== pass) throw new Error('a recompression was begun before this one was finished');
+        if (result) return result;
+        if (this.pass !== pass) throw new Error('another recompression was begun before this one was finished');
         this.encodeFrames(pass, frames.length);
         this.pass = undefined;
-        const result = { data: writeGif(this.file, pass.encoded), frames: pass.displayed };
+        result = { data: writeGif(this.file, pass.encoded), frames: pass.displayed };
         if (threshold === 0) this.exact = result;
         return result;
       },
