@@ -64,12 +64,12 @@ async function confirmPerceived(gifs: GifRecompressor, found: Found, onStep: (st
     // A threshold is scored on its watched frames; only one that passes is encoded to the end.
     const score = (r: Pending) => reference.score(r.frames!);
     const first = score(found);
-    const firstData = first >= PERCEIVED_TARGET ? found.finish().data : undefined;
+    const passed = first >= PERCEIVED_TARGET;
+    const firstData = passed ? found.finish().data : undefined;
     const exact: Candidate = { data: gifs.recompress(0).data, threshold: 0 };
     // Lossy is not always smaller: trading pixels can undo the exact encode's inter-frame savings.
     let best: Candidate = firstData && firstData.length < exact.data.length ? { data: firstData, threshold: found.threshold, score: first } : exact;
     // The bracket [lo passes, hi fails], with their scores; no failure known yet when the answer passed.
-    const passed = first >= PERCEIVED_TARGET;
     let lo: Tried = passed ? { t: found.threshold, s: first } : { t: 0, s: 100 };
     let hi: Tried | undefined = passed ? undefined : { t: found.threshold, s: first };
     if (passed && first < PERCEIVED_TARGET + PERCEIVED_CLOSE) return best;
