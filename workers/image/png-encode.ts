@@ -69,13 +69,16 @@ const OXIPNG_BEST_GAIN = 0.45;
  * deflate, and the callers' never-larger rule keeps the input when that is no smaller.
  */
 export async function encodePng(img: Sharp, mode: 'lossy' | 'lossless', opts: PngEncodeOptions = {}): Promise<PngEncoded> {
-  const source = opts.unchanged && opts.colourChunksFrom ? pixelAndColourChunks(opts.colourChunksFrom) : undefined;
   const { data, info } = await phase('decode', () => img.clone().raw().toBuffer({ resolveWithObject: true }));
   const size = { width: info.width, height: info.height };
   const steps = new Steps(info.width * info.height, mode, opts.progress);
   const optimise = (png: Buffer) => steps.optimise(() => phase('encode', () => optimisePng(opts.colourChunksFrom ? carryColourChunks(opts.colourChunksFrom, png) : png)));
-  // oxipng is stricter than libspng on some files: those take the decode and re-encode path.
-  const direct = async () => (source ? await steps.optimise(() => phase('encode', () => optimisePng(source))).catch(() => undefined) : undefined);
+  // oxipng is stricter than libspng on some files: those take the decode and re-encode path. The
+  // input's pixel chunks are copied out only when this candidate is made (a copy of the whole file).
+  const direct = async () => {
+    const source = opts.unchanged && opts.colourChunksFrom ? pixelAndColourChunks(opts.colourChunksFrom) : undefined;
+    return source ? await steps.optimise(() => phase('encode', () => optimisePng(source))).catch(() => undefined) : undefined;
+  };
   const search = (p: Pixels) => steps.search(() => phase('search', () => lossyCandidate(p)));
   // More bytes than one per sample: a 16-bit image, kept deep when lossless.
   if (data.length > info.width * info.height * info.channels) {
