@@ -10,7 +10,7 @@ import sharp from 'sharp';
 import type { JobOptions } from '../src/catalog/index.ts';
 import type { Compress } from '../workers/contract.ts';
 import { compress as gif } from '../workers/gif.ts';
-import { belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, encodeJpeg, encodeJpegAuto, jpegOptions, probesOf, type JpegAutoOptions } from '../workers/image/encode.ts';
+import { answerAfter, begunAhead, belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, encodeJpeg, encodeJpegAuto, finalJpeg, jpegOptions, probesOf, type JpegAutoOptions } from '../workers/image/encode.ts';
 import { Bracket, MAX_QUALITY, MIN_QUALITY, secantProbe } from '../workers/image/quality-bracket.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
 import { atMostTwoColours } from '../workers/image/png-encode.ts';
@@ -324,6 +324,49 @@ describe('JPEG quality search', () => {
     const { result, profile } = await profiled(() => chooseJpegQuality(flat, { judgedAt: 'full', search: unguided }));
     assert.equal(result, MIN_QUALITY);
     assert.equal(profile.probes, 3);
+  });
+
+  it('predicts the answer a probe closes the search on, where its predicted outcome closes the bracket', async () => {
+    const bracketOf = async (probes: [number, number][]) => {
+      const scores = new Map(probes);
+      const bracket = new Bracket(async (q) => scores.get(q)!, 81.2, Infinity);
+      for (const [q] of probes) await bracket.probe(q);
+      return bracket;
+    };
+    const cases: { probes: [number, number][]; q: number; answer: number | undefined; why: string }[] = [
+      { probes: [[78, 80.2], [82, 82.53], [80, 80.98]], q: 81, answer: 81, why: 'predicted to pass, the one below failed: the probe is the answer' },
+      { probes: [[55, 79.36], [58, 81.46]], q: 57, answer: 58, why: 'predicted to fail, the one above passed: that one is' },
+      { probes: [[70, 75], [90, 88]], q: 80, answer: undefined, why: 'either outcome leaves the bracket open' },
+      { probes: [[40, 79.2]], q: 94, answer: undefined, why: 'one point is no curve' },
+      { probes: [[80, 70], [90, 75]], q: 94, answer: undefined, why: 'predicted to fail below a top end never probed (only assumed to pass)' },
+    ];
+    for (const c of cases) {
+      const bracket = await bracketOf(c.probes);
+      assert.equal(answerAfter(bracket, c.q, bracket.seen), c.answer, c.why);
+    }
+  });
+
+  it('the final encode begun while the last probe decides is the answer\'s own file; begun for another setting, it is not taken', async () => {
+    // As image.jpg-compress searches a JPEG on its own grid: mozjpeg's forms. jpeg420exif.jpg's last probe
+    // (table 5, q81, between 80 failing and 82 passing) is predicted to pass, and does.
+    const search = { ...IMAGE_SEARCH, jpegli: false, encodesAnswer: true };
+    const pixels = await photo('jpg/jpeg420exif.jpg');
+    const choice = await chooseJpeg(pixels, undefined, 'full', search);
+    const { score: _, ...setting } = choice;
+    assert.deepEqual(begunAhead(pixels), setting);
+    assert.ok((await finalJpeg(pixels, setting)).equals(await encodeJpeg(pixels, setting)));
+    assert.equal(begunAhead(pixels), undefined, 'taken once');
+    // The same picture's final encode at another setting is that setting's own.
+    const again = await photo('jpg/jpeg420exif.jpg');
+    await chooseJpeg(again, undefined, 'full', search);
+    const other = { ...setting, quality: setting.quality + 1 };
+    assert.ok((await finalJpeg(again, other)).equals(await encodeJpeg(again, other)));
+    // Nothing is begun without the caller's word that it encodes the answer, nor with work ahead of need held back.
+    for (const held of [{ ...search, encodesAnswer: false }, { ...search, ahead: false }]) {
+      const fresh = await photo('jpg/jpeg420exif.jpg');
+      await chooseJpeg(fresh, undefined, 'full', held);
+      assert.equal(begunAhead(fresh), undefined);
+    }
   });
 
   it('work started ahead of need on a spare core leaves the answer as it is, the form included', async () => {

@@ -11,7 +11,8 @@ import { deflateSync } from 'node:zlib';
 import { MemoryBudget } from '../src/jobs/memory-budget.ts';
 import { png } from './helpers/bombs.ts';
 import { reportDocx } from './helpers/made-files.ts';
-import { fileForm, json, startTestServer, type TestServer, waitForJob } from './helpers/server.ts';
+import { CORPUS, fileForm, json, startTestServer, type TestServer, waitForJob } from './helpers/server.ts';
+import { compress as jpg } from '../workers/jpg.ts';
 import { unzip } from './helpers/zip.ts';
 
 describe('the memory budget', () => {
@@ -39,6 +40,29 @@ describe('the memory budget', () => {
     b.release();
     c.release();
     assert.equal(budget.held, 0, 'a hold released while it waited takes nothing');
+  });
+
+  it('grows a hold for work ahead of need only where the budget has room now and no hold waits first, never queueing it', async () => {
+    const budget = new MemoryBudget(1000);
+    const a = budget.hold();
+    const b = budget.hold();
+    const c = budget.hold();
+    assert.equal(await a.grow(600), true);
+    assert.equal(a.growNow(700), true);
+    assert.equal(a.growNow(650), true, 'a smaller ask changes nothing');
+    assert.equal(budget.held, 700);
+    assert.equal(b.growNow(400), false, 'no room now: refused, not queued');
+    const cGrown = c.grow(400);
+    assert.equal(b.growNow(100), false, 'room, but a hold waits first');
+    assert.equal(budget.held, 700);
+    a.release();
+    assert.equal(await cGrown, true);
+    assert.equal(a.growNow(100), false, 'a released hold takes nothing');
+    assert.equal(b.growNow(600), true);
+    assert.equal(budget.held, 1000);
+    b.release();
+    c.release();
+    assert.equal(budget.held, 0);
   });
 });
 
@@ -72,6 +96,20 @@ describe('jobs within the memory budget of a 2 GiB box', () => {
     assert.equal(job.status, 'Failed');
     assert.equal(job.error.code, 'jobs.memory_budget');
     assert.match(job.error.detail, /10000×10000 picture needs about 1,9\d\d MB .* budget for running jobs \(1,536 MB/);
+  });
+
+  it('a JPEG whose final encode begins ahead of its answer on the spare core asks the budget for that memory, and gets the file of an encode made after it', async () => {
+    const input = await readFile(join(CORPUS, 'jpg/jpeg420exif.jpg'));
+    const job = await run('jpeg420exif.jpg', input);
+    assert.equal(job.status, 'Succeeded');
+    const served = Buffer.from(await (await s.api(`/compress/job/${job.id}/download`)).arrayBuffer());
+    const out = await mkdtemp(join(tmpdir(), 'compressd-ahead-'));
+    try {
+      const inProcess = await jpg({ inputPath: join(CORPUS, 'jpg/jpeg420exif.jpg'), format: 'jpg', options: {} }, { dir: out }, { signal: new AbortController().signal, progress: () => {} });
+      assert.ok(served.equals(await readFile(inProcess.path)));
+    } finally {
+      await rm(out, { recursive: true, force: true });
+    }
   });
 
   it('runs a 25 MP PNG that fits', { timeout: 300_000 }, async () => {

@@ -92,6 +92,9 @@ export type CompressOutcome = { ok: true; result: CompressResult } | { ok: false
 /** The memory gate's messages on a task's port (workers/shared/memory.ts asks, src/jobs/memory-budget.ts answers). */
 export type MemoryAsk = { memory: number };
 export type MemoryAnswer = { memory: 'granted' } | { memory: 'refused'; budget: number };
+/** An ask for work that is only worth starting now (work ahead of need): granted at once, or not at all. */
+export type MemoryNowAsk = { memoryNow: number };
+export type MemoryNowAnswer = { memoryNow: boolean };
 
 /** The pool's second task kind: compare previews of a finished job (the string `abort` comes in on `port`). */
 export interface PreviewTask {

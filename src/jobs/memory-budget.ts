@@ -91,6 +91,13 @@ export class MemoryBudget {
     };
   }
 
+  /** @internal Takes `bytes` only if they fit now and no hold is waiting before it. */
+  takeNow(bytes: number): boolean {
+    if (this.waiting.length > 0 || this.used + bytes > this.bytes) return false;
+    this.used += bytes;
+    return true;
+  }
+
   /** @internal */
   give(bytes: number): void {
     this.used -= bytes;
@@ -127,6 +134,15 @@ export class MemoryHold {
     this.pending = null;
     if (took && this.released) this.budget.give(more);
     else if (took) this.held += more;
+    return true;
+  }
+
+  /** Grows the hold to `bytes` only if the budget has room now (no hold waiting first): work that is only worth starting now. */
+  growNow(bytes: number): boolean {
+    if (this.released) return false;
+    if (bytes <= this.held) return true;
+    if (!this.budget.takeNow(bytes - this.held)) return false;
+    this.held = bytes;
     return true;
   }
 

@@ -1,6 +1,6 @@
 import { MessageChannel, type MessagePort, type Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
-import { THREAD_IDLE_MS, type CompressOutcome, type CompressTask, type MemoryAnswer, type MemoryAsk, type PreviewJob, type PreviewOutcome, type PreviewTask, type ProgressMessage } from '../catalog/contract.ts';
+import { THREAD_IDLE_MS, type CompressOutcome, type CompressTask, type MemoryAnswer, type MemoryAsk, type MemoryNowAnswer, type MemoryNowAsk, type PreviewJob, type PreviewOutcome, type PreviewTask, type ProgressMessage } from '../catalog/contract.ts';
 import { compressorForJobType } from '../catalog/index.ts';
 import { truncateDetail } from '../errors.ts';
 import { runtimeTree, workerEntry } from '../runtime/bundled.ts';
@@ -156,8 +156,9 @@ export class CompressorPool implements Runner {
     const { port1, port2 } = new MessageChannel();
     const hold = this.memory.hold();
     const moving = new ProgressOfThread(progress);
-    port1.on('message', (m: ProgressMessage | MemoryAsk) => {
+    port1.on('message', (m: ProgressMessage | MemoryAsk | MemoryNowAsk) => {
       if ('memory' in m) void answerMemoryAsk(hold, m.memory, this.memory.bytes, port1);
+      else if ('memoryNow' in m) port1.postMessage({ memoryNow: hold.growNow(m.memoryNow) } satisfies MemoryNowAnswer);
       else moving.told(m);
     });
     const stop = stopByRequest(signal, port1, () => this.watchEnding());

@@ -101,6 +101,11 @@ export interface SearchBudget {
    * than the searched ones (a kept profile other than sRGB: libvips's pipeline encodes those).
    */
   jpegli?: boolean;
+  /**
+   * The caller encodes the answer from the searched pixels with finalJpeg: with `ahead`, that
+   * encode may begin while the search's last probe decides (encode.ts: encodeAhead).
+   */
+  encodesAnswer?: boolean;
 }
 
 /** A search with nothing held back: every normal document picture's. */
