@@ -353,20 +353,25 @@ describe('JPEG quality search', () => {
     const pixels = await photo('jpg/jpeg420exif.jpg');
     const choice = await chooseJpeg(pixels, undefined, 'full', search);
     const { score: _, ...setting } = choice;
-    assert.deepEqual(begunAhead(pixels), setting);
+    assert.deepEqual(await begunAhead(pixels), setting);
     assert.ok((await finalJpeg(pixels, setting)).equals(await encodeJpeg(pixels, setting)));
-    assert.equal(begunAhead(pixels), undefined, 'taken once');
+    assert.equal(await begunAhead(pixels), undefined, 'taken once');
     // The same picture's final encode at another setting is that setting's own.
     const again = await photo('jpg/jpeg420exif.jpg');
     await chooseJpeg(again, undefined, 'full', search);
     const other = { ...setting, quality: setting.quality + 1 };
     assert.ok((await finalJpeg(again, other)).equals(await encodeJpeg(again, other)));
-    // Nothing is begun without the caller's word that it encodes the answer, nor with work ahead of need held back.
-    for (const held of [{ ...search, encodesAnswer: false }, { ...search, ahead: false }]) {
+    // Nothing is begun without the caller's word that it encodes the answer, nor with work ahead of need held
+    // back, nor where the answer's file is predicted clearly over the caller's size limit (its size rule would
+    // encode a lower quality: 449,465 B here).
+    for (const held of [{ ...search, encodesAnswer: false }, { ...search, ahead: false }, { ...search, answerWithin: 300_000 }]) {
       const fresh = await photo('jpg/jpeg420exif.jpg');
       await chooseJpeg(fresh, undefined, 'full', held);
-      assert.equal(begunAhead(fresh), undefined);
+      assert.equal(await begunAhead(fresh), undefined);
     }
+    const within = await photo('jpg/jpeg420exif.jpg');
+    await chooseJpeg(within, undefined, 'full', { ...search, answerWithin: 600_000 });
+    assert.deepEqual(await begunAhead(within), setting);
   });
 
   it('work started ahead of need on a spare core leaves the answer as it is, the form included', async () => {

@@ -189,7 +189,7 @@ export async function encodeJpegWithin(pixels: Pixels, within: JpegWithin = {}):
   const step = <T>(work: () => Promise<T>, span: { from: number; to: number; predictedMs: number }) => (onStep ? estimatedProgress(work, span, onStep) : work());
   const sized = async (jpegli: boolean): Promise<SizedJpeg> => {
     // One form for every encode of the picture: the one the target's search chose.
-    const choice = await step(() => chooseJpeg(pixels, undefined, judgedAt, { ...IMAGE_SEARCH, jpegli, encodesAnswer: true }), { from: 0, to: 0.4, predictedMs: PREDICTED_SEARCH_MS });
+    const choice = await step(() => chooseJpeg(pixels, undefined, judgedAt, { ...IMAGE_SEARCH, jpegli, encodesAnswer: true, answerWithin: maxBytes }), { from: 0, to: 0.4, predictedMs: PREDICTED_SEARCH_MS });
     const files = new JpegFiles(pixels, choice, { exif, judgedAt });
     // Usually one full-size encode; the size rule's search, when it runs, a few more.
     return step(async () => {

@@ -106,6 +106,8 @@ export interface SearchBudget {
    * encode may begin while the search's last probe decides (encode.ts: encodeAhead).
    */
   encodesAnswer?: boolean;
+  /** With encodesAnswer: the caller encodes a lower quality when the answer's file is over these bytes (universal.ts: the size rule). */
+  answerWithin?: number;
 }
 
 /** A search with nothing held back: every normal document picture's. */

@@ -278,7 +278,7 @@ async function searchJpeg(pixels: Pixels, target: number, judgedAt: JudgedAt, se
   // palette BMP at q94: 74 and 89, at q85 69 and 81), so the shifted one sent the search to q57.
   const shiftedTable = form !== DEFAULT_FORM && form.chroma === DEFAULT_FORM.chroma;
   const guided = guide && (hasGuide(pixels, search) || shiftedTable) ? guide : undefined;
-  const likely = search.encodesAnswer && search.ahead && hasGuide(pixels, search) ? (quality: number) => encodeAhead(pixels, { quality, ...form }) : undefined;
+  const likely = search.encodesAnswer && search.ahead && hasGuide(pixels, search) ? (quality: number) => encodeAhead(pixels, { quality, ...form }, search.answerWithin) : undefined;
   const found = await searchQuality(pixels, { target, judgedAt, form, search }, guided ?? (full ? undefined : null), likely);
   const chosen = { quality: found.quality, ...form, score: found.score };
   const settled = full && search.forms && search.jpegli && probes.exact && !hasGuide(pixels, search) ? await withJpegliOnItself(pixels, { target, judgedAt, form, search }, chosen, found.seen) : chosen;
@@ -890,12 +890,16 @@ export async function finalJpeg(pixels: Pixels, setting: JpegSetting): Promise<B
   return (begun && settingKey(begun.setting) === settingKey(setting) && (await begun.jpeg)) || encodeJpeg(pixels, setting);
 }
 
-/** A picture's final encode begun before its search answered: its setting, and its file (undefined where the memory was not there). */
-const encodedAhead = new WeakMap<Uint8Array, { setting: JpegSetting; jpeg: Promise<Buffer | undefined>; tries: number }>();
+/**
+ * A picture's final encode begun before its search answered: its setting, whether it was begun (not
+ * where the answer's file would be clearly over the caller's limit, or the memory was not there), its file.
+ */
+const encodedAhead = new WeakMap<Uint8Array, { setting: JpegSetting; begun: Promise<boolean>; jpeg: Promise<Buffer | undefined>; tries: number }>();
 
 /** The setting whose final encode was begun ahead of the picture's answer and not yet taken (finalJpeg), if any. */
-export function begunAhead(pixels: Pixels): JpegSetting | undefined {
-  return encodedAhead.get(pixels.data)?.setting;
+export async function begunAhead(pixels: Pixels): Promise<JpegSetting | undefined> {
+  const ahead = encodedAhead.get(pixels.data);
+  return ahead && (await ahead.begun) ? ahead.setting : undefined;
 }
 
 /**
@@ -907,15 +911,24 @@ export function begunAhead(pixels: Pixels): JpegSetting | undefined {
  * unused, beside the right encode: so its memory (AHEAD_BYTES_PER_PIXEL) is asked of the node's
  * budget first, and the encode is not begun unless the budget has it at once.
  */
-function encodeAhead(pixels: Pixels, setting: JpegSetting): void {
+function encodeAhead(pixels: Pixels, setting: JpegSetting, within?: number): void {
   const before = encodedAhead.get(pixels.data);
   const tries = (before?.tries ?? 0) + 1;
   if ((before && settingKey(before.setting) === settingKey(setting)) || tries > AHEAD_TRIES || !spareCore()) return;
-  const jpeg = reserveMoreMemoryNow(pixels.width * pixels.height * AHEAD_BYTES_PER_PIXEL).then((granted) => (granted ? encodeJpeg(pixels, setting) : undefined));
+  const fits = async () => within === undefined || (await predictedBytes(pixels, setting)) <= within * AHEAD_CLEARLY_OVER;
+  const room = async () => (await fits()) && (await reserveMoreMemoryNow(pixels.width * pixels.height * AHEAD_BYTES_PER_PIXEL));
+  const begun = room();
+  const jpeg = begun.then((yes) => (yes ? encodeJpeg(pixels, setting) : undefined));
   // Never taken, its failure is no one's: a final encode made anew meets it.
   jpeg.catch(() => {});
-  encodedAhead.set(pixels.data, { setting, jpeg, tries });
+  encodedAhead.set(pixels.data, { setting, begun, jpeg, tries });
 }
+
+/**
+ * An answer whose file the proxy predicts this much over the caller's size limit (`answerWithin`) is not
+ * begun: the size rule would encode a lower quality (the proxy's share of the pixels predicts within about 10 %).
+ */
+const AHEAD_CLEARLY_OVER = 1.1;
 
 /** Guesses a picture's search may begin: a second, when the last probe but one proved the first wrong, starts the right encode a probe early. */
 const AHEAD_TRIES = 2;
