@@ -519,8 +519,7 @@ function guideThere(form: JpegForm, score: number, base: Guide, quarterAim: numb
  * probes, creeping along flat stretches, and aimed the 1 MP search no better.
  */
 function shiftedGuide(base: Guide, scoreThere: number, aim: number): Guide {
-  const shift = logLoss(scoreThere) - logLossAt(base.seen, base.quality);
-  const seen = base.seen.map(({ q, s }) => ({ q, s: 100 - Math.exp(logLoss(s) + shift) }));
+  const seen = shiftedThrough(base, { q: base.quality, s: scoreThere });
   const goal = logLoss(aim);
   let quality = base.quality;
   if (logLossAt(seen, quality) <= goal) while (quality - 1 >= MIN_QUALITY && logLossAt(seen, quality - 1) <= goal) quality--;
@@ -666,7 +665,7 @@ export function answerAfter({ seen, aim, lo, hi }: Bracket, q: number, curve: Sc
   return hi - q <= 1 && seen.some((p) => p.q === hi) ? hi : undefined;
 }
 
-/** A guide's curve shifted through one probe on the search's own proxy (as secondProbe aims with it). */
+/** A guide's curve shifted through one point: another form's probe at the guide's answer (shiftedGuide), or the search's first probe on its own proxy (as secondProbe aims with it). */
 function shiftedThrough(guide: Guide, { q, s }: Scored): Scored[] {
   const shift = logLoss(s) - logLossAt(guide.seen, q);
   return guide.seen.map((p) => ({ q: p.q, s: 100 - Math.exp(logLoss(p.s) + shift) }));
