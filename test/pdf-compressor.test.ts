@@ -1,12 +1,13 @@
 import { strict as assert } from 'node:assert';
 import { execFile, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
-import { deflateSync } from 'node:zlib';
-import { PDFDocument, PDFName, PDFWriter } from 'pdf-lib';
+import { deflateSync, inflateSync } from 'node:zlib';
+import { PDFDocument, PDFName, PDFRawStream, PDFWriter } from 'pdf-lib';
 import sharp from 'sharp';
 import type { CompressResult } from '../src/catalog/contract.ts';
 import { frameComponents } from '../workers/image/jpeg-quant.ts';
@@ -20,7 +21,7 @@ import { displaySizes } from '../workers/pdf/placements.ts';
 import { asSeen, chooseViewQuality } from '../workers/pdf/quality.ts';
 import { defaultSetting, jpegOptions } from '../workers/image/encode.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
-import { dedupeStreams } from '../workers/pdf/structure.ts';
+import { dedupeStreams, recompressStreams } from '../workers/pdf/structure.ts';
 import { rejectsWithJobError } from './helpers/job-error.ts';
 import { picturesPdf, scannedPages, tinyPictures } from './helpers/made-files.ts';
 
@@ -130,6 +131,26 @@ describe('images and structure', () => {
         else assert.deepEqual(Buffer.from(undo()), samples, `${what}, sized ${sized}`);
       }
     }
+  });
+
+  test('non-image streams are deflated again, several at once, each to its own bytes; the XMP, images and what deflate cannot shrink stay', async () => {
+    const { context } = await PDFDocument.create();
+    const stored = (bytes: Uint8Array, dict: Record<string, unknown> = {}) => context.register(PDFRawStream.of(context.obj(dict), bytes));
+    const pages = Array.from({ length: 7 }, (_, i) => Buffer.from(`BT /F1 ${10 + i} Tf 72 ${700 - i} Td (page ${i}) Tj ET\n`.repeat(400 + 150 * i)));
+    const fast = pages.map((plain) => stored(deflateSync(plain, { level: 1 }), { Filter: 'FlateDecode' }));
+    const raw = stored(pages[0]);
+    const noise = stored(randomBytes(20_000));
+    const xmp = stored(pages[1], { Type: 'Metadata', Subtype: 'XML' });
+    const image = stored(deflateSync(pages[2], { level: 1 }), { Subtype: 'Image', Filter: 'FlateDecode' });
+    const before = new Map([noise, xmp, image].map((ref) => [ref, (context.lookup(ref) as PDFRawStream).contents]));
+
+    assert.equal(await recompressStreams(context), fast.length + 1);
+    for (const [i, ref] of [...fast, raw].entries()) {
+      const stream = context.lookup(ref) as PDFRawStream;
+      assert.equal(stream.dict.get(PDFName.of('Filter')), PDFName.of('FlateDecode'));
+      assert.deepEqual(inflateSync(stream.contents), pages[i % pages.length], `stream ${i}`);
+    }
+    for (const [ref, contents] of before) assert.equal((context.lookup(ref) as PDFRawStream).contents, contents);
   });
 
   test('an image drawn small on several pages is stored once, downsampled to about 150 ppi', async () => {

@@ -34,7 +34,7 @@ export const compress: Compress = async (job, out, ctx) => {
   const { perceived } = await optimizeImages(context, sizes, onScale(10, 75, (p, toward) => ctx.progress(p, 'images', toward)), ctx.signal);
 
   ctx.progress(85, 'writing');
-  recompressStreams(context);
+  await recompressStreams(context);
   removeUnreferenced(context);
   ctx.signal.throwIfAborted();
   const bytes = await PDFStreamWriter.forContext(context, Infinity, true, OBJECTS_PER_STREAM).serializeToBuffer();

@@ -181,7 +181,7 @@ async function recompress(ctx: PDFContext, image: DocumentImage, budget: Budgete
     pixels = { data: samples, width: info.width, height: info.height, channels: info.components };
   }
   if (!pixels) {
-    const flate = encodeFlateImage(samples, { width: info.width, colors: info.components, bitsPerComponent: info.bitsPerComponent, palette: palette !== undefined });
+    const flate = await encodeFlateImage(samples, { width: info.width, colors: info.components, bitsPerComponent: info.bitsPerComponent, palette: palette !== undefined });
     if (flate.data.length >= stream.contents.length) return undefined;
     return flateOutcome(ctx, flate, info);
   }
@@ -215,9 +215,10 @@ async function recompressJpeg(ctx: PDFContext, { stream, info, placement }: Docu
   if (grey) pixels = grey;
   const fitted = await fitInClass(pixels, placement, budget);
   const ceiling = stream.contents.length * (fitted.resampled ? 1 : 1 - MIN_JPEG_GAIN);
-  const photo = await encodePhoto(fitted.pixels, fitted.ppi, { target: fitted.target, search, ceiling });
+  const { target, loss } = fitted.aim();
+  const photo = await encodePhoto(fitted.pixels, fitted.ppi, { target, search, ceiling });
   // A search stopped at the ceiling found no quality: its class's later pictures go by the others'.
-  budget.found({ quality: photo?.quality, loss: fitted.loss });
+  budget.found({ quality: photo?.quality, loss });
   if (!photo || photo.data.length >= ceiling) return undefined;
   const out = { ...jpegOutcome(photo.data, fitted.pixels), score: photo.score };
   return grey ? withColourSpace(out, PDFName.of('DeviceGray')) : out;
@@ -246,13 +247,14 @@ async function encodePixels(ctx: PDFContext, { image, pixels, budget }: { image:
   pixels = fitted.pixels;
   const lossyAllowed = !image.isSoftMask && !image.info.colourKey;
   const photo = lossyAllowed && looksPhotographic(pixels);
-  const flate = photo ? undefined : encodeFlateImage(pixels.data, { width: pixels.width, colors: pixels.channels, bitsPerComponent: 8, palette: false });
+  const flate = photo ? undefined : await encodeFlateImage(pixels.data, { width: pixels.width, colors: pixels.channels, bitsPerComponent: 8, palette: false });
   // Deflate beating 20:1 means flat artwork, where JPEG cannot compete: skip the costly try.
   const tryJpeg = lossyAllowed && (flate === undefined || flate.data.length * 20 > pixels.data.length);
   // Artwork goes lossy only when JPEG wins by far: exact edges are worth some bytes.
   const ceiling = Math.min(image.stream.contents.length, flate ? flate.data.length * JPEG_OVER_FLATE : Infinity);
-  const photoJpeg = tryJpeg ? await encodePhoto(pixels, fitted.ppi, { target: fitted.target, search: budget.search, ceiling }) : undefined;
-  budget.found({ quality: photoJpeg?.quality, loss: fitted.loss });
+  const aim = tryJpeg ? fitted.aim() : undefined;
+  const photoJpeg = aim ? await encodePhoto(pixels, fitted.ppi, { target: aim.target, search: budget.search, ceiling }) : undefined;
+  budget.found({ quality: photoJpeg?.quality, loss: aim?.loss });
   const jpeg = photoJpeg?.data;
   const useJpeg = jpeg !== undefined && jpeg.length < ceiling;
   return useJpeg ? { ...jpegOutcome(jpeg, pixels), score: photoJpeg?.score } : flate && flateOutcome(ctx, flate, pixels);
@@ -262,11 +264,14 @@ interface Fitted {
   pixels: Pixels;
   /** Where the pixels are drawn, in pixels per inch. */
   ppi: number | undefined;
-  /** Perceived quality the JPEG encode must keep as seen on the page: the page's target plus what resampling spent. */
-  target: number;
   resampled: boolean;
-  /** What resampling spent, when it was measured on these pixels. */
-  loss?: number;
+  /**
+   * The perceived quality the JPEG encode must keep as seen on the page (the page's target plus
+   * what resampling spent), and what resampling spent when it was measured on these pixels.
+   * Measured when called, once, before a JPEG is tried: a picture kept lossless never pays for it
+   * (a 9000 × 9000 scan that stays Flate spent a third of its time measuring it).
+   */
+  aim: () => { target: number; loss?: number };
 }
 
 /**
@@ -277,11 +282,14 @@ interface Fitted {
  * document, under a reduced budget) spares measuring it again on the whole image.
  */
 async function fit(pixels: Pixels, placement: Placement, knownLoss?: number): Promise<Fitted> {
-  if (!placement.size) return { pixels, ppi: placement.ppi, target: VIEW_TARGET, resampled: false };
+  if (!placement.size) return { pixels, ppi: placement.ppi, resampled: false, aim: () => ({ target: VIEW_TARGET }) };
   const resampled = await resample(pixels, placement.size.width, placement.size.height);
-  const loss = knownLoss ?? resamplingLoss(pixels, resampled, placement.ppi);
   const ppi = placement.ppi === undefined ? undefined : (placement.ppi * resampled.width) / pixels.width;
-  return { pixels: resampled, ppi, target: Math.min(MAX_JPEG_TARGET, VIEW_TARGET + loss), resampled: true, loss: knownLoss === undefined ? loss : undefined };
+  const aim = () => {
+    const loss = knownLoss ?? resamplingLoss(pixels, resampled, placement.ppi);
+    return { target: Math.min(MAX_JPEG_TARGET, VIEW_TARGET + loss), loss: knownLoss === undefined ? loss : undefined };
+  };
+  return { pixels: resampled, ppi, resampled: true, aim };
 }
 
 /** fit, within a document: under a reduced budget the class's largest measured loss is reused. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { PDFRawStream, PDFRef } from 'pdf-lib';
-import type { PDFContext } from 'pdf-lib';
+import type { PDFContext, PDFDict } from 'pdf-lib';
 import { filtersOf, isGeneric, undoFilters } from './decode.ts';
 import { deflateMax } from './flate.ts';
 import { dictOf, name, nameOf, rawStreams, reachableRefs, replaceStream, rewriteRefs } from './objects.ts';
@@ -86,38 +86,62 @@ function dedupePass(ctx: PDFContext): number {
   return map.size;
 }
 
+/** Streams deflating at once on libuv's threads: the job's thread inflates the next meanwhile. */
+const STREAM_LANES = 2;
+
 /**
  * Re-deflates every non-image stream at the maximum level (content streams, fonts, ICC profiles…),
  * and deflates unfiltered ones. Predictor parameters are carried over unchanged since the
  * predicted bytes are kept. The XMP metadata stays uncompressed (PDF/A-1 wants it readable).
+ * Up to STREAM_LANES deflates run at once, their inflated bytes together within
+ * MAX_STREAM_BYTES unless one alone is larger, so memory stays what one stream at a time held.
  */
-export function recompressStreams(ctx: PDFContext): number {
+export async function recompressStreams(ctx: PDFContext): Promise<number> {
   let replaced = 0;
+  let held = 0;
+  const pending = new Set<Promise<void>>();
   for (const [ref, stream] of rawStreams(ctx)) {
-    const dict = stream.dict;
-    if (nameOf(ctx, dict.get(name('Subtype'))) === 'Image' || nameOf(ctx, dict.get(name('Type'))) === 'Metadata') continue;
-    const filters = filtersOf(ctx, dict);
-    if (!filters.every(isGeneric)) continue;
-    const withParms = filters.filter((f) => f.parms);
-    if (withParms.length > 1 || (withParms[0] && withParms[0].name !== 'FlateDecode' && withParms[0].name !== 'LZWDecode')) continue;
-    let plain: Uint8Array;
-    try {
-      plain = undoFilters(ctx, filters, stream.contents, MAX_STREAM_BYTES);
-    } catch {
-      continue;
-    }
-    const packed = deflateMax(plain);
-    if (packed.length >= stream.contents.length) continue;
-    const next = dict.clone(ctx);
-    next.set(name('Filter'), name('FlateDecode'));
-    const parms = withParms[0]?.parms?.clone(ctx);
-    parms?.delete(name('EarlyChange'));
-    if (parms) next.set(name('DecodeParms'), parms);
-    else next.delete(name('DecodeParms'));
-    replaceStream(ctx, ref, next, packed);
-    replaced++;
+    const plain = plainStream(ctx, stream);
+    if (!plain) continue;
+    while (pending.size >= STREAM_LANES || (pending.size > 0 && held + plain.bytes.length > MAX_STREAM_BYTES)) await Promise.race(pending);
+    held += plain.bytes.length;
+    const done: Promise<void> = deflateMax(plain.bytes)
+      .then((packed) => {
+        if (packed.length >= stream.contents.length) return;
+        replaceStream(ctx, ref, plain.dict, packed);
+        replaced++;
+      })
+      .finally(() => {
+        held -= plain.bytes.length;
+        pending.delete(done);
+      });
+    pending.add(done);
   }
+  await Promise.all(pending);
   return replaced;
+}
+
+/** A stream recompressStreams deflates again: its inflated bytes and the dictionary they will be stored with, or undefined when it is left as it is. */
+function plainStream(ctx: PDFContext, stream: PDFRawStream): { bytes: Uint8Array; dict: PDFDict } | undefined {
+  const dict = stream.dict;
+  if (nameOf(ctx, dict.get(name('Subtype'))) === 'Image' || nameOf(ctx, dict.get(name('Type'))) === 'Metadata') return undefined;
+  const filters = filtersOf(ctx, dict);
+  if (!filters.every(isGeneric)) return undefined;
+  const withParms = filters.filter((f) => f.parms);
+  if (withParms.length > 1 || (withParms[0] && withParms[0].name !== 'FlateDecode' && withParms[0].name !== 'LZWDecode')) return undefined;
+  let bytes: Uint8Array;
+  try {
+    bytes = undoFilters(ctx, filters, stream.contents, MAX_STREAM_BYTES);
+  } catch {
+    return undefined;
+  }
+  const next = dict.clone(ctx);
+  next.set(name('Filter'), name('FlateDecode'));
+  const parms = withParms[0]?.parms?.clone(ctx);
+  parms?.delete(name('EarlyChange'));
+  if (parms) next.set(name('DecodeParms'), parms);
+  else next.delete(name('DecodeParms'));
+  return { bytes, dict: next };
 }
 
 /** Deletes every object the trailer cannot reach (old revisions, linearization hints, dropped data). */
