@@ -135,7 +135,7 @@ describe('images and structure', () => {
 
   test('non-image streams are deflated again, several at once, each to its own bytes; the XMP, images and what deflate cannot shrink stay', async () => {
     const { context } = await PDFDocument.create();
-    const stored = (bytes: Uint8Array, dict: Record<string, unknown> = {}) => context.register(PDFRawStream.of(context.obj(dict), bytes));
+    const stored = (bytes: Uint8Array, dict: Record<string, string> = {}) => context.register(PDFRawStream.of(context.obj(dict), bytes));
     const pages = Array.from({ length: 7 }, (_, i) => Buffer.from(`BT /F1 ${10 + i} Tf 72 ${700 - i} Td (page ${i}) Tj ET\n`.repeat(400 + 150 * i)));
     const fast = pages.map((plain) => stored(deflateSync(plain, { level: 1 }), { Filter: 'FlateDecode' }));
     const raw = stored(pages[0]);
