@@ -13,7 +13,7 @@ import { compress as gif } from '../workers/gif.ts';
 import { answerAfter, begunAhead, belowClearlyFails, chooseJpeg, chooseJpegQuality, defaultSetting, encodeJpeg, encodeJpegAuto, finalJpeg, jpegOptions, probesOf, type JpegAutoOptions } from '../workers/image/encode.ts';
 import { Bracket, MAX_QUALITY, MIN_QUALITY, secantProbe } from '../workers/image/quality-bracket.ts';
 import { PERCEIVED_TARGET } from '../workers/image/perceived.ts';
-import { atMostTwoColours } from '../workers/image/png-encode.ts';
+import { atMostTwoColours, encodePng } from '../workers/image/png-encode.ts';
 import { greyOf, openImage } from '../workers/image/door.ts';
 import { tiffReader } from '../workers/image/exif-thumbnail.ts';
 import { rowOrder } from '../workers/image/gif/compose.ts';
@@ -696,6 +696,15 @@ describe('image.png-compress', () => {
     const s2 = await perceived(input, r.path);
     assert.ok(s2 >= PERCEIVED_TARGET, `SSIMULACRA2 ${s2}`);
     assert.equal(r.perceivedQuality?.toFixed(3), s2.toFixed(3));
+  });
+
+  it('gives the same palette whether or not the next palettes are quantised ahead on a spare core', async () => {
+    for (const input of [`${corpus}png/exifr-logo-black-highres.png`, `${corpus}png/baiona_alpha.png`, await screenshotPng(join(work, 'ahead-screenshot.png'))]) {
+      const [ahead, asked] = await Promise.all([true, false].map((ahead) => encodePng(sharp(input), 'lossy', { ahead })));
+      assert.ok(ahead.score !== undefined, `${input}: a palette`);
+      assert.equal(ahead.score, asked.score, input);
+      assert.ok(ahead.data.equals(asked.data), input);
+    }
   });
 
   it('counts two colours at most over every channel, alpha included', () => {
