@@ -25,7 +25,9 @@ import { estimatedProgress, forwardProgress, onScale } from '../workers/shared/p
 import { profiled } from '../workers/shared/profile.ts';
 import { ProgressOfThread } from '../src/jobs/thread-progress.ts';
 import { progressThroughPool, valuesWithin } from './helpers/pool-progress.ts';
-import { LANE_PIXELS, Lanes, SMALL_LANE_PIXELS } from '../workers/shared/lanes.ts';
+import { LANE_PIXELS, Lanes, PICTURE_LANES, SMALL_LANE_PIXELS } from '../workers/shared/lanes.ts';
+import { DocumentCaps } from '../workers/shared/document-caps.ts';
+import { peakBytes } from '../workers/shared/memory.ts';
 import { proxyOf } from '../workers/image/proxy.ts';
 import { applyResize, targetSize } from '../workers/image/resize.ts';
 import { ssim } from '../workers/image/ssim.ts';
@@ -428,6 +430,22 @@ describe('document pictures in lanes', () => {
       assert.deepEqual(got, [0, 10, 20, 30, 40, 50, 60, 70]);
       assert.deepEqual(started, [0, 1, 2, 3, 4, 5, 6, 7]);
       assert.equal(most, lanesUsed, `pictures of ${pixels} pixels`);
+    }
+  });
+
+  it("reserves a document's peak for the pictures its lanes can hold together", { skip: PICTURE_LANES === 1 && 'one core: one lane' }, () => {
+    const MP = 1e6;
+    const cases: { what: string; pictures: number[]; inFlight: number }[] = [
+      { what: 'three photos within the bound, all in flight', pictures: [12.2 * MP, 11.9 * MP, 17.5 * MP], inFlight: 41.6 * MP },
+      { what: 'more than PICTURE_LANES photos: the largest ones', pictures: [1 * MP, 9 * MP, 2 * MP, 8 * MP, 7 * MP].slice(0, PICTURE_LANES + 2), inFlight: [9, 8, 7, 2, 1].slice(0, PICTURE_LANES).reduce((a, b) => a + b, 0) * MP },
+      { what: 'large scans: the pixel bound', pictures: [30 * MP, 30 * MP, 30 * MP], inFlight: Math.max(30 * MP, Math.min(LANE_PIXELS, PICTURE_LANES * 30 * MP)) },
+      { what: 'one over the bound: alone', pictures: [100 * MP, 5 * MP], inFlight: 100 * MP },
+      { what: 'many small pictures: twice the lanes of the largest', pictures: Array(50).fill(10_000), inFlight: Math.max(PICTURE_LANES * 10_000, Math.min(SMALL_LANE_PIXELS, 2 * PICTURE_LANES * 10_000)) },
+    ];
+    for (const { what, pictures, inFlight } of cases) {
+      const caps = new DocumentCaps();
+      pictures.forEach((p, i) => assert.ok(caps.admit(String(i), p), what));
+      assert.equal(caps.peakBytes(), peakBytes(Math.round(inFlight)), what);
     }
   });
 

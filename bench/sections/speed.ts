@@ -331,7 +331,7 @@ export default async function speed(ctx: BenchContext): Promise<string> {
     '',
     '### Where our time goes (ms, our median run)',
     '',
-    'decode: libvips decodes and normalises in one pipeline for JPG, PNG and GIF, so their `decode` holds both; search: its probes\' encodes and decodes; score: the perceptual metric within the search; encode: the output\'s encode (a GIF\'s is its search\'s last probe); fit: the size rule\'s calibrating encodes and further full-size encodes; other: the rest (allocations, metadata, progress, and the size rule\'s predictions on the proxy). A document\'s pictures run two at a time, so its phases may add up to more than its time.',
+    'decode: libvips decodes and normalises in one pipeline for JPG, PNG and GIF, so their `decode` holds both; search: its probes\' encodes and decodes; score: the perceptual metric within the search; encode: the output\'s encode (a GIF\'s is its search\'s last probe); fit: the size rule\'s calibrating encodes and further full-size encodes; other: the rest (allocations, metadata, progress, and the size rule\'s predictions on the proxy). A document\'s pictures run a few at a time, so its phases may add up to more than its time.',
     '',
     markdownTable(['kind', 'file', 'total', ...PHASES, 'other', 'JPEG probes'], rows.map(phaseRow)),
     '',

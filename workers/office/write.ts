@@ -21,7 +21,7 @@ const PROGRESS_TO = 95;
 
 /**
  * Writes the package again: `[Content_Types].xml` first, then every other entry in its original
- * order under its original name. Image parts are recompressed two at a time (lanes.ts), their
+ * order under its original name. Image parts are recompressed a few at a time (lanes.ts), their
  * quality searches within the document budget of `budget`; every other part is streamed through
  * unchanged. Each entry is produced when yazl reaches it, image parts at most a lane ahead, so a
  * few parts at most are in memory. Every entry is deflated at level 9 (no stored entries: a stored entry with a

@@ -21,14 +21,15 @@ export const DOCUMENT_LIMITS = {
 
 /**
  * Which pictures of a document are recompressed (DOCUMENT_LIMITS), and the document's peak memory:
- * the pictures in flight together (lanes.ts: two at a time within LANE_PIXELS, a larger one alone,
- * four small ones within SMALL_LANE_PIXELS; one at a time when that could overrun the memory budget).
+ * the pictures in flight together (lanes.ts: PICTURE_LANES at a time within LANE_PIXELS, a larger one alone,
+ * twice as many small ones within SMALL_LANE_PIXELS; one at a time when that could overrun the memory budget).
  */
 export class DocumentCaps {
   readonly carried = new Set<string>();
   private count = 0;
   private total = 0;
-  private largest = [0, 0];
+  /** The largest pictures admitted, PICTURE_LANES of them at most, largest first. */
+  private largest: number[] = [];
 
   full(): boolean {
     return this.count >= DOCUMENT_LIMITS.maxPictures || this.total >= DOCUMENT_LIMITS.maxDocumentPixels;
@@ -48,7 +49,7 @@ export class DocumentCaps {
     }
     this.count++;
     this.total += counted;
-    this.largest = [...this.largest, counted].sort((a, b) => b - a).slice(0, 2);
+    this.largest = [...this.largest, counted].sort((a, b) => b - a).slice(0, PICTURE_LANES);
     return true;
   }
 
@@ -61,15 +62,16 @@ export class DocumentCaps {
     return peakBytes(this.lanes() > 1 ? this.inFlight() : this.alone());
   }
 
-  /** The most pixels in flight with PICTURE_LANES (and their small lanes): no four pictures exceed four times the largest. */
+  /** The most pixels in flight with PICTURE_LANES: the largest pictures together within LANE_PIXELS, or the small lanes' twice as many, none larger than the largest. */
   private inFlight(): number {
-    const [first = 0, second = 0] = this.largest;
-    return Math.max(first, Math.min(LANE_PIXELS, first + second), Math.min(SMALL_LANE_PIXELS, 2 * PICTURE_LANES * first));
+    const first = this.largest[0] ?? 0;
+    const together = this.largest.reduce((a, b) => a + b, 0);
+    return Math.max(first, Math.min(LANE_PIXELS, together), Math.min(SMALL_LANE_PIXELS, 2 * PICTURE_LANES * first));
   }
 
   /** The most pixels in flight with one lane: the largest picture, or two small ones. */
   private alone(): number {
-    const first = this.largest[0]!;
+    const first = this.largest[0] ?? 0;
     return Math.max(first, Math.min(SMALL_LANE_PIXELS, 2 * first));
   }
 }

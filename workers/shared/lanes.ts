@@ -4,10 +4,14 @@ import { availableParallelism } from 'node:os';
  * How many pictures of one document are worked on at once. A picture's work is mostly libvips
  * and mozjpeg calls, which run on libuv's threads while the job's own thread waits (measured: the
  * job thread idle 60 % of a 600-picture PDF), so a second picture in flight uses the other core
- * instead of leaving it idle. The work is the same as one at a time (no speculative encodes), so
- * when every pool thread is busy the extra lane costs nothing but a little memory.
+ * instead of leaving it idle. Each picture alternates between the two (an encode there, its score
+ * here), and with two in flight both often waited on libuv at once: a third keeps the job's thread
+ * and both cores busier on two cores (the same bytes; medians: a PDF of three 12-18 MP photos
+ * 4.8 → 3.5 s, a 30-photo PPTX 7.5 → 6.7 s, the mixed batch 33.3-33.4 → 35.4-38.7 jobs/min). The
+ * work is the same as one at a time (no speculative encodes), so when every pool thread is busy
+ * the extra lanes cost nothing but memory, which the document reserves (document-caps.ts).
  */
-export const PICTURE_LANES = Math.max(1, Math.min(2, availableParallelism()));
+export const PICTURE_LANES = availableParallelism() > 1 ? 3 : 1;
 
 /**
  * Decoded pixels that may be in flight at once: a picture over this runs alone, so a document
@@ -19,7 +23,7 @@ export const LANE_PIXELS = 48e6;
  * Pictures this small, all in flight together, take up to twice the lanes: their time is call
  * overhead (a codec call's set-up and its hops to libuv's threads and back), not pixels, so with
  * two lanes the job's thread still waited most of it (600 pictures of 48 × 48 in a PDF, the same
- * bytes: 11.0–11.7 → 8.6–8.9 s with four).
+ * bytes: 11.0–11.7 → 8.6–8.9 s with four; 6.3 → 5.6 s with six of three lanes).
  */
 export const SMALL_LANE_PIXELS = 256 * 1024;
 

@@ -6,7 +6,7 @@ import type { JpegSetting } from '../image/encode.ts';
  * is a quality search's whole wall time and `score` the part of it spent in the perceptual
  * metric (synchronous, on the job's thread); the rest of `search` is its probes' encodes and
  * decodes. `encode` is the output's encode, `fit` a size rule's work: its calibrating encodes and any further full-size encode.
- * A document's pictures run two at a time, so its phases may add up to more than its wall time.
+ * A document's pictures run a few at a time, so its phases may add up to more than its wall time.
  */
 export type Phase = 'read' | 'decode' | 'normalise' | 'analyse' | 'search' | 'score' | 'encode' | 'fit' | 'write';
 
