@@ -115,6 +115,8 @@ export async function recompressStreams(ctx: PDFContext): Promise<number> {
         held -= plain.bytes.length;
         pending.delete(done);
       });
+    // A failure reaches the job through the wait that includes it; one settling after the job failed is no one's.
+    done.catch(() => {});
     pending.add(done);
   }
   await Promise.all(pending);
